@@ -1,0 +1,220 @@
+/**
+ * The configuration: one zod schema, every field optional with a default. Sources, later ones
+ * winning: the embedded defaults, the JSON file (`--config path`, else `server.json` when
+ * present), then environment variables named after the field path (`MEDIASERVER_PORTS_REST`
+ * for `ports.rest`, `MEDIASERVER_HOOKS_URL` for `hooks.url`).
+ */
+import { z } from "zod";
+
+/** Prefix of the environment variables that override configuration fields. */
+export const envPrefix = "MEDIASERVER_";
+
+/** Name of the configuration file read when `--config` is not given and the file exists. */
+export const defaultConfigFile = "server.json";
+
+const port = z.int().min(0).max(65535);
+const logLevel = z.enum(["error", "warn", "info", "debug", "trace"]);
+
+/** Schema of the configuration file. */
+export const configSchema = z.strictObject({
+  /** Address every listener binds; a public bind must be asked for explicitly. */
+  bind: z.ipv4().or(z.ipv6()).default("127.0.0.1"),
+  ports: z.strictObject({
+    /** REST API (`/rest-api`) and `/health`. */
+    rest: port.default(8081),
+    /** Web SDK WebSocket signaling, plain. */
+    ws: port.default(8080),
+    /** Web SDK WebSocket signaling over TLS; only opened when `tls` is configured. */
+    wss: port.default(8443),
+    /** HLS over HTTP. */
+    hls: port.default(8082),
+    /** RTMP ingest and playback. */
+    rtmp: port.default(1935),
+  }).prefault({}),
+  tls: z.strictObject({
+    /** PEM certificate chain file for WSS. */
+    certFile: z.string().min(1).optional(),
+    /** PEM private key file for WSS. */
+    keyFile: z.string().min(1).optional(),
+  }).prefault({}).refine((tls) => (tls.certFile === undefined) === (tls.keyFile === undefined), {
+    message: "certFile and keyFile go together",
+    path: ["keyFile"],
+  }),
+  folders: z.strictObject({
+    /** VOD files, sounds, watermarks and layouts. */
+    media: z.string().min(1).default("content"),
+    /** Recordings. */
+    records: z.string().min(1).default("records"),
+    /** Per-session client logs. */
+    logs: z.string().min(1).default("logs"),
+  }).prefault({}),
+  log: z.strictObject({
+    /** Lowest level written. */
+    level: logLevel.default("info"),
+  }).prefault({}),
+  hooks: z.strictObject({
+    /** Base URL of the backend that receives REST hooks (`/connect`, `/OnDataEvent`, ...). Unset: no hooks, everything accepted. */
+    url: z.url({ protocol: /^https?$/ }).optional(),
+    /** Time a hook may take before it counts as failed, in ms. */
+    timeoutMs: z.int().min(1).max(600_000).default(15_000),
+  }).prefault({}),
+  keepAlive: z.strictObject({
+    /** Interval of the server's WebSocket pings, in ms. */
+    intervalMs: z.int().min(100).max(600_000).default(5_000),
+    /** Consecutive missed pongs that end a session. */
+    probes: z.int().min(1).max(1000).default(10),
+  }).prefault({}),
+  media: z.strictObject({
+    /** Codec engine: native ffmpeg, ffmpeg.wasm, or native when `ffmpeg` is on PATH. */
+    engine: z.enum(["auto", "native", "wasm"]).default("auto"),
+    /** Address announced in ICE candidates when it differs from `bind` (NAT). */
+    announcedAddress: z.ipv4().or(z.ipv6()).optional(),
+    /** Lowest UDP port for media. */
+    udpPortMin: port.default(31000),
+    /** Highest UDP port for media. */
+    udpPortMax: port.default(31999),
+  }).prefault({}).refine((m) => m.udpPortMin <= m.udpPortMax, {
+    message: "udpPortMin must not exceed udpPortMax",
+    path: ["udpPortMax"],
+  }),
+  rest: z.strictObject({
+    /** Largest REST request body accepted, in bytes. */
+    maxBodyBytes: z.int().min(1024).max(64 * 1024 * 1024).default(1024 * 1024),
+  }).prefault({}),
+});
+
+/** The validated configuration with every default filled in. */
+export type Config = z.output<typeof configSchema>;
+
+/** A configuration value is wrong; `field` is its dotted path, `source` where it came from. */
+export class ConfigError extends Error {
+  constructor(readonly field: string, message: string, readonly source: string) {
+    super(`${source}: ${field}: ${message}`);
+    this.name = "ConfigError";
+  }
+}
+
+/** Where to read the configuration from. */
+export interface ConfigSources {
+  /** Command-line arguments (only `--config path` / `--config=path` is read). */
+  args?: string[];
+  /** Environment variables. */
+  env?: Record<string, string>;
+  /** Reads a file as text; injectable for tests. */
+  readTextFile?: (path: string) => string;
+}
+
+/** Builds the configuration from defaults, the file and the environment, or throws ConfigError. */
+export function loadConfig(sources: ConfigSources = {}): Config {
+  const read = sources.readTextFile ?? Deno.readTextFileSync;
+  const explicitPath = configPathFromArgs(sources.args ?? []);
+  const path = explicitPath ?? defaultConfigFile;
+  let fileValue: unknown = {};
+  let text: string | undefined;
+  try {
+    text = read(path);
+  } catch (err) {
+    if (explicitPath !== undefined || !(err instanceof Deno.errors.NotFound)) {
+      throw new ConfigError("--config", `cannot read ${path}: ${(err as Error).message}`, path);
+    }
+  }
+  if (text !== undefined) {
+    try {
+      fileValue = JSON.parse(text);
+    } catch (err) {
+      throw new ConfigError("(file)", `not valid JSON: ${(err as Error).message}`, path);
+    }
+    const fromFile = configSchema.safeParse(fileValue);
+    if (!fromFile.success) throw issueToError(fromFile.error.issues[0], path);
+  }
+  const merged = applyEnv(fileValue, sources.env ?? {});
+  const result = configSchema.safeParse(merged.value);
+  if (!result.success) {
+    const issue = result.error.issues[0];
+    const field = issue.path.join(".");
+    throw issueToError(issue, merged.sources.get(field) ?? path);
+  }
+  return result.data;
+}
+
+function configPathFromArgs(args: string[]): string | undefined {
+  for (let i = 0; i < args.length; i++) {
+    if (args[i] === "--config") {
+      if (i + 1 >= args.length) throw new ConfigError("--config", "needs a path", "arguments");
+      return args[i + 1];
+    }
+    if (args[i].startsWith("--config=")) return args[i].slice("--config=".length);
+  }
+  return undefined;
+}
+
+function issueToError(issue: z.core.$ZodIssue, source: string): ConfigError {
+  let path = issue.path.map(String);
+  if (issue.code === "unrecognized_keys") path = [...path, issue.keys[0]];
+  const message = issue.code === "unrecognized_keys" ? "unknown field" : issue.message;
+  return new ConfigError(path.join(".") || "(root)", message, source);
+}
+
+/** The environment variable that overrides a field path, e.g. ["ports","rest"] → MEDIASERVER_PORTS_REST. */
+export function envName(path: string[]): string {
+  return envPrefix +
+    path.map((p) => p.replace(/([a-z0-9])([A-Z])/g, "$1_$2").toUpperCase()).join("_");
+}
+
+interface Leaf {
+  path: string[];
+  type: string;
+}
+
+/** Walks the schema to list its leaf fields with their base types. */
+function leaves(schema: z.core.$ZodType, path: string[] = []): Leaf[] {
+  const inner = unwrap(schema);
+  const def = inner._zod.def;
+  if (def.type === "object") {
+    const shape = (def as z.core.$ZodObjectDef).shape;
+    return Object.entries(shape).flatMap(([key, child]) => leaves(child, [...path, key]));
+  }
+  return [{ path, type: def.type }];
+}
+
+function unwrap(schema: z.core.$ZodType): z.core.$ZodType {
+  let current = schema;
+  for (;;) {
+    const def = current._zod.def as {
+      type: string;
+      innerType?: z.core.$ZodType;
+      in?: z.core.$ZodType;
+    };
+    if (def.innerType) current = def.innerType;
+    else if (def.type === "pipe" && def.in) current = def.in;
+    else return current;
+  }
+}
+
+/** Overlays environment variables on the file's value, remembering which variable set which field. */
+function applyEnv(
+  fileValue: unknown,
+  env: Record<string, string>,
+): { value: unknown; sources: Map<string, string> } {
+  const value = structuredClone(fileValue) as Record<string, unknown>;
+  const sources = new Map<string, string>();
+  for (const leaf of leaves(configSchema)) {
+    const name = envName(leaf.path);
+    const raw = env[name];
+    if (raw === undefined) continue;
+    let target = value;
+    for (const key of leaf.path.slice(0, -1)) {
+      if (typeof target[key] !== "object" || target[key] === null) target[key] = {};
+      target = target[key] as Record<string, unknown>;
+    }
+    target[leaf.path[leaf.path.length - 1]] = coerceEnv(raw, leaf.type);
+    sources.set(leaf.path.join("."), `env ${name}`);
+  }
+  return { value, sources };
+}
+
+function coerceEnv(raw: string, type: string): unknown {
+  if (type === "number" || type === "int") return raw.trim() === "" ? raw : Number(raw);
+  if (type === "boolean") return raw === "true" ? true : raw === "false" ? false : raw;
+  return raw;
+}

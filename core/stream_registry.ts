@@ -1,0 +1,72 @@
+/**
+ * The streams of the server, keyed by mediaSessionId. Providers register what they publish;
+ * players register what they play. REST and signaling look streams up here, never in each
+ * other.
+ */
+import { ConflictError, NotFoundError } from "./errors.ts";
+import type { StreamRecord } from "./records.ts";
+
+/** What the registry needs of a stream. */
+export interface RegisteredStream {
+  /** Identifies the stream for terminate, recording, mixer and recorder operations. */
+  readonly mediaSessionId: string;
+  /** The stream name. */
+  readonly name: string;
+  /** True for a published (provided) stream, false for a played one. */
+  readonly published: boolean;
+  /** The Stream record of the API; `metrics` filled only when asked for. */
+  record(options?: { metrics?: boolean }): StreamRecord;
+  /** Ends the stream; `info` is the reason its clients are told. */
+  terminate(info: string): Promise<void>;
+}
+
+/** Streams by mediaSessionId, with lookup of the published stream of a name. */
+export class StreamRegistry {
+  #byId = new Map<string, RegisteredStream>();
+  #publishedByName = new Map<string, RegisteredStream>();
+
+  /** Adds a stream; a duplicate id, or a second publisher of a name, is a ConflictError. */
+  add(stream: RegisteredStream): void {
+    if (this.#byId.has(stream.mediaSessionId)) {
+      throw new ConflictError(`mediaSessionId ${stream.mediaSessionId} exists`);
+    }
+    if (stream.published) {
+      if (this.#publishedByName.has(stream.name)) {
+        throw new ConflictError(`stream ${stream.name} is already published`);
+      }
+      this.#publishedByName.set(stream.name, stream);
+    }
+    this.#byId.set(stream.mediaSessionId, stream);
+  }
+
+  /** Removes a stream if present (idempotent, so owners may call it on every exit path). */
+  remove(stream: RegisteredStream): void {
+    if (this.#byId.get(stream.mediaSessionId) !== stream) return;
+    this.#byId.delete(stream.mediaSessionId);
+    if (this.#publishedByName.get(stream.name) === stream) {
+      this.#publishedByName.delete(stream.name);
+    }
+  }
+
+  /** The stream with this id, or NotFoundError. */
+  get(mediaSessionId: string): RegisteredStream {
+    const stream = this.#byId.get(mediaSessionId);
+    if (!stream) throw new NotFoundError(`stream with mediaSessionId ${mediaSessionId} not found`);
+    return stream;
+  }
+
+  /** The published stream of this name, if any. */
+  published(name: string): RegisteredStream | undefined {
+    return this.#publishedByName.get(name);
+  }
+
+  /** Every stream, in registration order. */
+  list(): RegisteredStream[] {
+    return [...this.#byId.values()];
+  }
+
+  /** Number of streams. */
+  get size(): number {
+    return this.#byId.size;
+  }
+}

@@ -1,0 +1,32 @@
+/**
+ * Entry point: reads the configuration, starts the server, stops cleanly on SIGINT/SIGTERM.
+ * A bad configuration stops the start with a message naming the field and exit code 2.
+ */
+import { ConfigError, loadConfig } from "./config.ts";
+import { createLogger } from "./core/log.ts";
+import { startServer } from "./server.ts";
+
+/** Exit code of a start refused for its configuration. */
+const configErrorExitCode = 2;
+
+async function main(): Promise<void> {
+  let config;
+  try {
+    config = loadConfig({ args: Deno.args, env: Deno.env.toObject() });
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    console.error(`configuration error: ${err.message}`);
+    Deno.exit(configErrorExitCode);
+  }
+  const log = createLogger({ level: config.log.level });
+  const server = await startServer(config, log);
+  const stop = async (signal: string) => {
+    log.info("shutting down", { signal });
+    await server.stop();
+    Deno.exit(0);
+  };
+  Deno.addSignalListener("SIGINT", () => stop("SIGINT"));
+  Deno.addSignalListener("SIGTERM", () => stop("SIGTERM"));
+}
+
+if (import.meta.main) await main();

@@ -1,0 +1,165 @@
+/**
+ * The HTTP face of the management API: method and content-type checks, JSON body parsing,
+ * schema validation, CORS, the request log, and the one place where typed errors become
+ * HTTP statuses.
+ */
+import { Hono } from "hono";
+import type { Context } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import type { z } from "zod";
+import { BadRequestError, MediaServerError, NotImplementedError } from "../core/errors.ts";
+import type { Services } from "../core/services.ts";
+import { serverVersion } from "../core/version.ts";
+import type { Operation, OperationContext } from "./operation.ts";
+import { buildOpenApi, openApiPath } from "./openapi.ts";
+
+/** Prefix of every management operation. */
+export const restPrefix = "/rest-api";
+
+const corsHeaders = {
+  "Access-Control-Allow-Origin": "*",
+  "Access-Control-Allow-Credentials": "true",
+} as const;
+
+/** Seconds a browser may cache a preflight answer. */
+const preflightMaxAgeSeconds = 86_400;
+
+/** Options of createRestApp. */
+export interface RestAppOptions {
+  services: Services;
+  operations: readonly Operation[];
+}
+
+/** Builds the Hono app serving /health, the OpenAPI document and every operation. */
+export function createRestApp({ services, operations }: RestAppOptions): Hono {
+  const app = new Hono();
+  const log = services.log.child({ component: "rest" });
+  const startedAt = Date.now();
+  const ctx: OperationContext = { services };
+
+  app.use("*", async (c, next) => {
+    const started = performance.now();
+    await next();
+    for (const [name, value] of Object.entries(corsHeaders)) c.res.headers.set(name, value);
+    log.info("request", {
+      method: c.req.method,
+      path: c.req.path,
+      status: c.res.status,
+      ms: Math.round((performance.now() - started) * 100) / 100,
+    });
+  });
+  app.use(
+    `${restPrefix}/*`,
+    bodyLimit({
+      maxSize: services.config.rest.maxBodyBytes,
+      onError: (c) =>
+        c.json({
+          error: "payload too large",
+          message: `body exceeds ${services.config.rest.maxBodyBytes} bytes`,
+        }, 413),
+    }),
+  );
+
+  app.get(
+    "/health",
+    (c) => c.json({ status: "ok", version: serverVersion, uptimeMs: Date.now() - startedAt }),
+  );
+
+  const openApi = buildOpenApi(operations, serverVersion);
+  app.get(openApiPath, (c) => c.json(openApi));
+
+  for (const op of operations) {
+    const path = restPrefix + op.path;
+    const methods = op.allowGet ? ["GET", "POST"] : ["POST"];
+    app.on(methods, path, async (c) => {
+      const raw = c.req.method === "GET" ? undefined : await readJsonBody(c);
+      const body = parseBody(op.body, raw ?? {});
+      if (!op.handle) throw new NotImplementedError(op.path);
+      const result = await op.handle(body, ctx);
+      if (op.response === null || result === undefined) {
+        return c.body(null, 200, { "Content-Type": "application/json" });
+      }
+      return c.json(result as object);
+    });
+    app.options(path, (c) =>
+      c.body(null, 204, {
+        "Allow": [...methods, "OPTIONS"].join(", "),
+        "Access-Control-Allow-Methods": [...methods, "OPTIONS"].join(", "),
+        "Access-Control-Allow-Headers": c.req.header("Access-Control-Request-Headers") ??
+          "Content-Type",
+        "Access-Control-Max-Age": String(preflightMaxAgeSeconds),
+      }));
+    app.all(path, (c) =>
+      c.json(
+        { error: "method not allowed", message: `${op.path} answers ${methods.join(", ")}` },
+        405,
+        { "Allow": methods.join(", ") },
+      ));
+  }
+
+  app.notFound((c) =>
+    c.json({ error: "not found", message: `no operation at ${c.req.method} ${c.req.path}` }, 404)
+  );
+  app.onError((err, c) => {
+    if (err instanceof MediaServerError) {
+      if (err.status >= 500 && err.status !== 501) log.error("operation failed", { err });
+      return c.json(err.toJSON(), err.status as 400);
+    }
+    log.error("unexpected error", { path: c.req.path, err, stack: (err as Error).stack });
+    return c.json({ error: "internal error", message: String((err as Error).message) }, 500);
+  });
+  return app;
+}
+
+/** Reads the body as JSON: empty means no parameters; another media type is a 415. */
+async function readJsonBody(c: Context): Promise<unknown> {
+  const text = await c.req.text();
+  // An empty body carries no parameters whatever its declared type (fetch labels "" text/plain).
+  if (text.trim() === "") return undefined;
+  const contentType = c.req.header("Content-Type");
+  if (contentType === undefined || !isJsonUtf8(contentType)) {
+    throw new UnsupportedMediaTypeError(contentType ?? "(none)");
+  }
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    throw new BadRequestError("body", `malformed JSON: ${(err as Error).message}`);
+  }
+}
+
+/** True for `application/json`, optionally with a UTF-8 charset parameter. */
+function isJsonUtf8(contentType: string): boolean {
+  const [type, ...params] = contentType.split(";").map((p) => p.trim().toLowerCase());
+  if (type !== "application/json") return false;
+  return params.every((p) => {
+    const [name, value] = p.split("=").map((s) => s.trim().replace(/^"|"$/g, ""));
+    return name !== "charset" || value === "utf-8" || value === "utf8";
+  });
+}
+
+/** The body is not JSON. */
+class UnsupportedMediaTypeError extends MediaServerError {
+  constructor(contentType: string) {
+    super(
+      415,
+      "unsupported media type",
+      `Content-Type must be application/json (UTF-8), got ${contentType}`,
+    );
+  }
+}
+
+/** Validates a body against an operation's schema; the first issue becomes a 400 naming its field. */
+export function parseBody<S extends z.ZodType>(schema: S, body: unknown): z.output<S> {
+  const result = schema.safeParse(body, { reportInput: true });
+  if (result.success) return result.data;
+  const issue = result.error.issues[0];
+  let path = issue.path.map(String);
+  let message = issue.message;
+  if (issue.code === "unrecognized_keys") {
+    path = [...path, issue.keys[0]];
+    message = "unknown field";
+  } else if (path.length > 0 && "input" in issue && issue.input === undefined) {
+    message = "required field is missing";
+  }
+  throw new BadRequestError(path.join(".") || "body", message);
+}

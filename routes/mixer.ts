@@ -1,0 +1,120 @@
+/** The `mixer` group: compose several streams into one. */
+import { z } from "zod";
+import { mixerRecord } from "../core/records.ts";
+import { noParams, operation, requiredString, uriWithScheme } from "./operation.ts";
+
+const mixerUri = uriWithScheme("mixer");
+const position = { x: z.int(), y: z.int() };
+const testStart = z.object({
+  feedingStreams: z.array(z.string()).min(1),
+  mixerCount: z.int().min(1),
+  streamsInMixer: z.int().min(1),
+  intervalInSeconds: z.int().min(1),
+});
+
+/** Operations of the mixer group. */
+export const mixerOperations = [
+  operation({
+    path: "/mixer/startup",
+    summary: "Create a mixer whose output is a local stream.",
+    body: z.object({
+      uri: mixerUri,
+      localStreamName: requiredString,
+      hasVideo: z.boolean().optional(),
+      hasAudio: z.boolean().optional(),
+      watermark: z.string().optional(),
+      background: z.string().optional(),
+      mixerLayoutClass: z.string().optional(),
+      mixerLayoutDir: z.string().optional(),
+    }),
+    response: null,
+  }),
+  operation({
+    path: "/mixer/add",
+    summary: "Add a stream to a mixer.",
+    body: z.object({
+      uri: mixerUri,
+      remoteStreamName: requiredString,
+      audioLevel: z.int().min(0).optional(),
+      videoMuted: z.boolean().optional(),
+    }),
+    response: null,
+  }),
+  operation({
+    path: "/mixer/remove",
+    summary: "Remove a stream from a mixer.",
+    body: z.object({ uri: mixerUri, remoteStreamName: requiredString }),
+    response: null,
+  }),
+  operation({
+    path: "/mixer/find_all",
+    summary: "List every mixer.",
+    body: noParams,
+    response: z.array(mixerRecord),
+  }),
+  operation({
+    path: "/mixer/terminate",
+    summary: "End a mixer and its output stream.",
+    body: z.object({ uri: mixerUri }),
+    response: null,
+  }),
+  operation({
+    path: "/mixer/setAudioVideo",
+    summary: "Set audio level and video mute of the inputs whose names match a regular expression.",
+    body: z.object({
+      uri: mixerUri,
+      streams: z.string().refine((s) => {
+        try {
+          new RegExp(s);
+          return true;
+        } catch {
+          return false;
+        }
+      }, "must be a valid regular expression"),
+      audioLevel: z.int().min(0).optional(),
+      videoMuted: z.boolean().optional(),
+    }),
+    response: null,
+  }),
+  operation({
+    path: "/mixer/set_body_watermark",
+    summary: "Draw an image over the mixer's output.",
+    body: z.object({ uri: mixerUri, watermark: requiredString, ...position }),
+    response: null,
+  }),
+  operation({
+    path: "/mixer/set_stream_watermark",
+    summary: "Draw an image over one input of a mixer.",
+    body: z.object({
+      uri: mixerUri,
+      watermark: requiredString,
+      mediaSessionId: requiredString,
+      ...position,
+    }),
+    response: null,
+  }),
+  operation({
+    path: "/mixer/set_parameter",
+    summary: "Change the layout folder of a mixer on the fly.",
+    body: z.object({ uri: mixerUri, mixerLayoutDir: z.string() }),
+    response: null,
+  }),
+  operation({
+    path: "/mixer/test/start",
+    summary: "Start a load test of mixers fed by the given streams.",
+    body: testStart,
+    response: null,
+  }),
+  operation({
+    path: "/mixer/test/stop",
+    summary: "Stop the mixer load test.",
+    body: noParams,
+    response: null,
+  }),
+  operation({
+    path: "/mixer/test/get_start_example",
+    summary: "An example body of /mixer/test/start.",
+    body: noParams,
+    response: testStart,
+  }),
+];

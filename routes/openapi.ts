@@ -1,0 +1,81 @@
+/** The OpenAPI 3.1 document of the management API, generated from the operations' schemas. */
+import { z } from "zod";
+import type { Operation } from "./operation.ts";
+
+/** Path of the document below the REST port. */
+export const openApiPath = "/rest-api/openapi.json";
+
+const errorBody = {
+  type: "object",
+  properties: {
+    error: { type: "string" },
+    field: { type: "string", description: "dotted path of the offending field (400 only)" },
+    operation: { type: "string", description: "the operation not built yet (501 only)" },
+    message: { type: "string" },
+  },
+  required: ["error", "message"],
+};
+
+const errorResponses = {
+  "400": { description: "Malformed JSON, a wrong type or a missing field", ref: "Error" },
+  "404": { description: "The target does not exist", ref: "Error" },
+  "409": { description: "The entry exists already", ref: "Error" },
+  "415": { description: "The body is not application/json", ref: "Error" },
+  "501": { description: "The capability is not built yet", ref: "Error" },
+};
+
+function jsonSchema(schema: z.ZodType, io: "input" | "output"): Record<string, unknown> {
+  const { $schema: _, ...rest } = z.toJSONSchema(schema, {
+    target: "draft-2020-12",
+    io,
+    unrepresentable: "any",
+  });
+  return rest;
+}
+
+/** Builds the document for the given operations. */
+export function buildOpenApi(operations: readonly Operation[], version: string): object {
+  const paths: Record<string, unknown> = {};
+  for (const op of operations) {
+    const responses: Record<string, unknown> = {
+      "200": op.response
+        ? {
+          description: "Success",
+          content: { "application/json": { schema: jsonSchema(op.response, "output") } },
+        }
+        : { description: "Success, empty body" },
+    };
+    for (const [code, { description }] of Object.entries(errorResponses)) {
+      responses[code] = {
+        description,
+        content: { "application/json": { schema: { $ref: "#/components/schemas/Error" } } },
+      };
+    }
+    const post = {
+      operationId: op.path.slice(1).replaceAll("/", "_"),
+      summary: op.summary,
+      tags: [op.group],
+      requestBody: {
+        required: false,
+        content: { "application/json": { schema: jsonSchema(op.body, "input") } },
+      },
+      responses,
+    };
+    const item: Record<string, unknown> = { post };
+    if (op.allowGet) {
+      const { requestBody: _, ...get } = post;
+      item.get = { ...get, operationId: post.operationId + "_get" };
+    }
+    paths["/rest-api" + op.path] = item;
+  }
+  return {
+    openapi: "3.1.0",
+    info: {
+      title: "Media server management API",
+      version,
+      description: "WCS-compatible management REST API. Every operation is POST with a JSON body.",
+    },
+    paths,
+    components: { schemas: { Error: errorBody } },
+  };
+}

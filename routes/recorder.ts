@@ -1,0 +1,58 @@
+/** The `recorder` and `multipleRecorder` groups. */
+import { z } from "zod";
+import { multiRecorderRecord, recorderRecord, recordingConfig } from "../core/records.ts";
+import { noParams, operation, requiredString, uriWithScheme } from "./operation.ts";
+
+const multiUri = uriWithScheme("multi-recorder");
+
+/** Operations of the recorder and multipleRecorder groups. */
+export const recorderOperations = [
+  operation({
+    path: "/recorder/startup",
+    summary: "Start recording a stream to a file.",
+    body: z.object({ mediaSessionId: requiredString, config: recordingConfig.optional() }),
+    response: null,
+  }),
+  operation({
+    path: "/recorder/terminate",
+    summary: "Stop recording a stream; the file gets its final name.",
+    body: z.object({ mediaSessionId: requiredString }),
+    response: null,
+  }),
+  operation({
+    path: "/recorder/find_all",
+    summary: "List every recorder.",
+    body: noParams,
+    response: z.array(recorderRecord),
+  }),
+  operation({
+    path: "/multipleRecorder/startup",
+    summary: "Create a recorder of several streams into one file.",
+    body: z.object({ uri: multiUri }),
+    response: null,
+  }),
+  operation({
+    path: "/multipleRecorder/add",
+    summary: "Add a stream to a multi-recorder.",
+    body: z.object({ uri: multiUri, mediaSessionId: requiredString }),
+    response: null,
+  }),
+  operation({
+    path: "/multipleRecorder/remove",
+    summary: "Remove a stream from a multi-recorder.",
+    body: z.object({ uri: multiUri, mediaSessionId: requiredString }),
+    response: null,
+  }),
+  operation({
+    path: "/multipleRecorder/find_all",
+    summary: "List every multi-recorder.",
+    body: noParams,
+    response: z.array(multiRecorderRecord),
+  }),
+  operation({
+    path: "/multipleRecorder/terminate",
+    summary: "Stop a multi-recorder and close its file.",
+    body: z.object({ uri: multiUri }),
+    response: null,
+  }),
+];

@@ -1,0 +1,89 @@
+/** The `push` and `pull/rtmp` groups: streams to and from RTMP servers. */
+import { z } from "zod";
+import { pushRecord, rtmpPullRecord } from "../core/records.ts";
+import { findFilter, noParams, operation, requiredString, uriWithScheme } from "./operation.ts";
+
+const rtmpUri = uriWithScheme("rtmp", "rtmps");
+const byMediaSession = z.object({ mediaSessionId: requiredString });
+
+/** Operations of the push and pull/rtmp groups. */
+export const rtmpOperations = [
+  operation({
+    path: "/push/startup",
+    summary: "Publish a local stream to an RTMP address.",
+    body: z.object({
+      streamName: requiredString,
+      rtmpUrl: rtmpUri,
+      rtmpTransponderFullUrl: z.boolean().optional(),
+      options: z.record(z.string(), z.unknown()).optional(),
+    }),
+    response: pushRecord,
+  }),
+  operation({
+    path: "/push/find",
+    summary: "List the pushes whose fields equal the given values.",
+    body: findFilter(pushRecord),
+    response: z.array(pushRecord),
+  }),
+  operation({
+    path: "/push/find_all",
+    summary: "List every push.",
+    body: noParams,
+    response: z.array(pushRecord),
+  }),
+  operation({
+    path: "/push/terminate",
+    summary: "Stop a push.",
+    body: byMediaSession,
+    response: null,
+  }),
+  operation({
+    path: "/push/mute",
+    summary: "Send silence in place of the pushed audio.",
+    body: byMediaSession,
+    response: null,
+  }),
+  operation({
+    path: "/push/unmute",
+    summary: "Send the stream's audio again.",
+    body: byMediaSession,
+    response: null,
+  }),
+  operation({
+    path: "/push/sound_on",
+    summary: "Mix a sound file of the media folder into the pushed audio.",
+    body: z.object({
+      mediaSessionId: requiredString,
+      soundFile: requiredString,
+      loop: z.boolean().optional(),
+    }),
+    response: null,
+  }),
+  operation({
+    path: "/push/sound_off",
+    summary: "Stop mixing the sound file.",
+    body: byMediaSession,
+    response: null,
+  }),
+  operation({
+    path: "/pull/rtmp/pull",
+    group: "pull/rtmp",
+    summary: "Play a remote RTMP stream into a local stream.",
+    body: z.object({ uri: rtmpUri, localStreamName: z.string().optional() }),
+    response: null,
+  }),
+  operation({
+    path: "/pull/rtmp/find_all",
+    group: "pull/rtmp",
+    summary: "List every RTMP pull.",
+    body: noParams,
+    response: z.array(rtmpPullRecord),
+  }),
+  operation({
+    path: "/pull/rtmp/terminate",
+    group: "pull/rtmp",
+    summary: "Stop an RTMP pull and end its stream.",
+    body: z.object({ uri: rtmpUri }),
+    response: null,
+  }),
+];

@@ -1,0 +1,34 @@
+/** The `rtsp` group: pull IP cameras into local streams. */
+import { z } from "zod";
+import { rtspPullRecord } from "../core/records.ts";
+import { findFilter, noParams, operation, uriWithScheme } from "./operation.ts";
+
+const rtspUri = uriWithScheme("rtsp", "rtsps");
+
+/** Operations of the rtsp group. */
+export const rtspOperations = [
+  operation({
+    path: "/rtsp/startup",
+    summary: "Pull an RTSP source into a local stream (named after the uri when no name is given).",
+    body: z.object({ uri: rtspUri, localStreamName: z.string().optional() }),
+    response: null,
+  }),
+  operation({
+    path: "/rtsp/find_all",
+    summary: "List every RTSP pull.",
+    body: noParams,
+    response: z.array(rtspPullRecord),
+  }),
+  operation({
+    path: "/rtsp/find",
+    summary: "List the RTSP pulls whose fields equal the given values.",
+    body: findFilter(rtspPullRecord),
+    response: z.array(rtspPullRecord),
+  }),
+  operation({
+    path: "/rtsp/terminate",
+    summary: "Stop an RTSP pull and end its stream.",
+    body: z.object({ uri: rtspUri }),
+    response: null,
+  }),
+];

@@ -1,0 +1,65 @@
+/** The `stream` group: list, filter, end, snapshot and record streams; send stream events. */
+import { z } from "zod";
+import { filterRecords } from "../core/filter.ts";
+import { recordingConfig, streamRecord } from "../core/records.ts";
+import { findFilter, noParams, operation, requiredString } from "./operation.ts";
+
+const streamFind = findFilter(streamRecord, {
+  /** Extra parts of the records to include; "metrics" adds the metrics object. */
+  display: z.array(z.enum(["metrics"])).optional(),
+}).omit({ metrics: true });
+
+/** Operations of the stream group. */
+export const streamOperations = [
+  operation({
+    path: "/stream/find_all",
+    summary: "List every stream.",
+    body: noParams,
+    response: z.array(streamRecord),
+    handle: (_body, { services }) => services.streams.list().map((s) => s.record()),
+  }),
+  operation({
+    path: "/stream/find",
+    summary: "List the streams whose fields equal the given values.",
+    body: streamFind,
+    response: z.array(streamRecord),
+    handle: ({ display, ...filter }, { services }) => {
+      const metrics = display?.includes("metrics") ?? false;
+      const records = services.streams.list().map((s) => s.record({ metrics }));
+      return filterRecords(records, filter);
+    },
+  }),
+  operation({
+    path: "/stream/terminate",
+    summary: "End a stream; its clients get the status with info 'Stopped by rest /terminate'.",
+    body: z.object({ mediaSessionId: requiredString }),
+    response: null,
+    handle: async ({ mediaSessionId }, { services }) => {
+      await services.streams.get(mediaSessionId).terminate("Stopped by rest /terminate");
+    },
+  }),
+  operation({
+    path: "/stream/snapshot",
+    summary: "Take a PNG picture of a stream.",
+    body: z.object({ streamName: requiredString }),
+    response: z.object({ data: z.string().describe("base64 PNG") }),
+  }),
+  operation({
+    path: "/stream/startRecording",
+    summary: "Start recording a stream to a file.",
+    body: z.object({ mediaSessionId: requiredString, config: recordingConfig.optional() }),
+    response: null,
+  }),
+  operation({
+    path: "/stream/stopRecording",
+    summary: "Stop recording a stream.",
+    body: z.object({ mediaSessionId: requiredString }),
+    response: null,
+  }),
+  operation({
+    path: "/stream/event/send",
+    summary: "Send an event to every player of a stream.",
+    body: z.object({ streamName: requiredString, payload: z.record(z.string(), z.unknown()) }),
+    response: null,
+  }),
+];
