@@ -3,7 +3,7 @@
  * A bad configuration stops the start with a message naming the field and exit code 2.
  */
 import { ConfigError, loadConfig } from "./config.ts";
-import { createLogger } from "./core/log.ts";
+import { createLogger, flushLogs } from "./core/log.ts";
 import { startServer } from "./server.ts";
 
 /** Exit code of a start refused for its configuration. */
@@ -23,6 +23,7 @@ async function main(): Promise<void> {
   const stop = async (signal: string) => {
     log.info("shutting down", { signal });
     await server.stop();
+    flushLogs();
     Deno.exit(0);
   };
   Deno.addSignalListener("SIGINT", () => stop("SIGINT"));

@@ -5,7 +5,6 @@
  */
 import { Hono } from "hono";
 import type { Context } from "hono";
-import { bodyLimit } from "hono/body-limit";
 import type { z } from "zod";
 import { BadRequestError, MediaServerError, NotImplementedError } from "../core/errors.ts";
 import type { Services } from "../core/services.ts";
@@ -39,8 +38,8 @@ export function createRestApp({ services, operations }: RestAppOptions): Hono {
 
   app.use("*", async (c, next) => {
     const started = performance.now();
+    for (const name in corsHeaders) c.header(name, corsHeaders[name as keyof typeof corsHeaders]);
     await next();
-    for (const [name, value] of Object.entries(corsHeaders)) c.res.headers.set(name, value);
     log.info("request", {
       method: c.req.method,
       path: c.req.path,
@@ -48,17 +47,6 @@ export function createRestApp({ services, operations }: RestAppOptions): Hono {
       ms: Math.round((performance.now() - started) * 100) / 100,
     });
   });
-  app.use(
-    `${restPrefix}/*`,
-    bodyLimit({
-      maxSize: services.config.rest.maxBodyBytes,
-      onError: (c) =>
-        c.json({
-          error: "payload too large",
-          message: `body exceeds ${services.config.rest.maxBodyBytes} bytes`,
-        }, 413),
-    }),
-  );
 
   app.get(
     "/health",
@@ -72,7 +60,9 @@ export function createRestApp({ services, operations }: RestAppOptions): Hono {
     const path = restPrefix + op.path;
     const methods = op.allowGet ? ["GET", "POST"] : ["POST"];
     app.on(methods, path, async (c) => {
-      const raw = c.req.method === "GET" ? undefined : await readJsonBody(c);
+      const raw = c.req.method === "GET"
+        ? undefined
+        : await readJsonBody(c, services.config.rest.maxBodyBytes);
       const body = parseBody(op.body, raw ?? {});
       if (!op.handle) throw new NotImplementedError(op.path);
       const result = await op.handle(body, ctx);
@@ -112,8 +102,8 @@ export function createRestApp({ services, operations }: RestAppOptions): Hono {
 }
 
 /** Reads the body as JSON: empty means no parameters; another media type is a 415. */
-async function readJsonBody(c: Context): Promise<unknown> {
-  const text = await c.req.text();
+async function readJsonBody(c: Context, maxBytes: number): Promise<unknown> {
+  const text = await readText(c.req.raw, maxBytes);
   // An empty body carries no parameters whatever its declared type (fetch labels "" text/plain).
   if (text.trim() === "") return undefined;
   const contentType = c.req.header("Content-Type");
@@ -124,6 +114,39 @@ async function readJsonBody(c: Context): Promise<unknown> {
     return JSON.parse(text);
   } catch (err) {
     throw new BadRequestError("body", `malformed JSON: ${(err as Error).message}`);
+  }
+}
+
+/** Reads a body as UTF-8 text, refusing more than `maxBytes` without buffering the excess. */
+async function readText(req: Request, maxBytes: number): Promise<string> {
+  const declared = Number(req.headers.get("Content-Length") ?? 0);
+  if (declared > maxBytes) throw new PayloadTooLargeError(maxBytes);
+  if (!req.body) return "";
+  if (declared > 0) {
+    const text = await req.text();
+    if (text.length > maxBytes) throw new PayloadTooLargeError(maxBytes);
+    return text;
+  }
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of req.body) {
+    size += chunk.byteLength;
+    if (size > maxBytes) throw new PayloadTooLargeError(maxBytes);
+    chunks.push(chunk);
+  }
+  const all = new Uint8Array(size);
+  let offset = 0;
+  for (const chunk of chunks) {
+    all.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  return new TextDecoder().decode(all);
+}
+
+/** The body is larger than the configured limit. */
+class PayloadTooLargeError extends MediaServerError {
+  constructor(maxBytes: number) {
+    super(413, "payload too large", `body exceeds ${maxBytes} bytes`);
   }
 }
 

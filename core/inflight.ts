@@ -1,0 +1,54 @@
+/**
+ * Counts the requests a listener is handling so a stop can let them finish. Deno's
+ * `server.shutdown()` alone cuts the body of a request still being uploaded, so a stop first
+ * drains: new requests get 503, in-flight ones run to their end, then the listener closes.
+ */
+
+/** Longest a stop waits for in-flight requests, in ms, before closing anyway. */
+export const drainTimeoutMs = 10_000;
+
+/** Wraps a fetch handler to count in-flight requests and refuse new ones while draining. */
+export class InflightTracker {
+  #inflight = 0;
+  #draining = false;
+  #idle?: PromiseWithResolvers<void>;
+
+  /** Number of requests being handled. */
+  get inflight(): number {
+    return this.#inflight;
+  }
+
+  /** The handler, counted. */
+  wrap(
+    handler: (req: Request) => Response | Promise<Response>,
+  ): (req: Request) => Promise<Response> {
+    return async (req) => {
+      if (this.#draining) {
+        return Response.json({ error: "unavailable", message: "the server is shutting down" }, {
+          status: 503,
+          headers: { "Connection": "close" },
+        });
+      }
+      this.#inflight++;
+      try {
+        return await handler(req);
+      } finally {
+        if (--this.#inflight === 0) this.#idle?.resolve();
+      }
+    };
+  }
+
+  /** Refuses new requests and resolves once none is in flight, or after `timeoutMs`. */
+  async drain(timeoutMs = drainTimeoutMs): Promise<void> {
+    this.#draining = true;
+    if (this.#inflight === 0) return;
+    this.#idle = Promise.withResolvers<void>();
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timeout = new Promise<void>((resolve) => timer = setTimeout(resolve, timeoutMs));
+    try {
+      await Promise.race([this.#idle.promise, timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+}

@@ -1,0 +1,46 @@
+/** Helpers for tests that run the server as a subprocess. */
+
+/** A TCP port that was free a moment ago on 127.0.0.1. */
+export function freePort(): number {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const { port } = listener.addr as Deno.NetAddr;
+  listener.close();
+  return port;
+}
+
+/** Polls `url` until it answers 200 or `timeoutMs` passes; returns the ms it took. */
+export async function waitForHttp(url: string, timeoutMs: number): Promise<number> {
+  const started = performance.now();
+  for (;;) {
+    try {
+      const res = await fetch(url);
+      await res.body?.cancel();
+      if (res.ok) return performance.now() - started;
+    } catch {
+      // not listening yet
+    }
+    if (performance.now() - started > timeoutMs) {
+      throw new Error(`${url} did not answer within ${timeoutMs} ms`);
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/**
+ * Starts `deno <args>` in the repository root with extra environment variables; `output`
+ * "null" discards stdout and stderr (benchmarks), "piped" lets the caller read them.
+ */
+export function spawnDeno(
+  args: string[],
+  env: Record<string, string> = {},
+  output: "piped" | "null" = "piped",
+): Deno.ChildProcess {
+  return new Deno.Command(Deno.execPath(), {
+    args,
+    cwd: new URL("../..", import.meta.url).pathname,
+    env: { NO_COLOR: "1", ...env },
+    stdin: "null",
+    stdout: output,
+    stderr: output,
+  }).spawn();
+}

@@ -1,0 +1,29 @@
+import assert from "node:assert/strict";
+import { Validator } from "@seriousme/openapi-schema-validator";
+import { contractPaths } from "./contract_paths.ts";
+import { withServer } from "./helpers/test_server.ts";
+
+Deno.test("GET /rest-api/openapi.json is a valid OpenAPI 3.1 document listing every contract path", async () => {
+  await withServer(async (server) => {
+    const res = await fetch(`${server.restUrl}/rest-api/openapi.json`);
+    assert.equal(res.status, 200);
+    const doc = await res.json();
+    const validator = new Validator();
+    const result = await validator.validate(doc);
+    assert.deepEqual(result.errors ?? [], []);
+    assert.equal(result.valid, true);
+    assert.equal(validator.version, "3.1");
+    const documented = Object.keys(doc.paths).map((p) => p.slice("/rest-api".length));
+    assert.deepEqual([...documented].sort(), [...contractPaths].sort());
+    for (const path of contractPaths) {
+      const item = doc.paths[`/rest-api${path}`];
+      assert.ok(item.post.requestBody.content["application/json"].schema.type, path);
+      assert.equal(item.get !== undefined, path.endsWith("/find_all"), path);
+    }
+    const startup = doc.paths["/rest-api/vod/startup"].post;
+    assert.equal(
+      startup.requestBody.content["application/json"].schema.properties.uri.type,
+      "string",
+    );
+  });
+});
