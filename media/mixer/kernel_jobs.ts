@@ -1,0 +1,77 @@
+/**
+ * The jobs the kernel Worker runs and their results: the contract between the composer
+ * (main thread) and kernel_worker.ts. Buffers in jobs and results are transferred.
+ */
+
+import type { FitMode } from "./fit.ts";
+import type { Rect, YuvColor } from "./i420.ts";
+
+/** A picture for a slot of a scene's cache, I420 of width x height. */
+export interface SlotPicture {
+  slot: number;
+  width: number;
+  height: number;
+  data: ArrayBuffer;
+}
+
+/** An RGBA watermark drawn over the composed picture. */
+export interface Watermark {
+  width: number;
+  height: number;
+  /** Top-left corner on the canvas, in pixels; may lie partly outside. */
+  x: number;
+  y: number;
+  /** RGBA bytes: sent with the first job of each Worker, omitted afterwards. */
+  rgba?: ArrayBuffer;
+}
+
+/**
+ * Compose one output frame of a scene. The Worker keeps each slot's last picture, so a slot
+ * with no new picture shows the previous one again.
+ */
+export interface ComposeJob {
+  op: "compose";
+  /** The scene (one composer) whose canvas and slot cache to use. */
+  scene: number;
+  width: number;
+  height: number;
+  background: YuvColor;
+  /** A slot whose picture covers the canvas (cropped to fill) instead of `background`. */
+  backgroundSlot?: number;
+  fit: FitMode;
+  /** What each slot shows where, in drawing order. */
+  inputs: { slot: number; rect: Rect }[];
+  /** New pictures for slots. */
+  pictures: SlotPicture[];
+  /** Slots to forget (their input left). */
+  evict: number[];
+  watermark?: Watermark;
+  /** Receives the I420 output; at least width x height I420 bytes. */
+  output: ArrayBuffer;
+}
+
+/** Forget a scene: frees its canvas, slots and watermark in the Worker. */
+export interface ReleaseJob {
+  op: "release";
+  scene: number;
+}
+
+/** Any job of the kernel Worker. */
+export type KernelJob = ComposeJob | ReleaseJob;
+
+/** The result of a `ComposeJob`: the filled output and the input buffers, for reuse. */
+export interface ComposeResult {
+  output: ArrayBuffer;
+  spent: ArrayBuffer[];
+}
+
+/** A job as posted to the Worker. */
+export interface JobRequest {
+  id: number;
+  job: KernelJob;
+}
+
+/** The Worker's answer to a `JobRequest`. */
+export type JobReply =
+  | { id: number; result: ComposeResult | null }
+  | { id: number; error: string };

@@ -1,0 +1,365 @@
+/**
+ * Video composer: decoded input frames in, composed I420 frames out at a fixed rate. Each
+ * output tick takes, per input, the newest frame due by then (older due frames are dropped)
+ * or repeats the input's last picture, and has a kernel Worker draw the layout.
+ *
+ * Timestamps are in the composer's 90 kHz clock: callers stamp input frames on it, output
+ * frame n has pts round(n x 90000 / frameRate).
+ */
+
+import { ConflictError, NotFoundError } from "../../core/errors.ts";
+import { BufferPool } from "./buffer_pool.ts";
+import { KernelError } from "./errors.ts";
+import type { FitMode } from "./fit.ts";
+import { FrameClock } from "./frame_clock.ts";
+import { black, i420Size, type Rect, type YuvColor } from "./i420.ts";
+import type { ComposeJob, SlotPicture, Watermark } from "./kernel_jobs.ts";
+import { computeLayout, type LayoutName } from "./layout.ts";
+import { WorkerRunner } from "./worker_runner.ts";
+
+/** Clock rate of video timestamps, in Hz. */
+export const videoClockHz = 90000;
+/** Worker cache slot of the background image; inputs use slots from 0 up. */
+const backgroundSlot = -1;
+/** Frames an input may queue ahead of the output clock; older ones are dropped first. */
+const maxQueuedFramesPerInput = 8;
+
+/** A decoded picture: I420 bytes of width x height, presented at `pts` (90 kHz). */
+export interface RawVideoFrame {
+  width: number;
+  height: number;
+  data: Uint8Array;
+  pts: number;
+}
+
+/** An output frame; its buffer may be handed back with `VideoComposer.recycle`. */
+export interface ComposedFrame {
+  /** Presentation time, 90 kHz. */
+  pts: number;
+  width: number;
+  height: number;
+  data: Uint8Array;
+}
+
+/** Options of a VideoComposer. */
+export interface VideoComposerOptions {
+  /** Output size in pixels. */
+  width: number;
+  height: number;
+  /** Output frames per second. */
+  frameRate: number;
+  layout: LayoutName;
+  /** How pictures fill their rectangles (default letterbox). */
+  fit?: FitMode;
+  /** Colour around and between the pictures (default black). */
+  background?: YuvColor;
+  /** An I420 picture under the inputs, cropped to fill the output; replaces the colour. */
+  backgroundImage?: { width: number; height: number; data: Uint8Array };
+  /** An RGBA image drawn over every frame at (x, y). */
+  watermark?: { rgba: Uint8Array; width: number; height: number; x: number; y: number };
+  /** Kernel Workers to start and own (default 1); ignored when `runner` is given. */
+  workers?: number;
+  /** A runner shared with others; the composer then does not close it. */
+  runner?: WorkerRunner;
+  /**
+   * How far behind the last output a frame may be and still be shown, in ms (default two
+   * frame intervals); later frames are dropped.
+   */
+  maxLatenessMs?: number;
+}
+
+/** Counters of a composer since it started. */
+export interface ComposerStats {
+  /** Output frames produced. */
+  composedFrames: number;
+  /** Input frames dropped: late, out of order, superseded in the same tick or overflowing. */
+  droppedFrames: number;
+  /** Times an input's last picture was shown again for lack of a new frame. */
+  repeatedPictures: number;
+}
+
+interface Input {
+  id: string;
+  slot: number;
+  screen: boolean;
+  queue: RawVideoFrame[];
+  /** Pts of the newest frame accepted. */
+  lastPts: number;
+  current?: RawVideoFrame;
+  /** Changes whenever `current` does; Workers cache pictures by it. */
+  version: number;
+}
+
+/** Worker-side cache state as the composer knows it. */
+interface WorkerView {
+  generation: number;
+  sent: Map<number, number>;
+  evict: number[];
+  hasWatermark: boolean;
+}
+
+let nextSceneId = 1;
+
+/** Composes the inputs of one mixer into frames of one size and rate. */
+export class VideoComposer {
+  /** Counters since start. */
+  readonly stats: ComposerStats = { composedFrames: 0, droppedFrames: 0, repeatedPictures: 0 };
+  readonly #options: Required<
+    Omit<VideoComposerOptions, "watermark" | "backgroundImage" | "runner" | "workers">
+  >;
+  /** The background image as a picture that never changes (version 0). */
+  readonly #backgroundImage?: RawVideoFrame;
+  readonly #watermark?: Watermark & { rgba: ArrayBuffer };
+  readonly #runner: WorkerRunner;
+  readonly #ownsRunner: boolean;
+  readonly #scene = nextSceneId++;
+  readonly #inputs: Input[] = [];
+  readonly #views: WorkerView[] = [];
+  readonly #pool = new BufferPool();
+  readonly #frameBytes: number;
+  #rects: Rect[] = [];
+  #nextTick = 0;
+  #lastOutputPts = -Infinity;
+  #version = 0;
+  #clock?: FrameClock;
+  #inFlight = 0;
+  #closed = false;
+
+  /** A composer with no inputs; its Workers start now. */
+  constructor(options: VideoComposerOptions) {
+    if (!(options.frameRate > 0)) throw new RangeError(`frame rate ${options.frameRate}`);
+    for (const side of [options.width, options.height]) {
+      if (!Number.isInteger(side) || side < 1) {
+        throw new RangeError(`output size ${options.width}x${options.height}`);
+      }
+    }
+    const frameIntervalMs = 1000 / options.frameRate;
+    this.#options = {
+      width: options.width,
+      height: options.height,
+      frameRate: options.frameRate,
+      layout: options.layout,
+      fit: options.fit ?? "letterbox",
+      background: options.background ?? black,
+      maxLatenessMs: options.maxLatenessMs ?? 2 * frameIntervalMs,
+    };
+    this.#frameBytes = i420Size(options.width, options.height);
+    if (options.watermark) {
+      const { rgba, width, height, x, y } = options.watermark;
+      this.#watermark = { width, height, x, y, rgba: rgba.slice().buffer };
+    }
+    if (options.backgroundImage) {
+      const { width, height, data } = options.backgroundImage;
+      if (data.length < i420Size(width, height)) {
+        throw new KernelError(`background image has fewer bytes than ${width}x${height} I420`);
+      }
+      this.#backgroundImage = { width, height, data: data.slice(), pts: 0 };
+    }
+    this.#ownsRunner = !options.runner;
+    this.#runner = options.runner ?? new WorkerRunner({ workers: options.workers });
+    for (let i = 0; i < this.#runner.size; i++) {
+      this.#views.push({ generation: -1, sent: new Map(), evict: [], hasWatermark: false });
+    }
+  }
+
+  /** Adds an input (drawn in the order added); `screen` marks a screen share for `desktop`. */
+  addInput(id: string, options: { screen?: boolean } = {}): void {
+    if (this.#inputs.some((input) => input.id === id)) {
+      throw new ConflictError(`composer input ${id} exists already`);
+    }
+    const used = new Set(this.#inputs.map((input) => input.slot));
+    let slot = 0;
+    while (used.has(slot)) slot++;
+    this.#inputs.push({
+      id,
+      slot,
+      screen: options.screen ?? false,
+      queue: [],
+      lastPts: -Infinity,
+      version: 0,
+    });
+    this.#relayout();
+  }
+
+  /** Removes an input; its rectangle goes to the others. */
+  removeInput(id: string): void {
+    const index = this.#inputs.findIndex((input) => input.id === id);
+    if (index < 0) throw new NotFoundError(`composer input ${id} does not exist`);
+    const [input] = this.#inputs.splice(index, 1);
+    for (const view of this.#views) {
+      if (view.sent.delete(input.slot)) view.evict.push(input.slot);
+    }
+    this.#relayout();
+  }
+
+  #relayout(): void {
+    const { layout, width, height } = this.#options;
+    this.#rects = computeLayout(
+      layout,
+      this.#inputs.map((input) => ({
+        width: input.current?.width ?? width,
+        height: input.current?.height ?? height,
+        screen: input.screen,
+      })),
+      { width, height },
+    );
+  }
+
+  /**
+   * Queues a decoded frame of input `id`. Returns false when the frame is dropped: not newer
+   * than the input's previous frame, or more than `maxLatenessMs` behind the last output.
+   */
+  push(id: string, frame: RawVideoFrame): boolean {
+    const input = this.#inputs.find((candidate) => candidate.id === id);
+    if (!input) throw new NotFoundError(`composer input ${id} does not exist`);
+    if (frame.data.length < i420Size(frame.width, frame.height)) {
+      throw new KernelError(
+        `frame of input ${id} has ${frame.data.length} bytes, less than ${frame.width}x` +
+          `${frame.height} I420`,
+      );
+    }
+    const latenessLimit = this.#lastOutputPts - this.#options.maxLatenessMs * videoClockHz / 1000;
+    if (frame.pts <= input.lastPts || frame.pts < latenessLimit) {
+      this.stats.droppedFrames++;
+      return false;
+    }
+    input.lastPts = frame.pts;
+    input.queue.push(frame);
+    if (input.queue.length > maxQueuedFramesPerInput) {
+      input.queue.shift();
+      this.stats.droppedFrames++;
+    }
+    return true;
+  }
+
+  /** Takes the newest frame due by `pts` as the input's picture; true when it changed. */
+  #advance(input: Input, pts: number): boolean {
+    let due = 0;
+    while (due < input.queue.length && input.queue[due].pts <= pts) due++;
+    if (due === 0) return false;
+    this.stats.droppedFrames += due - 1;
+    const previous = input.current;
+    input.current = input.queue[due - 1];
+    input.queue.splice(0, due);
+    input.version = ++this.#version;
+    if (previous?.width !== input.current.width || previous.height !== input.current.height) {
+      this.#relayout();
+    }
+    return true;
+  }
+
+  /**
+   * Composes the output frame of tick `tick` (default: the one after the last), in a Worker.
+   * Ticks must increase; a skipped tick leaves a gap of whole frame intervals in pts.
+   */
+  compose(tick = this.#nextTick): Promise<ComposedFrame> {
+    if (this.#closed) return Promise.reject(new ConflictError("the composer is closed"));
+    if (tick < this.#nextTick) {
+      return Promise.reject(new RangeError(`tick ${tick} is not after ${this.#nextTick - 1}`));
+    }
+    this.#nextTick = tick + 1;
+    const { width, height, frameRate, background, fit } = this.#options;
+    const pts = Math.round(tick * videoClockHz / frameRate);
+    this.#lastOutputPts = pts;
+
+    const worker = tick % this.#runner.size;
+    const view = this.#views[worker];
+    const generation = this.#runner.generation(worker);
+    if (view.generation !== generation) {
+      view.generation = generation;
+      view.sent.clear();
+      view.evict = [];
+      view.hasWatermark = false;
+    }
+
+    const pictures: SlotPicture[] = [];
+    const transfer: ArrayBuffer[] = [];
+    const send = (slot: number, picture: RawVideoFrame, version: number) => {
+      if (view.sent.get(slot) === version) return;
+      const bytes = i420Size(picture.width, picture.height);
+      const data = this.#pool.take(bytes);
+      new Uint8Array(data).set(picture.data.subarray(0, bytes));
+      pictures.push({ slot, width: picture.width, height: picture.height, data });
+      transfer.push(data);
+      view.sent.set(slot, version);
+    };
+    if (this.#backgroundImage) send(backgroundSlot, this.#backgroundImage, 0);
+    for (const input of this.#inputs) {
+      if (!this.#advance(input, pts) && input.current) this.stats.repeatedPictures++;
+      if (input.current) send(input.slot, input.current, input.version);
+    }
+    let watermark: Watermark | undefined;
+    if (this.#watermark) {
+      const { rgba, ...place } = this.#watermark;
+      watermark = place;
+      if (!view.hasWatermark) {
+        watermark = { ...place, rgba: rgba.slice(0) };
+        transfer.push(watermark.rgba!);
+        view.hasWatermark = true;
+      }
+    }
+    const output = this.#pool.take(this.#frameBytes);
+    transfer.push(output);
+    const job: ComposeJob = {
+      op: "compose",
+      scene: this.#scene,
+      width,
+      height,
+      background,
+      backgroundSlot: this.#backgroundImage ? backgroundSlot : undefined,
+      fit,
+      inputs: this.#inputs.map((input, i) => ({ slot: input.slot, rect: this.#rects[i] })),
+      pictures,
+      evict: view.evict,
+      watermark,
+      output,
+    };
+    view.evict = [];
+    return this.#runner.run(job, transfer, worker).then((result) => {
+      for (const buffer of result!.spent) this.#pool.give(buffer);
+      this.stats.composedFrames++;
+      return { pts, width, height, data: new Uint8Array(result!.output, 0, this.#frameBytes) };
+    });
+  }
+
+  /** Hands an output frame's buffer back for reuse; the frame must not be used afterwards. */
+  recycle(frame: ComposedFrame): void {
+    this.#pool.give(frame.data.buffer as ArrayBuffer);
+  }
+
+  /**
+   * Composes on a real-time clock at the frame rate until closed, passing each frame to
+   * `onFrame`, or any error to `onError`. A tick is skipped while every Worker is busy.
+   */
+  start(onFrame: (frame: ComposedFrame) => void, onError: (error: unknown) => void): void {
+    if (this.#clock || this.#closed) return;
+    this.#clock = new FrameClock(1000 / this.#options.frameRate, (tick) => {
+      if (this.#inFlight >= this.#runner.size) return;
+      this.#inFlight++;
+      this.compose(Math.max(tick, this.#nextTick)).then(onFrame, (error) => {
+        if (!this.#closed) onError(error);
+      }).finally(() => this.#inFlight--);
+    });
+    this.#clock.start();
+  }
+
+  /** Stops the clock, frees the Worker-side state and closes an owned runner. */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#clock?.close();
+    if (this.#ownsRunner) {
+      this.#runner.close();
+    } else {
+      for (let i = 0; i < this.#runner.size; i++) {
+        this.#runner.run({ op: "release", scene: this.#scene }, [], i).catch(() => {});
+      }
+    }
+    this.#pool.clear();
+  }
+
+  /** Same as `close`, for `using`. */
+  [Symbol.dispose](): void {
+    this.close();
+  }
+}

@@ -1,0 +1,213 @@
+import assert from "node:assert/strict";
+import { buildWasm } from "../../wasm/build.ts";
+import { chromaSize, i420Size, type Rect, type YuvColor } from "./i420.ts";
+import { computeLayout } from "./layout.ts";
+import { type ComposedFrame, type RawVideoFrame, VideoComposer } from "./video_composer.ts";
+import { WorkerRunner } from "./worker_runner.ts";
+
+await buildWasm({ ifStale: true });
+
+const width = 1280;
+const height = 720;
+const red: YuvColor = { y: 81, u: 90, v: 240 };
+const green: YuvColor = { y: 145, u: 54, v: 34 };
+const blue: YuvColor = { y: 41, u: 240, v: 110 };
+const white: YuvColor = { y: 235, u: 128, v: 128 };
+const background: YuvColor = { y: 16, u: 128, v: 128 };
+
+function solid(color: YuvColor, pts: number, w = 640, h = 360): RawVideoFrame {
+  const data = new Uint8Array(i420Size(w, h));
+  data.fill(color.y, 0, w * h);
+  data.fill(color.u, w * h, w * h + chromaSize(w) * chromaSize(h));
+  data.fill(color.v, w * h + chromaSize(w) * chromaSize(h));
+  return { width: w, height: h, data, pts };
+}
+
+function pixel(frame: ComposedFrame, x: number, y: number): YuvColor {
+  const cw = chromaSize(frame.width);
+  const u = frame.width * frame.height;
+  const v = u + cw * chromaSize(frame.height);
+  const c = (y >> 1) * cw + (x >> 1);
+  return { y: frame.data[y * frame.width + x], u: frame.data[u + c], v: frame.data[v + c] };
+}
+
+/** Every pixel of `rect` (sampled on a grid, edges included) has `color`. */
+function assertFilled(frame: ComposedFrame, rect: Rect, color: YuvColor, what: string): void {
+  for (let j = 0; j <= 8; j++) {
+    for (let i = 0; i <= 8; i++) {
+      const x = rect.x + Math.min(rect.width - 1, Math.floor(i * rect.width / 8));
+      const y = rect.y + Math.min(rect.height - 1, Math.floor(j * rect.height / 8));
+      assert.deepEqual(pixel(frame, x, y), color, `${what} at ${x},${y}`);
+    }
+  }
+}
+
+Deno.test("a 3-input grid into 1280x720 shows each input's colour in its rectangle", async () => {
+  using composer = new VideoComposer({ width, height, frameRate: 30, layout: "grid" });
+  const colors = [red, green, blue];
+  colors.forEach((color, i) => {
+    composer.addInput(`in${i}`);
+    composer.push(`in${i}`, solid(color, 0));
+  });
+  const frame = await composer.compose();
+  const rects = computeLayout("grid", colors.map(() => ({ width: 640, height: 360 })), {
+    width,
+    height,
+  });
+  colors.forEach((color, i) => assertFilled(frame, rects[i], color, `input ${i}`));
+  assertFilled(frame, { x: 0, y: 360, width: 320, height: 360 }, background, "left of row 2");
+  assertFilled(frame, { x: 960, y: 360, width: 320, height: 360 }, background, "right of row 2");
+});
+
+Deno.test("an input that stops repeats its last picture; output pts follow the rate", async () => {
+  using composer = new VideoComposer({ width: 320, height: 180, frameRate: 30, layout: "grid" });
+  composer.addInput("a");
+  const sequence = [red, green, blue];
+  const frames: ComposedFrame[] = [];
+  for (let tick = 0; tick < 8; tick++) {
+    if (tick < sequence.length) composer.push("a", solid(sequence[tick], tick * 3000, 320, 180));
+    frames.push(await composer.compose());
+  }
+  const whole = { x: 0, y: 0, width: 320, height: 180 };
+  frames.forEach((frame, tick) => {
+    assert.equal(frame.pts, tick * 3000);
+    assertFilled(frame, whole, sequence[Math.min(tick, sequence.length - 1)], `tick ${tick}`);
+  });
+  assert.equal(composer.stats.repeatedPictures, 5);
+  assert.equal(composer.stats.composedFrames, 8);
+});
+
+Deno.test("late, out-of-order and superseded frames are dropped", async () => {
+  using composer = new VideoComposer({ width: 64, height: 64, frameRate: 25, layout: "grid" });
+  composer.addInput("a");
+  assert.ok(composer.push("a", solid(red, 0, 64, 64)));
+  assert.ok(composer.push("a", solid(green, 1800, 64, 64)));
+  assert.equal(composer.push("a", solid(blue, 1800, 64, 64)), false, "same pts again");
+  // Tick 1 (pts 3600) is due for both frames: only the newest is shown.
+  await composer.compose(0);
+  const shown = await composer.compose(1);
+  assertFilled(shown, { x: 0, y: 0, width: 64, height: 64 }, green, "newest due frame");
+  await composer.compose(10);
+  // Output is at 36000 and two intervals (7200) of lateness are allowed.
+  assert.equal(composer.push("a", solid(white, 28000, 64, 64)), false, "too late");
+  assert.ok(composer.push("a", solid(white, 30000, 64, 64)), "late but within the limit");
+  assert.equal(composer.stats.droppedFrames, 2);
+});
+
+Deno.test("two Workers give the same frames as one, with pictures changing and repeating", async () => {
+  const outputs: number[][] = [];
+  for (const workers of [1, 2]) {
+    using composer = new VideoComposer({
+      width: 640,
+      height: 360,
+      frameRate: 30,
+      layout: "center",
+      workers,
+      watermark: {
+        width: 40,
+        height: 20,
+        x: 600,
+        y: -5,
+        rgba: new Uint8Array(40 * 20 * 4).fill(200),
+      },
+    });
+    const sums: number[] = [];
+    for (const id of ["a", "b", "c"]) composer.addInput(id);
+    const palette = [red, green, blue, white];
+    const pending: Promise<ComposedFrame>[] = [];
+    for (let tick = 0; tick < 12; tick++) {
+      // "a" changes every tick, "b" every third, "c" never after the first.
+      composer.push("a", solid(palette[tick % 4], tick * 3000, 320, 240));
+      if (tick % 3 === 0 && tick < 6) composer.push("b", solid(palette[tick / 3], tick * 3000));
+      if (tick === 0) composer.push("c", solid(green, 0, 100, 100));
+      if (tick === 6) composer.removeInput("b");
+      pending.push(composer.compose());
+    }
+    for (const frame of await Promise.all(pending)) {
+      sums.push(frame.data.reduce((sum, b) => sum + b, 0));
+      composer.recycle(frame);
+    }
+    outputs.push(sums);
+  }
+  assert.deepEqual(outputs[1], outputs[0]);
+  assert.equal(new Set(outputs[0]).size > 3, true, "the frames differ over time");
+});
+
+Deno.test("start composes on the clock and close ends the Workers it owns", async () => {
+  const before = WorkerRunner.liveWorkers;
+  const composer = new VideoComposer({ width: 64, height: 64, frameRate: 100, layout: "grid" });
+  assert.equal(WorkerRunner.liveWorkers, before + 1);
+  composer.addInput("a");
+  composer.push("a", solid(red, 0, 64, 64));
+  const pts: number[] = [];
+  await new Promise<void>((resolve, reject) => {
+    composer.start((frame) => {
+      pts.push(frame.pts);
+      if (pts.length === 5) resolve();
+    }, reject);
+  });
+  composer.close();
+  assert.equal(WorkerRunner.liveWorkers, before);
+  for (let i = 1; i < pts.length; i++) {
+    assert.ok(pts[i] > pts[i - 1] && (pts[i] - pts[i - 1]) % 900 === 0, `pts ${pts}`);
+  }
+});
+
+Deno.test("a composer on a shared runner leaves the runner running", async () => {
+  using runner = new WorkerRunner();
+  const composer = new VideoComposer({
+    width: 32,
+    height: 32,
+    frameRate: 30,
+    layout: "grid",
+    runner,
+  });
+  composer.addInput("a");
+  composer.push("a", solid(blue, 0, 16, 16));
+  await composer.compose();
+  composer.close();
+  const again = new VideoComposer({ width: 32, height: 32, frameRate: 30, layout: "grid", runner });
+  again.addInput("a");
+  const frame = await again.compose();
+  assertFilled(frame, { x: 0, y: 0, width: 32, height: 32 }, background, "empty input");
+  again.close();
+});
+
+Deno.test("the watermark is drawn over the inputs, clipped at the canvas edge", async () => {
+  const grey = new Uint8Array(40 * 20 * 4);
+  for (let i = 0; i < 40 * 20; i++) grey.set([200, 200, 200, 255], i * 4);
+  using composer = new VideoComposer({
+    width: 320,
+    height: 180,
+    frameRate: 30,
+    layout: "grid",
+    watermark: { rgba: grey, width: 40, height: 20, x: 300, y: -10 },
+  });
+  composer.addInput("a");
+  composer.push("a", solid(blue, 0, 320, 180));
+  const frame = await composer.compose();
+  // BT.601 limited range: Y = 16 + 219 x 200 / 255 = 188, neutral chroma.
+  assertFilled(frame, { x: 300, y: 0, width: 20, height: 10 }, { y: 188, u: 128, v: 128 }, "mark");
+  assertFilled(frame, { x: 0, y: 10, width: 300, height: 170 }, blue, "input");
+});
+
+Deno.test("a background image fills the canvas around letterboxed inputs", async () => {
+  const image = solid(green, 0, 100, 100);
+  using composer = new VideoComposer({
+    width: 320,
+    height: 180,
+    frameRate: 30,
+    layout: "grid",
+    backgroundImage: image,
+    workers: 2,
+  });
+  composer.addInput("a");
+  // A square picture letterboxed in the 16:9 canvas: 180x180 in the middle.
+  composer.push("a", solid(red, 0, 90, 90));
+  for (let tick = 0; tick < 2; tick++) {
+    const frame = await composer.compose();
+    assertFilled(frame, { x: 0, y: 0, width: 70, height: 180 }, green, "left bar");
+    assertFilled(frame, { x: 70, y: 0, width: 180, height: 180 }, red, "input");
+    assertFilled(frame, { x: 250, y: 0, width: 70, height: 180 }, green, "right bar");
+  }
+});
