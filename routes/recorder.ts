@@ -12,47 +12,58 @@ export const recorderOperations = [
     summary: "Start recording a stream to a file.",
     body: z.object({ mediaSessionId: requiredString, config: recordingConfig.optional() }),
     response: null,
+    handle: ({ mediaSessionId, config }, { services }) =>
+      services.recorders.startup(mediaSessionId, config),
   }),
   operation({
     path: "/recorder/terminate",
     summary: "Stop recording a stream; the file gets its final name.",
     body: z.object({ mediaSessionId: requiredString }),
     response: null,
+    handle: ({ mediaSessionId }, { services }) => services.recorders.terminate(mediaSessionId),
   }),
   operation({
     path: "/recorder/find_all",
     summary: "List every recorder.",
     body: noParams,
     response: z.array(recorderRecord),
+    handle: (_body, { services }) => services.recorders.list(),
   }),
   operation({
     path: "/multipleRecorder/startup",
     summary: "Create a recorder of several streams into one file.",
     body: z.object({ uri: multiUri }),
     response: null,
+    handle: ({ uri }, { services }) => services.recorders.multiStartup(uri),
   }),
   operation({
     path: "/multipleRecorder/add",
     summary: "Add a stream to a multi-recorder.",
     body: z.object({ uri: multiUri, mediaSessionId: requiredString }),
     response: null,
+    handle: ({ uri, mediaSessionId }, { services }) =>
+      services.recorders.multiAdd(uri, mediaSessionId),
   }),
   operation({
     path: "/multipleRecorder/remove",
     summary: "Remove a stream from a multi-recorder.",
     body: z.object({ uri: multiUri, mediaSessionId: requiredString }),
     response: null,
+    handle: ({ uri, mediaSessionId }, { services }) =>
+      services.recorders.multiRemove(uri, mediaSessionId),
   }),
   operation({
     path: "/multipleRecorder/find_all",
     summary: "List every multi-recorder.",
     body: noParams,
     response: z.array(multiRecorderRecord),
+    handle: (_body, { services }) => services.recorders.multiList(),
   }),
   operation({
     path: "/multipleRecorder/terminate",
     summary: "Stop a multi-recorder and close its file.",
     body: z.object({ uri: multiUri }),
     response: null,
+    handle: ({ uri }, { services }) => services.recorders.multiTerminate(uri),
   }),
 ];

@@ -1,0 +1,164 @@
+/**
+ * Recorders: one per recorded stream (`/recorder/*`, `/stream/startRecording`), and
+ * multi-recorders writing several streams into one file (`/multipleRecorder/*`).
+ */
+import type { z } from "zod";
+import type { Config } from "../config.ts";
+import {
+  defaultFileTemplate,
+  fileNameOf,
+  parseRotationBytes,
+  recordableCodecs,
+  Recorder,
+} from "../media/publishers/recorder.ts";
+import { Stream } from "../media/stream.ts";
+import { ConflictError, NotFoundError } from "./errors.ts";
+import type { Logger } from "./log.ts";
+import { pathInside } from "./paths.ts";
+import type { MultiRecorderRecord, RecorderRecord, recordingConfig } from "./records.ts";
+import type { StreamRegistry } from "./stream_registry.ts";
+
+/** Recording settings of a request. */
+export type RecordingConfig = z.output<typeof recordingConfig>;
+
+/** Scheme of multi-recorder URIs. */
+const multiScheme = "multi-recorder://";
+
+/** The recorders of a server. */
+export class RecorderRegistry {
+  #single = new Map<string, { recorder: Recorder; stream: Stream }>();
+  #multi = new Map<string, Recorder>();
+  #config: Config;
+  #streams: StreamRegistry;
+  #log: Logger;
+
+  constructor(config: Config, streams: StreamRegistry, log: Logger) {
+    this.#config = config;
+    this.#streams = streams;
+    this.#log = log.child({ component: "recorder" });
+  }
+
+  /**
+   * Starts recording the stream of `mediaSessionId`; resolves once its file is open. An
+   * unknown stream is a 404, a stream already recorded a 409, a template leaving the
+   * recordings folder a 400.
+   */
+  async startup(mediaSessionId: string, config: RecordingConfig = {}): Promise<void> {
+    const stream = this.#stream(mediaSessionId);
+    if (this.#single.has(mediaSessionId)) {
+      throw new ConflictError(`stream ${stream.name} is already being recorded`);
+    }
+    const recorder = this.#recorder(config, {
+      streamName: stream.name,
+      mediaSessionId,
+    });
+    this.#single.set(mediaSessionId, { recorder, stream });
+    stream.recording = recorder;
+    recorder.onStreamsEnded = () => void this.terminate(mediaSessionId).catch(() => {});
+    try {
+      await recorder.add(stream);
+    } catch (err) {
+      await this.terminate(mediaSessionId);
+      throw err;
+    }
+    this.#log.info("recording started", { stream: stream.name, file: recorder.fileName });
+  }
+
+  /** Stops the recorder of `mediaSessionId` and closes its file under its final name. */
+  async terminate(mediaSessionId: string): Promise<void> {
+    const entry = this.#single.get(mediaSessionId);
+    if (!entry) throw new NotFoundError(`recorder of mediaSessionId ${mediaSessionId} not found`);
+    this.#single.delete(mediaSessionId);
+    if (entry.stream.recording === entry.recorder) entry.stream.recording = undefined;
+    await entry.recorder.stop();
+  }
+
+  /** Records of the single-stream recorders. */
+  list(): RecorderRecord[] {
+    return [...this.#single].map(([mediaSessionId, { recorder }]) => ({
+      fileName: recorder.fileName,
+      mediaSessionId,
+    }));
+  }
+
+  /** Creates the multi-recorder of `uri` (multi-recorder://<name>); its file opens at the first add. */
+  multiStartup(uri: string): void {
+    if (this.#multi.has(uri)) throw new ConflictError(`multi-recorder ${uri} exists`);
+    const name = uri.slice(multiScheme.length);
+    this.#multi.set(uri, this.#recorder({}, { streamName: name, mediaSessionId: name }));
+  }
+
+  /** Adds a stream to a multi-recorder; its file restarts with every stream's tracks. */
+  async multiAdd(uri: string, mediaSessionId: string): Promise<void> {
+    const recorder = this.#multiRecorder(uri);
+    const stream = this.#stream(mediaSessionId);
+    if (recorder.has(mediaSessionId)) {
+      throw new ConflictError(`stream ${stream.name} is already in ${uri}`);
+    }
+    await recorder.add(stream);
+  }
+
+  /** Removes a stream from a multi-recorder. */
+  async multiRemove(uri: string, mediaSessionId: string): Promise<void> {
+    if (!await this.#multiRecorder(uri).remove(mediaSessionId)) {
+      throw new NotFoundError(`stream with mediaSessionId ${mediaSessionId} not found in ${uri}`);
+    }
+  }
+
+  /** Records of the multi-recorders. */
+  multiList(): MultiRecorderRecord[] {
+    return [...this.#multi].map(([uri, r]) => ({
+      mediaSessionsId: r.mediaSessionIds,
+      uri,
+      fileName: r.fileName,
+    }));
+  }
+
+  /** Stops a multi-recorder and closes its file. */
+  async multiTerminate(uri: string): Promise<void> {
+    const recorder = this.#multiRecorder(uri);
+    this.#multi.delete(uri);
+    await recorder.stop();
+  }
+
+  /** Stops every recorder, closing their files (server stop). */
+  async closeAll(): Promise<void> {
+    await Promise.all([...this.#single.keys()].map((id) => this.terminate(id)));
+    await Promise.all([...this.#multi.keys()].map((uri) => this.multiTerminate(uri)));
+  }
+
+  #stream(mediaSessionId: string): Stream {
+    const stream = this.#streams.get(mediaSessionId);
+    if (!(stream instanceof Stream)) {
+      throw new ConflictError(`stream ${stream.name} carries no media the server can record`);
+    }
+    if (!stream.tracks.some((t) => recordableCodecs.has(t.codec))) {
+      throw new ConflictError(
+        `stream ${stream.name} has no track an MP4 recording holds (H.264, H.265, AAC, Opus)`,
+      );
+    }
+    return stream;
+  }
+
+  #multiRecorder(uri: string): Recorder {
+    const recorder = this.#multi.get(uri);
+    if (!recorder) throw new NotFoundError(`multi-recorder ${uri} not found`);
+    return recorder;
+  }
+
+  /** A recorder for `config`, whose template is checked to stay in the recordings folder. */
+  #recorder(config: RecordingConfig, names: { streamName: string; mediaSessionId: string }) {
+    const template = config.fileTemplate ?? defaultFileTemplate;
+    const folder = this.#config.folders.records;
+    const sample = fileNameOf(template, { ...names, startTime: Date.now() });
+    pathInside(folder, sample, "config.fileTemplate");
+    pathInside(folder, sample.replaceAll("{endTime}", String(Date.now())), "config.fileTemplate");
+    return new Recorder({
+      folder,
+      template,
+      names,
+      rotationBytes: config.rotation ? parseRotationBytes(config.rotation) : undefined,
+      log: this.#log,
+    });
+  }
+}

@@ -1,0 +1,75 @@
+/**
+ * The codec engine: ffmpeg run on bytes, behind one interface with two implementations
+ * (native `ffmpeg` subprocess, ffmpeg.wasm in a Worker). Both get the same arguments and the
+ * same bytes, so either can be forced and tested.
+ */
+import { MediaServerError } from "../../core/errors.ts";
+
+/** Which implementation runs the jobs. */
+export type EngineKind = "native" | "wasm";
+
+/** One ffmpeg run: `ffmpeg <inputArgs> -i <input> <outputArgs> <output>`. */
+export interface EngineJob {
+  /** Arguments before the input, e.g. `["-f", "mpegts"]`. */
+  inputArgs: string[];
+  /** The input bytes, whole or as chunks (the native engine streams them to ffmpeg). */
+  input: Uint8Array | AsyncIterable<Uint8Array>;
+  /** Arguments after the input and before the output; must name the output format (`-f`). */
+  outputArgs: string[];
+  /** Longest the job may run before it is killed, in milliseconds. */
+  timeoutMs?: number;
+}
+
+/** Default longest run of a job, in milliseconds. */
+export const defaultJobTimeoutMs = 60_000;
+
+/** Runs ffmpeg jobs. */
+export interface CodecEngine {
+  readonly kind: EngineKind;
+  /** Runs a job; resolves with everything ffmpeg wrote to its output. */
+  run(job: EngineJob): Promise<Uint8Array>;
+  /** Kills the running jobs (their `run` rejects) and refuses new ones. */
+  close(): Promise<void>;
+}
+
+/** ffmpeg failed, timed out or was stopped; the message carries ffmpeg's last error lines. */
+export class EngineError extends MediaServerError {
+  constructor(message: string, options?: ErrorOptions) {
+    super(500, "engine failed", message, options);
+  }
+}
+
+/** The input of a job as one byte array (the wasm engine needs it whole). */
+export async function collectInput(input: EngineJob["input"]): Promise<Uint8Array> {
+  if (input instanceof Uint8Array) return input;
+  const chunks: Uint8Array[] = [];
+  let length = 0;
+  for await (const chunk of input) {
+    chunks.push(chunk);
+    length += chunk.length;
+  }
+  const out = new Uint8Array(length);
+  let offset = 0;
+  for (const chunk of chunks) {
+    out.set(chunk, offset);
+    offset += chunk.length;
+  }
+  return out;
+}
+
+/** Keeps the last `maxLines` lines of ffmpeg's log, for error messages. */
+export class LogTail {
+  #lines: string[] = [];
+  constructor(private readonly maxLines = 8) {}
+  /** Adds text (may hold several lines). */
+  add(text: string): void {
+    for (const line of text.split("\n")) {
+      if (line.trim() === "") continue;
+      this.#lines.push(line.trim());
+      if (this.#lines.length > this.maxLines) this.#lines.shift();
+    }
+  }
+  toString(): string {
+    return this.#lines.join(" | ");
+  }
+}

@@ -1,0 +1,124 @@
+/** The native engine: one `ffmpeg` subprocess per job, fed on stdin, read from stdout. */
+import {
+  type CodecEngine,
+  defaultJobTimeoutMs,
+  EngineError,
+  type EngineJob,
+  LogTail,
+} from "./engine.ts";
+
+/** Runs jobs with the `ffmpeg` program found on PATH (or the given path). */
+export class NativeEngine implements CodecEngine {
+  readonly kind = "native";
+  #command: string;
+  #running = new Set<Deno.ChildProcess>();
+  #closed = false;
+
+  constructor(command = "ffmpeg") {
+    this.#command = command;
+  }
+
+  async run(job: EngineJob): Promise<Uint8Array> {
+    if (this.#closed) throw new EngineError("the engine is closed");
+    const child = new Deno.Command(this.#command, {
+      args: [
+        "-hide_banner",
+        "-loglevel",
+        "error",
+        "-threads",
+        "1",
+        ...job.inputArgs,
+        "-i",
+        "pipe:0",
+        ...job.outputArgs,
+        "pipe:1",
+      ],
+      stdin: "piped",
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    this.#running.add(child);
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      kill(child);
+    }, job.timeoutMs ?? defaultJobTimeoutMs);
+    const log = new LogTail();
+    const exited = child.status;
+    const feeding = feed(child.stdin, job.input, exited);
+    try {
+      const [output, , status] = await Promise.all([
+        readAll(child.stdout),
+        readLog(child.stderr, log),
+        exited,
+      ]);
+      await feeding;
+      if (timedOut) throw new EngineError(`ffmpeg timed out: ${log}`);
+      if (!status.success) {
+        throw new EngineError(
+          status.signal ? `ffmpeg stopped by ${status.signal}` : `ffmpeg failed: ${log}`,
+        );
+      }
+      return output;
+    } finally {
+      clearTimeout(timer);
+      this.#running.delete(child);
+    }
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    const children = [...this.#running];
+    for (const child of children) kill(child);
+    await Promise.allSettled(children.map((c) => c.status));
+  }
+}
+
+function kill(child: Deno.ChildProcess): void {
+  try {
+    child.kill("SIGKILL");
+  } catch {
+    // Already exited.
+  }
+}
+
+/**
+ * Writes the input to ffmpeg's stdin. It stops when ffmpeg exits, even while the input is
+ * waiting for its next chunk (a live source), so no pipe outlives the process.
+ */
+async function feed(
+  stdin: WritableStream<Uint8Array>,
+  input: EngineJob["input"],
+  exited: Promise<unknown>,
+): Promise<void> {
+  const writer = stdin.getWriter();
+  const stop = exited.then(() => undefined);
+  const chunks = input instanceof Uint8Array
+    ? [input][Symbol.iterator]()
+    : input[Symbol.asyncIterator]();
+  try {
+    for (;;) {
+      const next = await Promise.race([chunks.next(), stop]);
+      if (next === undefined) {
+        // ffmpeg is gone; let the source finish its pending step on its own.
+        Promise.resolve(chunks.return?.()).catch(() => {});
+        break;
+      }
+      if (next.done) break;
+      await Promise.race([writer.write(next.value), stop]);
+    }
+    await writer.close();
+  } catch {
+    // ffmpeg stopped reading: its exit status tells why.
+  }
+  await writer.abort().catch(() => {});
+}
+
+async function readAll(stream: ReadableStream<Uint8Array>): Promise<Uint8Array> {
+  return new Uint8Array(await new Response(stream).arrayBuffer());
+}
+
+async function readLog(stream: ReadableStream<Uint8Array>, log: LogTail): Promise<void> {
+  const decoder = new TextDecoder();
+  for await (const chunk of stream) log.add(decoder.decode(chunk, { stream: true }));
+}

@@ -1,0 +1,146 @@
+/**
+ * The connect handshake: `connection` → the backend's `/connect` hook (when configured) →
+ * `getUserData` with the agreed connection object, which makes the SDK ESTABLISHED. A refusal
+ * is told with `fail` (the SDK fires WARN) and the socket is closed (DISCONNECTED).
+ */
+import { z } from "zod";
+import { hookPolicy, withoutFields } from "../core/hooks.ts";
+import { randomToken } from "../core/ids.ts";
+import type { ConnectionRecord } from "../core/records.ts";
+import type { HandlerTable, SignalingContext } from "./handlers.ts";
+import { closeCodes, type SignalingSession } from "./session.ts";
+
+/** Length of a session's authToken: 62^40 values, unguessable. */
+const authTokenChars = 40;
+/** Length of the random sipLogin WCS gives non-SIP sessions. */
+const sipLoginChars = 20;
+
+/** The `connection` object of the SDK (§3.3), and the backend's answer to `/connect`. */
+const connectionObject = z.looseObject({
+  appKey: z.string().min(1).optional(),
+  mediaProviders: z.array(z.string()).optional(),
+  keepAlive: z.boolean().optional(),
+  authToken: z.string().optional(),
+  clientVersion: z.string().optional(),
+  clientOSVersion: z.string().optional(),
+  clientBrowserVersion: z.string().optional(),
+  msePacketizationVersion: z.int().optional(),
+  custom: z.unknown().optional(),
+  clientInfo: z.record(z.string(), z.unknown()).optional(),
+  sipLogin: z.string().optional(),
+  sipPort: z.int().optional(),
+  sipRegisterRequired: z.boolean().optional(),
+  width: z.int().optional(),
+  height: z.int().optional(),
+  supportedResolutions: z.string().optional(),
+  useDTLS: z.boolean().optional(),
+  useWsTunnel: z.boolean().optional(),
+  useWsTunnelPacketization2: z.boolean().optional(),
+  useBase64BinaryEncoding: z.boolean().optional(),
+  origin: z.string().optional(),
+});
+type ConnectionObject = z.output<typeof connectionObject>;
+
+/** appKey of a connection that names none (the SDK's default too). */
+export const defaultAppKey = "defaultApp";
+
+/** The Connection record of a connection object; server-owned fields passed apart. */
+function recordOf(
+  c: ConnectionObject,
+  owned: { sessionId: string; authToken: string; origin: string },
+): ConnectionRecord {
+  const custom = typeof c.custom === "object" && c.custom !== null && !Array.isArray(c.custom)
+    ? { ...c.custom as Record<string, unknown> }
+    : {};
+  if (c.clientInfo) custom.clientInfo = c.clientInfo;
+  return {
+    custom,
+    appKey: c.appKey ?? defaultAppKey,
+    sessionId: owned.sessionId,
+    origin: owned.origin,
+    sipRegisterRequired: c.sipRegisterRequired ?? false,
+    sipLogin: c.sipLogin ?? randomToken(sipLoginChars),
+    sipPort: c.sipPort ?? 0,
+    width: c.width ?? 0,
+    height: c.height ?? 0,
+    supportedResolutions: c.supportedResolutions ?? "",
+    useDTLS: c.useDTLS ?? true,
+    useWsTunnel: c.useWsTunnel ?? false,
+    useWsTunnelPacketization2: c.useWsTunnelPacketization2 ?? false,
+    useBase64BinaryEncoding: c.useBase64BinaryEncoding ?? false,
+    keepAlive: c.keepAlive ?? false,
+    msePacketizationVersion: c.msePacketizationVersion ?? 2,
+    mediaProviders: c.mediaProviders ?? [],
+    authToken: owned.authToken,
+    clientVersion: c.clientVersion ?? "",
+    clientOSVersion: c.clientOSVersion ?? "",
+    clientBrowserVersion: c.clientBrowserVersion ?? "",
+  };
+}
+
+/** Refuses the connection: `fail` to the client, the FAILED event, then the socket closes. */
+function refuse(session: SignalingSession, ctx: SignalingContext, info: string, body?: object) {
+  session.send("fail", { apiMethod: "ConnectionStatusEvent", status: "FAILED", info });
+  if (body) {
+    void ctx.services.hooks.invoke("ConnectionStatusEvent", {
+      ...body,
+      status: "FAILED",
+      info,
+    });
+  }
+  session.close(closeCodes.policy, info);
+}
+
+async function handleConnection(
+  session: SignalingSession,
+  payload: unknown,
+  ctx: SignalingContext,
+): Promise<void> {
+  if (!session.beginConnect()) {
+    session.send("fail", { apiMethod: "connection", info: "the session is already connected" });
+    return;
+  }
+  const parsed = connectionObject.safeParse(payload);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const field = issue.path.join(".") || "connection";
+    refuse(session, ctx, `bad connection object: ${field}: ${issue.message}`);
+    return;
+  }
+  const { services } = ctx;
+  const owned = {
+    sessionId: session.sessionId,
+    authToken: randomToken(authTokenChars),
+    origin: session.endpoints.origin,
+  };
+  const { clientInfo: _inCustom, ...sent } = parsed.data;
+  const record = recordOf(parsed.data, owned);
+  const body = { ...sent, ...record, nodeId: services.nodeId };
+  const answer = await services.hooks.connect(body, ["authToken", "origin"]);
+  if (!answer.ok) {
+    refuse(session, ctx, `connection refused by the backend: ${answer.reason}`, body);
+    return;
+  }
+  const agreed = connectionObject.safeParse(answer.body);
+  if (!agreed.success) {
+    const issue = agreed.error.issues[0];
+    refuse(session, ctx, `bad connect answer: ${issue.path.join(".")}: ${issue.message}`, body);
+    return;
+  }
+  const connection = answer.body;
+  const finalRecord = recordOf(agreed.data, owned);
+  const policy = hookPolicy(answer.restClientConfig, "connect");
+  const forClient = withoutFields({ ...connection, status: "ESTABLISHED" }, policy.clientExclude);
+  if (!session.establish(connection, finalRecord, answer.restClientConfig, forClient)) return;
+  const event = await services.hooks.invoke(
+    "ConnectionStatusEvent",
+    { ...connection, status: "ESTABLISHED" },
+    answer.restClientConfig,
+  );
+  if (!event.ok) session.send("fail", { apiMethod: "ConnectionStatusEvent", info: event.reason });
+}
+
+/** Registers the `connection` handler. */
+export function registerConnection(handlers: HandlerTable): void {
+  handlers.register("connection", handleConnection, { beforeEstablished: true });
+}

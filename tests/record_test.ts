@@ -1,0 +1,271 @@
+/**
+ * Recording through the REST API, checked with ffprobe: codecs, durations, frame counts,
+ * rotation, the multi-recorder's tracks, a kill -9 mid-recording, and the refusals.
+ */
+import assert from "node:assert/strict";
+import type { MultiRecorderRecord, RecorderRecord, StreamRecord } from "../core/records.ts";
+import { decode } from "../media/formats/test_fixtures.ts";
+import { makeClip, probe, waitFor } from "./helpers/media_fixtures.ts";
+import { freePort, spawnDeno, waitForHttp } from "./helpers/process.ts";
+import { testConfig, type TestServer, withServer } from "./helpers/test_server.ts";
+
+async function streamNamed(server: TestServer, name: string): Promise<StreamRecord> {
+  const found = await (await server.post("/stream/find", { name })).json() as StreamRecord[];
+  assert.equal(found.length, 1, `stream ${name}`);
+  return found[0];
+}
+
+async function startVod(server: TestServer, file: string, name: string): Promise<string> {
+  const res = await server.post("/vod/startup", {
+    uri: `vod-live://${file}`,
+    localStreamName: name,
+  });
+  assert.equal(res.status, 200, await res.text());
+  return (await streamNamed(server, name)).mediaSessionId;
+}
+
+async function post(server: TestServer, path: string, body: unknown, status = 200): Promise<void> {
+  const res = await server.post(path, body);
+  const text = await res.text();
+  assert.equal(res.status, status, `${path} ${JSON.stringify(body)}: ${text}`);
+}
+
+async function recordings(dir: string): Promise<string[]> {
+  const names: string[] = [];
+  for await (const entry of Deno.readDir(dir)) if (entry.isFile) names.push(entry.name);
+  return names.sort();
+}
+
+async function mediaFolderWith(
+  config: ReturnType<typeof testConfig>,
+  clips: Record<string, Parameters<typeof makeClip>[1]>,
+): Promise<void> {
+  await Deno.mkdir(config.folders.media, { recursive: true });
+  await Promise.all(
+    Object.entries(clips).map(([name, options]) =>
+      makeClip(`${config.folders.media}/${name}`, options)
+    ),
+  );
+}
+
+Deno.test("a recorder of a VOD stream holds every frame and closes cleanly when the stream ends", async () => {
+  const config = testConfig();
+  await mediaFolderWith(config, { "clip.mp4": { seconds: 3, audio: "aac" } });
+  await withServer(async (server) => {
+    const id = await startVod(server, "clip.mp4", "cam");
+    await post(server, "/recorder/startup", { mediaSessionId: id });
+    const [record] = await (await server.post("/recorder/find_all")).json() as RecorderRecord[];
+    assert.equal(record.mediaSessionId, id);
+    assert.match(record.fileName, /^cam-\d{13}-\{endTime\}\.mp4$/);
+    const stream = await streamNamed(server, "cam");
+    assert.equal(stream.record, true);
+    assert.equal(stream.recordName, record.fileName);
+    await waitFor("the recorder to close with its stream", async () => {
+      const list = await (await server.post("/recorder/find_all")).json() as RecorderRecord[];
+      return list.length === 0 || undefined;
+    });
+    const [file] = await recordings(config.folders.records);
+    assert.equal(file, record.fileName.replace("{endTime}", file.match(/-(\d{13})\.mp4$/)![1]));
+    const path = `${config.folders.records}/${file}`;
+    const info = await probe(path);
+    assert.deepEqual(info.streams.map((s) => s.codec_name), ["h264", "aac"]);
+    assert.ok(Math.abs(info.duration - 3) < 0.3, `duration ${info.duration} s`);
+    assert.equal(Number(info.streams[0].nb_read_frames), 75, "every video frame");
+    assert.equal((await decode(path)).errors, "");
+  }, config);
+});
+
+Deno.test("startRecording/stopRecording: the file lasts the recorded time", async () => {
+  const config = testConfig();
+  await mediaFolderWith(config, { "clip.mp4": { seconds: 4, audio: "opus", gop: 2 } });
+  await withServer(async (server) => {
+    const id = await startVod(server, "clip.mp4", "talk");
+    await new Promise((r) => setTimeout(r, 500));
+    const started = performance.now();
+    await post(server, "/stream/startRecording", {
+      mediaSessionId: id,
+      config: { fileTemplate: "{streamName}-{mediaSessionId}-{startTime}-{endTime}" },
+    });
+    await new Promise((r) => setTimeout(r, 2000));
+    await post(server, "/stream/stopRecording", { mediaSessionId: id });
+    const recordedSec = (performance.now() - started) / 1000;
+    const [file] = await recordings(config.folders.records);
+    assert.match(file, new RegExp(`^talk-${id}-\\d{13}-\\d{13}\\.mp4$`));
+    const info = await probe(`${config.folders.records}/${file}`);
+    assert.deepEqual(info.streams.map((s) => s.codec_name), ["h264", "opus"]);
+    assert.ok(
+      Math.abs(info.duration - recordedSec) <= recordedSec * 0.1,
+      `duration ${info.duration} s for ${recordedSec} s recorded`,
+    );
+    const frames = Number(info.streams[0].nb_read_frames);
+    assert.ok(Math.abs(frames - recordedSec * 25) <= recordedSec * 2.5, `${frames} frames`);
+    assert.equal((await streamNamed(server, "talk")).record, false);
+  }, config);
+});
+
+Deno.test("rotation starts new files at the given size, each playable on its own", async () => {
+  const config = testConfig();
+  await mediaFolderWith(config, { "clip.mp4": { seconds: 3, audio: "aac", gop: 10 } });
+  await withServer(async (server) => {
+    const id = await startVod(server, "clip.mp4", "rot");
+    await post(server, "/recorder/startup", { mediaSessionId: id, config: { rotation: "80K" } });
+    await waitFor("the recorder to end", async () => {
+      const list = await (await server.post("/recorder/find_all")).json() as RecorderRecord[];
+      return list.length === 0 || undefined;
+    });
+    const files = await recordings(config.folders.records);
+    assert.ok(files.length >= 2, `only ${files.length} file(s)`);
+    let frames = 0;
+    for (const [i, file] of files.entries()) {
+      const path = `${config.folders.records}/${file}`;
+      const { size } = await Deno.stat(path);
+      // Cut at the first keyframe past 80 KiB: over the size by less than a GOP (10 frames).
+      if (i < files.length - 1) {
+        assert.ok(size >= 80 * 1024 && size < 140 * 1024, `${file}: ${size}`);
+      }
+      const info = await probe(path);
+      assert.deepEqual(info.streams.map((s) => s.codec_name), ["h264", "aac"], file);
+      assert.equal((await decode(path)).errors, "", file);
+      frames += Number(info.streams[0].nb_read_frames);
+    }
+    assert.equal(frames, 75, "the files hold every frame between them");
+  }, config);
+});
+
+Deno.test("a multi-recorder file holds the tracks of every added stream", async () => {
+  const config = testConfig();
+  await mediaFolderWith(config, {
+    "a.mp4": { seconds: 4, audio: "aac" },
+    "b.mp4": { seconds: 4, audio: "opus", width: 160, height: 120 },
+  });
+  await withServer(async (server) => {
+    const a = await startVod(server, "a.mp4", "a");
+    const b = await startVod(server, "b.mp4", "b");
+    const uri = "multi-recorder://room";
+    await post(server, "/multipleRecorder/startup", { uri });
+    await post(server, "/multipleRecorder/add", { uri, mediaSessionId: a });
+    await post(server, "/multipleRecorder/add", { uri, mediaSessionId: b });
+    const [record] = await (await server.post("/multipleRecorder/find_all"))
+      .json() as MultiRecorderRecord[];
+    assert.deepEqual(record.mediaSessionsId, [a, b]);
+    assert.equal(record.uri, uri);
+    assert.match(record.fileName, /^room-\d{13}-\{endTime\}\.mp4$/);
+    await new Promise((r) => setTimeout(r, 2000));
+    await post(server, "/multipleRecorder/remove", { uri, mediaSessionId: a });
+    await post(server, "/multipleRecorder/terminate", { uri });
+    assert.deepEqual(await (await server.post("/multipleRecorder/find_all")).json(), []);
+    const files = await recordings(config.folders.records);
+    const last = files.find((f) => f.startsWith(record.fileName.slice(0, -"{endTime}.mp4".length)));
+    assert.ok(last, `${record.fileName} not among ${files}`);
+    const info = await probe(`${config.folders.records}/${last}`);
+    assert.deepEqual(
+      info.streams.map((s) => `${s.codec_name}${s.width ? `@${s.width}x${s.height}` : ""}`),
+      ["h264@320x240", "aac", "h264@160x120", "opus"],
+    );
+    assert.ok(Math.abs(info.duration - 2) < 0.4, `duration ${info.duration}`);
+    for (const s of info.streams) assert.ok(Number(s.nb_read_frames) > 0, s.codec_name);
+  }, config);
+});
+
+Deno.test("recording refuses unknown streams (404), second recorders (409) and escaping templates (400)", async () => {
+  const config = testConfig();
+  await mediaFolderWith(config, { "clip.mp4": { seconds: 3 } });
+  await withServer(async (server) => {
+    const id = await startVod(server, "clip.mp4", "cam");
+    for (const fileTemplate of ["../{streamName}", "/tmp/{streamName}", "a/../../b"]) {
+      const res = await server.post("/recorder/startup", {
+        mediaSessionId: id,
+        config: { fileTemplate },
+      });
+      const body = await res.json();
+      assert.equal(res.status, 400, fileTemplate);
+      assert.equal(body.field, "config.fileTemplate");
+    }
+    await post(server, "/recorder/startup", { mediaSessionId: "nope" }, 404);
+    await post(server, "/stream/startRecording", { mediaSessionId: "nope" }, 404);
+    await post(server, "/recorder/terminate", { mediaSessionId: id }, 404);
+    await post(server, "/stream/stopRecording", { mediaSessionId: id }, 404);
+    await post(server, "/recorder/startup", {
+      mediaSessionId: id,
+      config: { fileTemplate: "sub/{streamName}-{startTime}" },
+    });
+    await post(server, "/stream/startRecording", { mediaSessionId: id }, 409);
+    await post(server, "/recorder/startup", { mediaSessionId: id }, 409);
+    await post(
+      server,
+      "/recorder/startup",
+      { mediaSessionId: id, config: { rotation: "20X" } },
+      400,
+    );
+
+    const uri = "multi-recorder://m";
+    await post(server, "/multipleRecorder/add", { uri, mediaSessionId: id }, 404);
+    await post(server, "/multipleRecorder/terminate", { uri }, 404);
+    await post(server, "/multipleRecorder/startup", { uri });
+    await post(server, "/multipleRecorder/startup", { uri }, 409);
+    await post(server, "/multipleRecorder/add", { uri, mediaSessionId: "nope" }, 404);
+    await post(server, "/multipleRecorder/remove", { uri, mediaSessionId: id }, 404);
+    await post(server, "/multipleRecorder/add", { uri, mediaSessionId: id });
+    await post(server, "/multipleRecorder/add", { uri, mediaSessionId: id }, 409);
+    await post(server, "/recorder/terminate", { mediaSessionId: id });
+    const files = await recordings(`${config.folders.records}/sub`);
+    assert.equal(files.length, 1, "the template's sub-folder holds the file");
+    assert.match(files[0], /^cam-\d{13}\.mp4$/);
+  }, config);
+});
+
+Deno.test("kill -9 of the server mid-recording leaves a playable file with all but the last second", async () => {
+  const config = testConfig();
+  await mediaFolderWith(config, { "clip.mp4": { seconds: 4, audio: "aac" } });
+  const port = freePort();
+  const base = `http://127.0.0.1:${port}/rest-api`;
+  const env = Object.fromEntries(
+    ["WS", "WSS", "HLS", "RTMP"].map((p) => [`MEDIASERVER_PORTS_${p}`, String(freePort())]),
+  );
+  const server = spawnDeno(["run", "-A", "main.ts"], {
+    ...env,
+    MEDIASERVER_PORTS_REST: String(port),
+    MEDIASERVER_FOLDERS_MEDIA: config.folders.media,
+    MEDIASERVER_FOLDERS_RECORDS: config.folders.records,
+    MEDIASERVER_FOLDERS_LOGS: config.folders.logs,
+    MEDIASERVER_LOG_LEVEL: "error",
+  }, "null");
+  try {
+    const call = (path: string, body: unknown) =>
+      fetch(base + path, {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify(body),
+      });
+    await waitForHttp(`http://127.0.0.1:${port}/health`, 30_000);
+    assert.equal(
+      (await call("/vod/startup", { uri: "vod-live://clip.mp4", localStreamName: "k" })).status,
+      200,
+    );
+    const [stream] = await (await call("/stream/find", { name: "k" })).json() as StreamRecord[];
+    const started = performance.now();
+    const rec = await call("/recorder/startup", { mediaSessionId: stream.mediaSessionId });
+    assert.equal(rec.status, 200);
+    await rec.body?.cancel();
+    await new Promise((r) => setTimeout(r, 2500));
+    server.kill("SIGKILL");
+    const recordedSec = (performance.now() - started) / 1000;
+    await server.status;
+    const [file] = await recordings(config.folders.records);
+    assert.match(file, /\{endTime\}\.mp4$/, "the file was never closed");
+    const info = await probe(`${config.folders.records}/${file}`);
+    assert.deepEqual(info.streams.map((s) => s.codec_name), ["h264", "aac"]);
+    assert.ok(
+      info.duration >= recordedSec - 1.2 && info.duration <= recordedSec + 0.2,
+      `${info.duration} s kept of ${recordedSec} s recorded`,
+    );
+    assert.ok(Number(info.streams[0].nb_read_frames) >= (recordedSec - 1.2) * 25);
+  } finally {
+    try {
+      server.kill("SIGKILL");
+    } catch {
+      // Already gone.
+    }
+    await server.status;
+  }
+});
