@@ -1,5 +1,6 @@
 /** The `rtsp` group: pull IP cameras into local streams. */
 import { z } from "zod";
+import { filterRecords } from "../core/filter.ts";
 import { rtspPullRecord } from "../core/records.ts";
 import { findFilter, noParams, operation, uriWithScheme } from "./operation.ts";
 
@@ -12,23 +13,27 @@ export const rtspOperations = [
     summary: "Pull an RTSP source into a local stream (named after the uri when no name is given).",
     body: z.object({ uri: rtspUri, localStreamName: z.string().optional() }),
     response: null,
+    handle: ({ uri, localStreamName }, { services }) => services.rtsp.startup(uri, localStreamName),
   }),
   operation({
     path: "/rtsp/find_all",
     summary: "List every RTSP pull.",
     body: noParams,
     response: z.array(rtspPullRecord),
+    handle: (_body, { services }) => services.rtsp.list(),
   }),
   operation({
     path: "/rtsp/find",
     summary: "List the RTSP pulls whose fields equal the given values.",
     body: findFilter(rtspPullRecord),
     response: z.array(rtspPullRecord),
+    handle: (filter, { services }) => filterRecords(services.rtsp.list(), filter),
   }),
   operation({
     path: "/rtsp/terminate",
     summary: "Stop an RTSP pull and end its stream.",
     body: z.object({ uri: rtspUri }),
     response: null,
+    handle: ({ uri }, { services }) => services.rtsp.terminate(uri),
   }),
 ];

@@ -1,0 +1,120 @@
+/**
+ * RTSP pulls by camera URI: `/rtsp/startup` plays a camera and publishes it as a stream,
+ * `/rtsp/terminate` tears it down. A pull lives until terminated (it reconnects a camera
+ * that drops); ending its stream with `/stream/terminate` ends the pull too.
+ */
+import type { Config } from "../config.ts";
+import { RtspError } from "../media/protocols/rtsp/errors.ts";
+import { parseRtspUrl } from "../media/protocols/rtsp/url.ts";
+import { RtspPullProvider } from "../media/providers/rtsp_pull.ts";
+import { BadGatewayError } from "./bad_gateway_error.ts";
+import { BadRequestError, ConflictError, NotFoundError, ParseError } from "./errors.ts";
+import type { Logger } from "./log.ts";
+import type { RtspPullRecord } from "./records.ts";
+import type { StreamRegistry } from "./stream_registry.ts";
+
+interface RtspPull {
+  uri: string;
+  provider: RtspPullProvider;
+}
+
+/** The RTSP pulls of a server. */
+export class RtspRegistry {
+  #pulls = new Map<string, RtspPull>();
+  #starting = new Set<string>();
+  #config: Config;
+  #streams: StreamRegistry;
+  #log: Logger;
+  #closed = false;
+
+  constructor(config: Config, streams: StreamRegistry, log: Logger) {
+    this.#config = config;
+    this.#streams = streams;
+    this.#log = log.child({ component: "rtsp" });
+  }
+
+  /**
+   * Plays `uri` and publishes it as `localStreamName` (the uri when none). Resolves once
+   * media flows. A malformed uri is a 400, a uri already pulled or a name already published
+   * a 409, a camera that cannot be reached or refuses a 502 naming the reason.
+   */
+  async startup(uri: string, localStreamName?: string): Promise<void> {
+    try {
+      parseRtspUrl(uri);
+    } catch (err) {
+      throw new BadRequestError("uri", (err as Error).message);
+    }
+    const name = localStreamName || uri;
+    if (this.#pulls.has(uri) || this.#starting.has(uri)) {
+      throw new ConflictError(`${uri} is already pulled`);
+    }
+    if (this.#streams.published(name)) {
+      throw new ConflictError(`stream ${name} is already published`);
+    }
+    this.#starting.add(uri);
+    let provider: RtspPullProvider;
+    try {
+      provider = await RtspPullProvider.start({
+        uri,
+        name,
+        mediaSessionId: crypto.randomUUID(),
+        transport: this.#config.rtsp.transport,
+        udp: {
+          hostname: this.#config.bind,
+          min: this.#config.media.udpPortMin,
+          max: this.#config.media.udpPortMax,
+        },
+        log: this.#log,
+      });
+    } catch (err) {
+      if (err instanceof RtspError || err instanceof ParseError) {
+        throw new BadGatewayError(`camera ${uri}: ${err.message}`, { cause: err });
+      }
+      throw err;
+    } finally {
+      this.#starting.delete(uri);
+    }
+    if (this.#closed || this.#streams.published(name)) {
+      await provider.stop();
+      throw new ConflictError(
+        this.#closed ? "the server is stopping" : `stream ${name} is already published`,
+      );
+    }
+    this.#pulls.set(uri, { uri, provider });
+    this.#streams.add(provider.stream);
+    this.#log.info("rtsp pull started", { stream: name, transport: provider.transport });
+    provider.done.then(() => this.#forget(uri, provider), (err) => {
+      this.#log.error("rtsp pull failed", { stream: name, err });
+      this.#forget(uri, provider);
+    });
+  }
+
+  /** Tears the pull of `uri` down and ends its stream; an unknown uri is a 404. */
+  async terminate(uri: string): Promise<void> {
+    const pull = this.#pulls.get(uri);
+    if (!pull) throw new NotFoundError(`RTSP pull of ${uri} not found`);
+    await pull.provider.stop();
+    this.#forget(uri, pull.provider);
+  }
+
+  /** The RTSP pull records. */
+  list(): RtspPullRecord[] {
+    return [...this.#pulls.values()].map(({ uri, provider }) => ({
+      uri,
+      toStream: provider.stream.name,
+      status: provider.status,
+    }));
+  }
+
+  /** Tears every pull down (server stop). */
+  async closeAll(): Promise<void> {
+    this.#closed = true;
+    await Promise.all([...this.#pulls.keys()].map((uri) => this.terminate(uri)));
+  }
+
+  #forget(uri: string, provider: RtspPullProvider): void {
+    if (this.#pulls.get(uri)?.provider === provider) this.#pulls.delete(uri);
+    this.#streams.remove(provider.stream);
+    provider.stream.end();
+  }
+}
