@@ -1,9 +1,16 @@
 /** The `push` and `pull/rtmp` groups: streams to and from RTMP servers. */
 import { z } from "zod";
+import { filterRecords } from "../core/filter.ts";
 import { pushRecord, rtmpPullRecord } from "../core/records.ts";
 import { findFilter, noParams, operation, requiredString, uriWithScheme } from "./operation.ts";
 
-const rtmpUri = uriWithScheme("rtmp", "rtmps");
+/**
+ * The sample address names a closed port on the loopback, so a contract test that posts the
+ * sample reaches the handler without sending traffic anywhere.
+ */
+const rtmpUri = uriWithScheme("rtmp", "rtmps").meta({
+  examples: ["rtmp://127.0.0.1:1/live/sample"],
+});
 const byMediaSession = z.object({ mediaSessionId: requiredString });
 
 /** Operations of the push and pull/rtmp groups. */
@@ -18,36 +25,52 @@ export const rtmpOperations = [
       options: z.record(z.string(), z.unknown()).optional(),
     }),
     response: pushRecord,
+    handle: (body, { services }) =>
+      services.pushes.startup(
+        body.streamName,
+        body.rtmpUrl,
+        body.rtmpTransponderFullUrl ?? false,
+        services.engine,
+      ),
   }),
   operation({
     path: "/push/find",
     summary: "List the pushes whose fields equal the given values.",
     body: findFilter(pushRecord),
     response: z.array(pushRecord),
+    handle: (body, { services }) => filterRecords(services.pushes.list(), body),
   }),
   operation({
     path: "/push/find_all",
     summary: "List every push.",
     body: noParams,
     response: z.array(pushRecord),
+    handle: (_body, { services }) => services.pushes.list(),
   }),
   operation({
     path: "/push/terminate",
     summary: "Stop a push.",
     body: byMediaSession,
     response: null,
+    handle: (body, { services }) => services.pushes.terminate(body.mediaSessionId),
   }),
   operation({
     path: "/push/mute",
     summary: "Send silence in place of the pushed audio.",
     body: byMediaSession,
     response: null,
+    handle: (body, { services }) => {
+      services.pushes.get(body.mediaSessionId).mute("/push/mute");
+    },
   }),
   operation({
     path: "/push/unmute",
     summary: "Send the stream's audio again.",
     body: byMediaSession,
     response: null,
+    handle: (body, { services }) => {
+      services.pushes.get(body.mediaSessionId).unmute();
+    },
   }),
   operation({
     path: "/push/sound_on",
@@ -58,12 +81,20 @@ export const rtmpOperations = [
       loop: z.boolean().optional(),
     }),
     response: null,
+    handle: (body, { services }) =>
+      services.pushes.soundOn(
+        body.mediaSessionId,
+        body.soundFile,
+        body.loop ?? false,
+        services.engine,
+      ),
   }),
   operation({
     path: "/push/sound_off",
     summary: "Stop mixing the sound file.",
     body: byMediaSession,
     response: null,
+    handle: (body, { services }) => services.pushes.soundOff(body.mediaSessionId),
   }),
   operation({
     path: "/pull/rtmp/pull",
@@ -71,6 +102,7 @@ export const rtmpOperations = [
     summary: "Play a remote RTMP stream into a local stream.",
     body: z.object({ uri: rtmpUri, localStreamName: z.string().optional() }),
     response: null,
+    handle: (body, { services }) => services.rtmpPulls.pull(body.uri, body.localStreamName),
   }),
   operation({
     path: "/pull/rtmp/find_all",
@@ -78,6 +110,7 @@ export const rtmpOperations = [
     summary: "List every RTMP pull.",
     body: noParams,
     response: z.array(rtmpPullRecord),
+    handle: (_body, { services }) => services.rtmpPulls.list(),
   }),
   operation({
     path: "/pull/rtmp/terminate",
@@ -85,5 +118,6 @@ export const rtmpOperations = [
     summary: "Stop an RTMP pull and end its stream.",
     body: z.object({ uri: rtmpUri }),
     response: null,
+    handle: (body, { services }) => services.rtmpPulls.terminate(body.uri),
   }),
 ];
