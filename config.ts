@@ -81,6 +81,10 @@ export const configSchema = z.strictObject({
     /** Largest REST request body accepted, in bytes. */
     maxBodyBytes: z.int().min(1024).max(64 * 1024 * 1024).default(1024 * 1024),
   }).prefault({}),
+  rtsp: z.strictObject({
+    /** How RTSP pulls receive media: UDP, TCP interleaved, or UDP falling back to TCP when no packet comes. */
+    transport: z.enum(["auto", "udp", "tcp"]).default("auto"),
+  }).prefault({}),
 });
 
 /** The validated configuration with every default filled in. */

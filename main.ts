@@ -19,7 +19,17 @@ async function main(): Promise<void> {
     Deno.exit(configErrorExitCode);
   }
   const log = createLogger({ level: config.log.level });
-  const server = await startServer(config, log);
+  let server;
+  try {
+    server = await startServer(config, log);
+  } catch (err) {
+    if (!(err instanceof Deno.errors.AddrInUse || err instanceof Deno.errors.PermissionDenied)) {
+      throw err;
+    }
+    log.error("cannot start", { err });
+    flushLogs();
+    Deno.exit(1);
+  }
   const stop = async (signal: string) => {
     log.info("shutting down", { signal });
     await server.stop();

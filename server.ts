@@ -4,15 +4,26 @@
  */
 import type { Config } from "./config.ts";
 import type { Logger } from "./core/log.ts";
+import { InflightTracker } from "./core/inflight.ts";
 import { createServices, type Services } from "./core/services.ts";
 import { createRestApp } from "./routes/http.ts";
 import { operations } from "./routes/mod.ts";
+import { SignalingServer } from "./signaling/listener.ts";
+import { type RunningRtmpServer, startRtmpServer } from "./media/providers/rtmp_server.ts";
 
 /** A started server. */
 export interface RunningServer {
   readonly services: Services;
   /** Port the REST API listens on (the configured one, or the ephemeral one given for 0). */
   readonly restPort: number;
+  /** Web SDK signaling: its listeners, sessions and message handlers. */
+  readonly signaling: SignalingServer;
+  /** Port of plain WebSocket signaling. */
+  readonly wsPort: number;
+  /** Port of WebSocket signaling over TLS; undefined when no certificate is configured. */
+  readonly wssPort?: number;
+  /** Port of RTMP ingest and playback. */
+  readonly rtmpPort: number;
   /** Stops accepting, lets in-flight requests finish, closes every listener. */
   stop(): Promise<void>;
 }
@@ -21,6 +32,7 @@ export interface RunningServer {
 export async function startServer(config: Config, log: Logger): Promise<RunningServer> {
   const services = createServices(config, log);
   const app = createRestApp({ services, operations });
+  const restRequests = new InflightTracker();
   const { promise: listening, resolve } = Promise.withResolvers<number>();
   const rest = Deno.serve({
     hostname: config.bind,
@@ -30,17 +42,52 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
       log.error("rest listener error", { err });
       return new Response("internal error", { status: 500 });
     },
-  }, app.fetch);
+  }, restRequests.wrap(app.fetch));
   const restPort = await listening;
   log.info("listening", { service: "rest", address: config.bind, port: restPort });
+
+  const signaling = new SignalingServer(services);
+  let wsPort: number;
+  let wssPort: number | undefined;
+  let rtmp: RunningRtmpServer;
+  try {
+    wsPort = await signaling.listen({ hostname: config.bind, port: config.ports.ws });
+    const { certFile, keyFile } = config.tls;
+    if (certFile && keyFile) {
+      wssPort = await signaling.listen({
+        hostname: config.bind,
+        port: config.ports.wss,
+        tls: { certFile, keyFile },
+      });
+    }
+    rtmp = startRtmpServer(services);
+  } catch (err) {
+    await signaling.stop();
+    await rest.shutdown();
+    throw err;
+  }
 
   let stopped: Promise<void> | undefined;
   return {
     services,
     restPort,
+    signaling,
+    wsPort,
+    wssPort,
+    rtmpPort: rtmp.port,
     stop() {
       stopped ??= (async () => {
+        await restRequests.drain();
+        await signaling.stop();
         await rest.shutdown();
+        // Recorders first, so files close cleanly while their streams still run.
+        await services.recorders.closeAll();
+        await services.vod.closeAll();
+        await services.rtsp.closeAll();
+        await services.pushes.closeAll();
+        await services.rtmpPulls.closeAll();
+        await rtmp.close();
+        await services.engine.close();
         log.info("stopped");
       })();
       return stopped;

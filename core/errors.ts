@@ -52,6 +52,13 @@ export class ConflictError extends MediaServerError {
   }
 }
 
+/** The upstream source of an operation (a camera, a remote server) failed or refused it. */
+export class BadGatewayError extends MediaServerError {
+  constructor(message: string, options?: ErrorOptions) {
+    super(502, "bad gateway", message, options);
+  }
+}
+
 /** The capability behind an operation is not built yet. */
 export class NotImplementedError extends MediaServerError {
   /** The operation path, e.g. "/call/startup". */

@@ -7,8 +7,13 @@ import type { Config } from "../config.ts";
 import { RtspError } from "../media/protocols/rtsp/errors.ts";
 import { parseRtspUrl } from "../media/protocols/rtsp/url.ts";
 import { RtspPullProvider } from "../media/providers/rtsp_pull.ts";
-import { BadGatewayError } from "./bad_gateway_error.ts";
-import { BadRequestError, ConflictError, NotFoundError, ParseError } from "./errors.ts";
+import {
+  BadGatewayError,
+  BadRequestError,
+  ConflictError,
+  NotFoundError,
+  ParseError,
+} from "./errors.ts";
 import type { Logger } from "./log.ts";
 import type { RtspPullRecord } from "./records.ts";
 import type { StreamRegistry } from "./stream_registry.ts";

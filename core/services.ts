@@ -3,17 +3,59 @@
  * their own.
  */
 import type { Config } from "../config.ts";
+import { HookClient } from "./hooks.ts";
 import type { Logger } from "./log.ts";
+import { nodeIdFor } from "./ids.ts";
+import { SessionRegistry } from "./session_registry.ts";
 import { StreamRegistry } from "./stream_registry.ts";
+import type { CodecEngine } from "../media/engine/engine.ts";
+import { createEngine } from "../media/engine/select.ts";
+import { RecorderRegistry } from "./recorder_registry.ts";
+import { RtspRegistry } from "./rtsp_registry.ts";
+import { VodRegistry } from "./vod_registry.ts";
+import { PushRegistry } from "./push_registry.ts";
+import { RtmpPullRegistry } from "./rtmp_pull_registry.ts";
 
 /** Registries and services of one server. */
 export interface Services {
   readonly config: Config;
   readonly log: Logger;
   readonly streams: StreamRegistry;
+  /** Identity of this server in hook bodies and records (`<32 random chars>@<address>`). */
+  readonly nodeId: string;
+  /** Established Web SDK client sessions. */
+  readonly sessions: SessionRegistry;
+  /** Outbound REST hooks to the backend. */
+  readonly hooks: HookClient;
+  /** Files of the media folder published as live streams. */
+  readonly vod: VodRegistry;
+  /** Recorders and multi-recorders. */
+  readonly recorders: RecorderRegistry;
+  /** Codec engine (snapshots, conversions), chosen by `media.engine`. */
+  readonly engine: CodecEngine;
+  /** RTSP pulls of cameras. */
+  readonly rtsp: RtspRegistry;
+  /** Local streams published to remote RTMP servers. */
+  readonly pushes: PushRegistry;
+  /** Remote RTMP streams played into local streams. */
+  readonly rtmpPulls: RtmpPullRegistry;
 }
 
 /** Builds the services of a server. */
 export function createServices(config: Config, log: Logger): Services {
-  return { config, log, streams: new StreamRegistry() };
+  const streams = new StreamRegistry();
+  return {
+    config,
+    log,
+    streams,
+    nodeId: nodeIdFor(config.bind),
+    sessions: new SessionRegistry(),
+    hooks: new HookClient({ url: config.hooks.url, timeoutMs: config.hooks.timeoutMs, log }),
+    vod: new VodRegistry(config, streams, log),
+    recorders: new RecorderRegistry(config, streams, log),
+    engine: createEngine(config.media.engine),
+    rtsp: new RtspRegistry(config, streams, log),
+    pushes: new PushRegistry(config, streams, log),
+    rtmpPulls: new RtmpPullRegistry(streams, log),
+  };
 }

@@ -11,8 +11,10 @@ missing_pkgs=()
 missing_cmds=()
 while read -r cmd pkg; do
   [[ -z "$cmd" || "$cmd" == \#* ]] && continue
-  if ! command -v "$cmd" >/dev/null 2>&1; then
-    missing_cmds+=("$cmd")
+  # "- <package>": a package without a command of its own, checked with dpkg.
+  if [[ "$cmd" == "-" ]] && dpkg -s "$pkg" >/dev/null 2>&1; then continue; fi
+  if [[ "$cmd" == "-" ]] || ! command -v "$cmd" >/dev/null 2>&1; then
+    missing_cmds+=("${cmd/#-/$pkg}")
     [[ " ${missing_pkgs[*]} " == *" $pkg "* ]] || missing_pkgs+=("$pkg")
   fi
 done < scripts/peers.txt
@@ -38,7 +40,7 @@ trap 'rm -f "$log"' EXIT
 deno test -A "$@" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 
-summary=$(grep -E '^(ok|FAILED) \| [0-9]+ passed' "$log" | tail -n 1 | sed 's/\x1b\[[0-9;]*m//g')
+summary=$(sed 's/\x1b\[[0-9;]*m//g' "$log" | grep -E '^(ok|FAILED) \| [0-9]+ passed' | tail -n 1)
 passed=$(sed -E 's/.*\| ([0-9]+) passed.*/\1/' <<<"$summary")
 failed=$(sed -E 's/.*\| ([0-9]+) failed.*/\1/' <<<"$summary")
 if [[ -z "$summary" ]]; then

@@ -43,10 +43,13 @@ function streamObject(server: TestServer, name: string): Stream {
 
 /** UDP sockets bound on 127.0.0.1 within [min, max], as `ss` lists them. */
 async function udpSocketsIn(min: number, max: number): Promise<number> {
-  const out = await new Deno.Command("ss", { args: ["-Huan"], stdout: "piped" }).output();
+  // Only this process's sockets: the range overlaps the kernel's ephemeral ports, which any
+  // other program on the machine may hold.
+  const out = await new Deno.Command("ss", { args: ["-Huanp"], stdout: "piped" }).output();
+  const owner = `pid=${Deno.pid},`;
   return new TextDecoder().decode(out.stdout).split("\n").filter((line) => {
     const m = /\s127\.0\.0\.1:(\d+)\s/.exec(line);
-    return m !== null && Number(m[1]) >= min && Number(m[1]) <= max;
+    return m !== null && Number(m[1]) >= min && Number(m[1]) <= max && line.includes(owner);
   }).length;
 }
 

@@ -7,6 +7,8 @@ import { type RunningServer, startServer } from "../../server.ts";
 export interface TestServer extends RunningServer {
   /** e.g. http://127.0.0.1:40123 */
   readonly restUrl: string;
+  /** WebSocket signaling URL, e.g. ws://127.0.0.1:40124 */
+  readonly wsUrl: string;
   /** POSTs a JSON body (or raw text) to /rest-api<path>. */
   post(path: string, body?: unknown, headers?: HeadersInit): Promise<Response>;
 }
@@ -28,6 +30,7 @@ export async function startTestServer(config: Config = testConfig()): Promise<Te
   return {
     ...server,
     restUrl,
+    wsUrl: `ws://${config.bind}:${server.wsPort}`,
     post(path, body, headers) {
       const text = body === undefined
         ? undefined

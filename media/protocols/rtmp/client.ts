@@ -3,7 +3,7 @@
  * Used by pushes (publish our stream to another server) and pulls (play another server's
  * stream into ours).
  */
-import { MediaServerError, ParseError } from "../../../core/errors.ts";
+import { BadGatewayError, ParseError } from "../../../core/errors.ts";
 import { type AmfObject, type AmfValue } from "./amf0.ts";
 import { buildCommand, parseCommand, type RtmpCommand, StatusCode } from "./command.ts";
 import { RtmpConn, windowAckBytes } from "./conn.ts";
@@ -23,11 +23,7 @@ export const clientSetupTimeoutMs = 5_000;
 const playBufferMs = 1_000;
 
 /** The remote RTMP server could not be reached, refused us, or broke the exchange (HTTP 502). */
-export class RemoteRtmpError extends MediaServerError {
-  constructor(message: string, options?: ErrorOptions) {
-    super(502, "remote server failed", message, options);
-  }
-}
+export class RemoteRtmpError extends BadGatewayError {}
 
 /** A client connection that publishes or plays one stream. */
 export interface RtmpClientSession {
