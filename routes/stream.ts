@@ -1,7 +1,12 @@
 /** The `stream` group: list, filter, end, snapshot and record streams; send stream events. */
+import { Buffer } from "node:buffer";
 import { z } from "zod";
+import { ConflictError, NotFoundError } from "../core/errors.ts";
 import { filterRecords } from "../core/filter.ts";
 import { recordingConfig, streamRecord } from "../core/records.ts";
+import { WebRtcPublisher } from "../media/providers/webrtc_publisher.ts";
+import { takeSnapshot } from "../media/publishers/snapshot.ts";
+import { Stream } from "../media/stream.ts";
 import { findFilter, noParams, operation, requiredString } from "./operation.ts";
 
 const streamFind = findFilter(streamRecord, {
@@ -40,26 +45,45 @@ export const streamOperations = [
   }),
   operation({
     path: "/stream/snapshot",
-    summary: "Take a PNG picture of a stream.",
+    summary:
+      "Take a PNG picture of a stream (its width and height); 409 when no keyframe arrives within 5 s.",
     body: z.object({ streamName: requiredString }),
     response: z.object({ data: z.string().describe("base64 PNG") }),
+    handle: async ({ streamName }, { services }) => {
+      const stream = services.streams.published(streamName);
+      if (!stream) throw new NotFoundError(`stream ${streamName} not found`);
+      if (!(stream instanceof Stream)) {
+        throw new ConflictError(`stream ${streamName} carries no frames to take a picture of`);
+      }
+      const png = await takeSnapshot(stream, services.engine);
+      return { data: Buffer.from(png).toString("base64") };
+    },
   }),
   operation({
     path: "/stream/startRecording",
     summary: "Start recording a stream to a file.",
     body: z.object({ mediaSessionId: requiredString, config: recordingConfig.optional() }),
     response: null,
+    handle: ({ mediaSessionId, config }, { services }) =>
+      services.recorders.startup(mediaSessionId, config),
   }),
   operation({
     path: "/stream/stopRecording",
     summary: "Stop recording a stream.",
     body: z.object({ mediaSessionId: requiredString }),
     response: null,
+    handle: ({ mediaSessionId }, { services }) => services.recorders.terminate(mediaSessionId),
   }),
   operation({
     path: "/stream/event/send",
     summary: "Send an event to every player of a stream.",
     body: z.object({ streamName: requiredString, payload: z.record(z.string(), z.unknown()) }),
     response: null,
+    handle: ({ streamName, payload }, { services }) => {
+      const stream = services.streams.published(streamName);
+      if (!stream) throw new NotFoundError(`stream ${streamName} not found`);
+      // Only WebRTC publishers have players that take stream events.
+      if (stream instanceof WebRtcPublisher) stream.sendEvent("data", payload);
+    },
   }),
 ];

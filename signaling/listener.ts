@@ -10,7 +10,7 @@ import { HandlerTable, type SignalingContext } from "./handlers.ts";
 import { KeepAlive, registerKeepAlive } from "./keepalive.ts";
 import { registerPushLogs } from "./push_logs.ts";
 import { closeCodes, SignalingSession } from "./session.ts";
-import { registerStreamPlaceholder } from "./stream_placeholder.ts";
+import { registerWebRtcStreams } from "./webrtc_streams.ts";
 
 /** The handlers of every message built so far. */
 export function defaultHandlers(): HandlerTable {
@@ -19,7 +19,7 @@ export function defaultHandlers(): HandlerTable {
   registerKeepAlive(handlers);
   registerData(handlers);
   registerPushLogs(handlers);
-  registerStreamPlaceholder(handlers);
+  registerWebRtcStreams(handlers);
   return handlers;
 }
 

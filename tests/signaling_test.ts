@@ -5,12 +5,6 @@
  */
 import assert from "node:assert/strict";
 import type { Config } from "../config.ts";
-import { silentLogger } from "../core/log.ts";
-import { createServices } from "../core/services.ts";
-import { registerConnection } from "../signaling/connection.ts";
-import { HandlerTable } from "../signaling/handlers.ts";
-import { SignalingServer } from "../signaling/listener.ts";
-import { registerStreamPlaceholder } from "../signaling/stream_placeholder.ts";
 import { startHookBackend } from "./helpers/hook_backend.ts";
 import { startTestServer, testConfig, type TestServer } from "./helpers/test_server.ts";
 import { sdkConnectionObject, WcsClient } from "./helpers/wcs_client.ts";
@@ -411,33 +405,6 @@ Deno.test("a frame over maxFrameBytes closes that session with 1009; others are 
     assert.equal((await other.client.sendData({ ok: 1 })).status, "ACCEPTED");
     assert.deepEqual((await findAll(server)).map((r) => r.sessionId), [other.userData.sessionId]);
   });
-});
-
-Deno.test("the publish/play placeholder answers a final FAILED status", async () => {
-  // Its own listener with only the placeholder, so the test holds once WebRTC registers over it.
-  const services = createServices(testConfig(), silentLogger);
-  const handlers = new HandlerTable();
-  registerConnection(handlers);
-  registerStreamPlaceholder(handlers);
-  const signaling = new SignalingServer(services, handlers);
-  const port = await signaling.listen({ hostname: "127.0.0.1", port: 0 });
-  const { client } = await WcsClient.connect(`ws://127.0.0.1:${port}`);
-  try {
-    for (const [message, published] of [["publishStream", true], ["playStream", false]] as const) {
-      client.send(message, { mediaSessionId: `id-${message}`, name: "s1", sdp: "v=0" });
-      const [status] = await client.next("notifyStreamStatusEvent");
-      assert.deepEqual(status, {
-        mediaSessionId: `id-${message}`,
-        name: "s1",
-        published,
-        status: "FAILED",
-        info: "WebRTC publish/play is not built yet",
-      });
-    }
-  } finally {
-    await client.close();
-    await signaling.stop();
-  }
 });
 
 Deno.test("keepalive: pings carry a data array; a client that stops answering is closed", async () => {

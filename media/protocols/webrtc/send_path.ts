@@ -1,0 +1,76 @@
+/**
+ * The per-subscriber send path: the only place a forwarded packet is protected and sent.
+ * Everything above it (fan-out, NACK, sender reports) speaks this small interface, so a
+ * faster engine (libcrypto over FFI plus sendmmsg, see fastpath.md) can replace werift's.
+ */
+import { RtcpSenderInfo, RtcpSrPacket, type RTCRtpSender, RtpHeader, type RtpPacket } from "werift";
+
+/**
+ * Packets one subscriber track may have in flight in the socket layer; beyond it new packets
+ * are dropped, so a subscriber that cannot keep up costs itself packets, not server memory.
+ */
+export const maxInflightPackets = 512;
+
+/** Sends one subscriber track's packets. Sequence numbers and timestamps pass unchanged. */
+export interface RtpSendPath {
+  /** SSRC of the subscriber track (what its RTCP refers to). */
+  readonly ssrc: number;
+  /** Packets sent, retransmissions included. */
+  readonly packets: number;
+  /** Payload bytes sent. */
+  readonly octets: number;
+  /** Packets dropped because `maxInflightPackets` were still in flight. */
+  readonly dropped: number;
+  /** Protects and sends a publisher packet under this track's SSRC and payload type. */
+  send(packet: RtpPacket): void;
+  /** Sends a sender report mapping `ntpTimestamp` to `rtpTimestamp` (from the publisher's SR). */
+  sendSenderReport(ntpTimestamp: bigint, rtpTimestamp: number): void;
+}
+
+/** werift's SRTP and socket, driven directly: one reused header, no per-packet clone. */
+export class WeriftSendPath implements RtpSendPath {
+  readonly ssrc: number;
+  packets = 0;
+  octets = 0;
+  dropped = 0;
+  #inflight = 0;
+  readonly #settled = () => {
+    this.#inflight--;
+  };
+  readonly #sender: RTCRtpSender;
+  readonly #header: RtpHeader;
+
+  constructor(sender: RTCRtpSender, payloadType: number) {
+    this.#sender = sender;
+    this.ssrc = sender.ssrc;
+    this.#header = new RtpHeader({ ssrc: sender.ssrc, payloadType });
+  }
+
+  send(packet: RtpPacket): void {
+    if (this.#inflight >= maxInflightPackets) {
+      this.dropped++;
+      return;
+    }
+    const header = this.#header;
+    header.marker = packet.header.marker;
+    header.sequenceNumber = packet.header.sequenceNumber;
+    header.timestamp = packet.header.timestamp;
+    this.packets++;
+    this.octets += packet.payload.length;
+    // SRTP protection runs synchronously inside sendRtp, so the header may be reused at once.
+    this.#inflight++;
+    this.#sender.dtlsTransport.sendRtp(packet.payload, header).then(this.#settled, this.#settled);
+  }
+
+  sendSenderReport(ntpTimestamp: bigint, rtpTimestamp: number): void {
+    const senderInfo = new RtcpSenderInfo({
+      ntpTimestamp,
+      rtpTimestamp,
+      packetCount: this.packets,
+      octetCount: this.octets,
+    });
+    const report = new RtcpSrPacket({ ssrc: this.ssrc, senderInfo });
+    // Before DTLS completes there is no SRTCP context; the next report will go through.
+    this.#sender.dtlsTransport.sendRtcp([report]).catch(() => {});
+  }
+}

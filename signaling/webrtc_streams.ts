@@ -1,0 +1,401 @@
+/**
+ * WebRTC publish and play for the Web SDK: `publishStream`, `playStream`, `unPublishStream`,
+ * `stopStream`, `availableStream` and `sendStreamEvent`. Every publish and play gets exactly
+ * one final status; `setRemoteSDP` always precedes it when an answer was made.
+ */
+import { z } from "zod";
+import { BadRequestError, ConflictError, ParseError } from "../core/errors.ts";
+import type { Services } from "../core/services.ts";
+import { type StreamClient, type StreamStatus } from "../media/protocols/webrtc/client.ts";
+import {
+  matchPlayCodec,
+  type NegotiatedCodec,
+  pickPublishCodec,
+} from "../media/protocols/webrtc/codecs.ts";
+import type { PeerAddress } from "../media/protocols/webrtc/peer.ts";
+import { parseOfferMedia, type SdpMedia } from "../media/protocols/webrtc/sdp.ts";
+import { WebRtcPublisher } from "../media/providers/webrtc_publisher.ts";
+import { WebRtcPlayer } from "../media/publishers/webrtc_player.ts";
+import type { HandlerTable, MessageHandler, SignalingContext } from "./handlers.ts";
+import { parsePayload } from "./payload.ts";
+import type { SignalingSession } from "./session.ts";
+
+/** Standard `info` texts of the Web SDK (STREAM_STATUS_INFO) used here. */
+export const streamInfo = {
+  idNull: "MediaSessionId is null",
+  idInUse: "MediaSessionId is already in use",
+  nameInUse: "Stream name is already in use",
+  notFound: "Stream not found",
+  noCodecs: "No common codecs",
+  transcodingRequired: "Transcoding required, but disabled",
+  restricted: "Restricted access",
+  error: "Failed by error",
+  user: "Stopped by user",
+} as const;
+
+const streamObject = z.looseObject({
+  mediaSessionId: z.string().min(1).nullish(),
+  name: z.string().default(""),
+  sdp: z.unknown().optional(),
+});
+
+const stopObject = z.looseObject({ mediaSessionId: z.string().min(1) });
+const availableObject = z.looseObject({ mediaSessionId: z.string().optional(), name: z.string() });
+const streamEventObject = z.looseObject({
+  mediaSessionId: z.string().min(1),
+  type: z.string().min(1),
+  payload: z.unknown().optional(),
+});
+
+/** The media address of the configuration. */
+function peerAddress(services: Services): PeerAddress {
+  const { media, bind } = services.config;
+  return {
+    bind,
+    announced: media.announcedAddress,
+    portMin: media.udpPortMin,
+    portMax: media.udpPortMax,
+  };
+}
+
+const terminal = new Set<StreamStatus>(["UNPUBLISHED", "STOPPED", "FAILED"]);
+
+/**
+ * Status and events of one stream towards its session: `notifyStreamStatusEvent` with the
+ * client's stream object, the StreamStatusEvent hook, and `onEnd` after the final status.
+ */
+class SessionStreamClient implements StreamClient {
+  #ended = false;
+
+  constructor(
+    private readonly session: SignalingSession,
+    private readonly services: Services,
+    /** The stream object as the client sent it (hook-overwritten fields applied), no sdp. */
+    private readonly stream: Record<string, unknown>,
+    private readonly onEnd: () => void = () => {},
+  ) {}
+
+  status(status: StreamStatus, info: string, fields: Record<string, unknown> = {}): void {
+    if (this.#ended) return;
+    const { session, services } = this;
+    const body = {
+      ...this.stream,
+      ...fields,
+      status,
+      info,
+      sessionId: session.sessionId,
+      nodeId: services.nodeId,
+      appKey: session.record().appKey,
+    };
+    session.send("notifyStreamStatusEvent", body);
+    void services.hooks.invoke("StreamStatusEvent", body, session.restClientConfig);
+    if (terminal.has(status)) {
+      this.#ended = true;
+      this.onEnd();
+    }
+  }
+
+  event(event: Record<string, unknown>): void {
+    this.session.send("notifyStreamEvent", {
+      ...event,
+      mediaSessionId: this.stream.mediaSessionId,
+    });
+  }
+}
+
+/** The stream object without its SDP (what status events and records carry). */
+function withoutSdp(stream: Record<string, unknown>): Record<string, unknown> {
+  const { sdp: _sdp, ...rest } = stream;
+  return rest;
+}
+
+/**
+ * The checks and hook common to publish and play. Returns the stream object to go on with,
+ * or undefined after the client got its FAILED status.
+ */
+async function admit(
+  session: SignalingSession,
+  payload: unknown,
+  services: Services,
+  hook: "publishStream" | "playStream",
+): Promise<Record<string, unknown> | undefined> {
+  const stream = parsePayload(streamObject, payload) as Record<string, unknown>;
+  const fail = (info: string, s = stream) =>
+    new SessionStreamClient(session, services, withoutSdp(s)).status("FAILED", info);
+  if (!stream.mediaSessionId) {
+    fail(streamInfo.idNull, { ...stream, mediaSessionId: null });
+    return undefined;
+  }
+  if (isRegistered(services, stream.mediaSessionId as string)) {
+    fail(streamInfo.idInUse);
+    return undefined;
+  }
+  const outcome = await services.hooks.invoke(hook, {
+    ...stream,
+    nodeId: services.nodeId,
+    appKey: session.record().appKey,
+    sessionId: session.sessionId,
+  }, session.restClientConfig);
+  if (!outcome.ok) {
+    fail(streamInfo.restricted);
+    return undefined;
+  }
+  // The backend may only change the stream's own fields, never its identity.
+  return { ...outcome.body, mediaSessionId: stream.mediaSessionId, sdp: stream.sdp };
+}
+
+function isRegistered(services: Services, mediaSessionId: string): boolean {
+  return services.streams.list().some((s) => s.mediaSessionId === mediaSessionId);
+}
+
+/** The offer's m-lines, or undefined after a FAILED status for a malformed one. */
+function offerMedia(
+  sdp: unknown,
+  fail: (info: string) => void,
+  ctx: SignalingContext,
+): SdpMedia[] | undefined {
+  try {
+    return parseOfferMedia(sdp);
+  } catch (err) {
+    if (!(err instanceof ParseError)) throw err;
+    ctx.log.info("offer refused", { reason: err.message });
+    fail(streamInfo.error);
+    return undefined;
+  }
+}
+
+async function handlePublish(
+  session: SignalingSession,
+  payload: unknown,
+  ctx: SignalingContext,
+): Promise<void> {
+  const { services } = ctx;
+  const stream = await admit(session, payload, services, "publishStream");
+  if (!stream) return;
+  const name = String(stream.name ?? "");
+  const clientStream = withoutSdp(stream);
+  const fail = (info: string) =>
+    new SessionStreamClient(session, services, clientStream).status("FAILED", info);
+  if (services.streams.published(name)) return fail(streamInfo.nameInUse);
+  const media = offerMedia(stream.sdp, fail, ctx);
+  if (!media) return;
+  const codecs = media.map(pickPublishCodec);
+  if (codecs.some((c) => c === undefined)) {
+    ctx.log.info("publish refused: no supported codec", { name, offered: describe(media) });
+    return fail(streamInfo.noCodecs);
+  }
+  const publisher: WebRtcPublisher = new WebRtcPublisher({
+    name,
+    mediaSessionId: stream.mediaSessionId as string,
+    sessionId: session.sessionId,
+    appKey: session.record().appKey,
+    nodeId: services.nodeId,
+    clientStream,
+    sdp: stream.sdp as string,
+    codecs: codecs as NegotiatedCodec[],
+    address: peerAddress(services),
+    client: new SessionStreamClient(
+      session,
+      services,
+      clientStream,
+      () => services.streams.remove(publisher),
+    ),
+  });
+  try {
+    services.streams.add(publisher);
+  } catch {
+    // Another publish of the name or id won the race while the hook ran.
+    await publisher.terminate(
+      services.streams.published(name) ? streamInfo.nameInUse : streamInfo.idInUse,
+    );
+    return;
+  }
+  await answerOrFail(session, publisher, () => publisher.answer(), ctx);
+}
+
+async function handlePlay(
+  session: SignalingSession,
+  payload: unknown,
+  ctx: SignalingContext,
+): Promise<void> {
+  const { services } = ctx;
+  const stream = await admit(session, payload, services, "playStream");
+  if (!stream) return;
+  const name = String(stream.name ?? "");
+  const clientStream = withoutSdp(stream);
+  const fail = (info: string) =>
+    new SessionStreamClient(session, services, clientStream).status("FAILED", info);
+  const source = services.streams.published(name);
+  if (!source) return fail(streamInfo.notFound);
+  if (!(source instanceof WebRtcPublisher)) {
+    ctx.log.info("play refused: source is not WebRTC", { name });
+    return fail(streamInfo.transcodingRequired);
+  }
+  const media = offerMedia(stream.sdp, fail, ctx);
+  if (!media) return;
+  const codecs: NegotiatedCodec[] = [];
+  for (const m of media) {
+    const wanted = source.codecOf(m.kind);
+    if (!wanted || m.direction === "inactive") continue;
+    const match = matchPlayCodec(m, wanted);
+    if (!match) {
+      ctx.log.info("play refused: player lacks the stream's codec", {
+        name,
+        codec: wanted.params.mimeType,
+        offered: describe([m]),
+      });
+      return fail(streamInfo.transcodingRequired);
+    }
+    codecs.push(match);
+  }
+  if (codecs.length === 0) return fail(streamInfo.noCodecs);
+  const player: WebRtcPlayer = new WebRtcPlayer({
+    publisher: source,
+    mediaSessionId: stream.mediaSessionId as string,
+    sessionId: session.sessionId,
+    appKey: session.record().appKey,
+    nodeId: services.nodeId,
+    clientStream,
+    sdp: stream.sdp as string,
+    codecs,
+    address: peerAddress(services),
+    client: new SessionStreamClient(
+      session,
+      services,
+      clientStream,
+      () => services.streams.remove(player),
+    ),
+  });
+  try {
+    services.streams.add(player);
+  } catch {
+    await player.terminate(streamInfo.idInUse);
+    return;
+  }
+  await answerOrFail(session, player, () => player.answer(), ctx);
+}
+
+/** Sends the answer, or ends the stream with FAILED when werift could not make one. */
+async function answerOrFail(
+  session: SignalingSession,
+  stream: { mediaSessionId: string; terminate(info: string): Promise<void> },
+  answer: () => Promise<string>,
+  ctx: SignalingContext,
+): Promise<void> {
+  let sdp: string;
+  try {
+    sdp = await answer();
+  } catch (err) {
+    ctx.log.info("answer failed", {
+      mediaSessionId: stream.mediaSessionId,
+      reason: (err as Error).message,
+    });
+    await stream.terminate(streamInfo.error);
+    return;
+  }
+  session.send("setRemoteSDP", stream.mediaSessionId, sdp, true);
+}
+
+function describe(media: SdpMedia[]): string {
+  return media.map((m) => `${m.kind}: ${m.codecs.map((c) => c.name).join(",") || "(none)"}`).join(
+    "; ",
+  );
+}
+
+/** The stream of this session with this id and class; NotFoundError or BadRequestError else. */
+function ownStream<T>(
+  session: SignalingSession,
+  services: Services,
+  mediaSessionId: string,
+  type: new (...args: never[]) => T,
+): T {
+  const stream = services.streams.get(mediaSessionId);
+  if (
+    !(stream instanceof type) || (stream as { sessionId?: string }).sessionId !== session.sessionId
+  ) {
+    throw new BadRequestError(
+      "mediaSessionId",
+      `stream ${mediaSessionId} is not a WebRTC stream of this session`,
+    );
+  }
+  return stream;
+}
+
+async function handleUnpublish(
+  session: SignalingSession,
+  payload: unknown,
+  { services }: SignalingContext,
+) {
+  const { mediaSessionId } = parsePayload(stopObject, payload);
+  await ownStream(session, services, mediaSessionId, WebRtcPublisher).terminate(streamInfo.user);
+}
+
+async function handleStop(
+  session: SignalingSession,
+  payload: unknown,
+  { services }: SignalingContext,
+) {
+  const { mediaSessionId } = parsePayload(stopObject, payload);
+  await ownStream(session, services, mediaSessionId, WebRtcPlayer).terminate(streamInfo.user);
+}
+
+function handleAvailable(
+  session: SignalingSession,
+  payload: unknown,
+  { services }: SignalingContext,
+) {
+  const { mediaSessionId, name } = parsePayload(availableObject, payload);
+  const available = services.streams.published(name) !== undefined;
+  session.send("availableStream", {
+    id: mediaSessionId,
+    status: available ? "true" : "false",
+    info: available ? "Available" : streamInfo.notFound,
+  });
+}
+
+function handleStreamEvent(
+  session: SignalingSession,
+  payload: unknown,
+  { services }: SignalingContext,
+) {
+  const event = parsePayload(streamEventObject, payload);
+  const publisher = ownStream(session, services, event.mediaSessionId, WebRtcPublisher);
+  if (!publisher.publishing) throw new ConflictError(`stream ${publisher.name} is not publishing`);
+  publisher.sendEvent(event.type, event.payload);
+}
+
+/**
+ * A publish or play handler that, when it fails unexpectedly before its stream exists, still
+ * gives the client a final status: the SDK's stop() retries forever on a PENDING stream.
+ */
+function withFinalStatus(handle: MessageHandler): MessageHandler {
+  return async (session, payload, ctx) => {
+    try {
+      await handle(session, payload, ctx);
+    } catch (err) {
+      const stream = typeof payload === "object" && payload !== null
+        ? payload as Record<string, unknown>
+        : {};
+      if (
+        typeof stream.mediaSessionId === "string" &&
+        !isRegistered(ctx.services, stream.mediaSessionId)
+      ) {
+        new SessionStreamClient(session, ctx.services, withoutSdp(stream)).status(
+          "FAILED",
+          streamInfo.error,
+        );
+      }
+      throw err;
+    }
+  };
+}
+
+/** Registers the WebRTC stream handlers (over the placeholders). */
+export function registerWebRtcStreams(handlers: HandlerTable): void {
+  handlers.register("publishStream", withFinalStatus(handlePublish));
+  handlers.register("playStream", withFinalStatus(handlePlay));
+  handlers.register("unPublishStream", handleUnpublish);
+  handlers.register("stopStream", handleStop);
+  handlers.register("availableStream", handleAvailable);
+  handlers.register("sendStreamEvent", handleStreamEvent);
+}

@@ -1,0 +1,282 @@
+/**
+ * WebRTC publish and play with the real `@flashphoner/websdk` 2.0.276 in headless Chromium
+ * (fake camera and microphone) against our server. Runs inside a loopback-only network
+ * namespace as root; `webrtc_test.ts` re-executes this file there. One Chromium, two pages.
+ */
+import assert from "node:assert/strict";
+import { createRequire } from "node:module";
+import { chromium, type Page } from "playwright-core";
+// Importing the package's manifest makes Deno install the package (and so its bundle).
+import websdkPackage from "@flashphoner/websdk/package.json" with { type: "json" };
+import { openPeerCount } from "../../media/protocols/webrtc/peer.ts";
+import { registerWebRtcStreams } from "../../signaling/webrtc_streams.ts";
+import { startTestServer, type TestServer } from "../helpers/test_server.ts";
+import { netnsEnv } from "./netns.ts";
+
+/** POSTs to the REST API and asserts 200 (reading the body, so no response is left open). */
+async function postOk(server: TestServer, path: string, body: unknown): Promise<void> {
+  const res = await server.post(path, body);
+  const text = await res.text();
+  assert.equal(res.status, 200, `${path}: ${text}`);
+}
+
+/** Chromium flags of shared/peers/README.md §6: no traffic off loopback, fake media. */
+const chromiumArgs = [
+  "--headless",
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-quic",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+  "--use-fake-device-for-media-stream",
+  "--use-fake-ui-for-media-stream",
+  "--allow-loopback-in-peer-connection",
+  "--autoplay-policy=no-user-gesture-required",
+  "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE localhost , EXCLUDE 127.0.0.1",
+  "--disable-features=WebRtcHideLocalIpsWithMdns,MediaRouter,OptimizationHints,Translate",
+];
+
+/** Longest wait for a state in a page, in ms. */
+const pageWaitMs = 15_000;
+
+interface InboundStats {
+  framesDecoded: number;
+  frameWidth: number;
+  frameHeight: number;
+  audioPackets: number;
+}
+
+type Driver = Record<string, (...args: unknown[]) => Promise<unknown>>;
+
+/** Calls a driver function of webrtc_page.html. */
+function call<T>(page: Page, fn: string, ...args: unknown[]): Promise<T> {
+  return page.evaluate(
+    ([fn, args]) => (globalThis as unknown as Driver)[fn as string](...(args as unknown[])),
+    [fn, args] as const,
+  ) as Promise<T>;
+}
+
+/** A stream's statuses, infos and events as the page recorded them. */
+function streamState(page: Page, key: string) {
+  return page.evaluate((key) => {
+    const r = (globalThis as unknown as {
+      streams: Record<
+        string,
+        { statuses: string[]; infos: string[]; events: unknown[]; lastStatus: unknown }
+      >;
+    }).streams[key];
+    return { statuses: r.statuses, infos: r.infos, events: r.events, lastStatus: r.lastStatus };
+  }, key) as Promise<{
+    statuses: string[];
+    infos: string[];
+    events: { type: string; payload: Record<string, unknown> }[];
+    lastStatus: { status: string; info: string; videoState?: { muted: boolean } };
+  }>;
+}
+
+async function waitUntil(what: string, check: () => Promise<boolean>, timeoutMs = pageWaitMs) {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+async function find(server: TestServer, filter: Record<string, unknown>) {
+  const res = await server.post("/stream/find", filter);
+  assert.equal(res.status, 200);
+  return await res.json() as Record<string, unknown>[];
+}
+
+Deno.test("WebRTC publish and play with the Web SDK in Chromium", async (t) => {
+  if (Deno.env.get(netnsEnv) !== "1") {
+    throw new Error(`run through tests/e2e/webrtc_test.ts (needs a loopback-only netns)`);
+  }
+  assert.equal(websdkPackage.version, "2.0.276");
+  const bundle = await Deno.readFile(
+    createRequire(import.meta.url).resolve("@flashphoner/websdk/flashphoner.js"),
+  );
+  const html = await Deno.readFile(new URL("./webrtc_page.html", import.meta.url));
+  const server = await startTestServer();
+  registerWebRtcStreams(server.signaling.handlers);
+  const pages = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, (req) => {
+    const path = new URL(req.url).pathname;
+    if (path === "/") return new Response(html, { headers: { "Content-Type": "text/html" } });
+    if (path === "/flashphoner.js") {
+      return new Response(bundle, { headers: { "Content-Type": "text/javascript" } });
+    }
+    return new Response("not found", { status: 404 });
+  });
+  const profile = await Deno.makeTempDir({ prefix: "webrtc-chromium-" });
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: "/usr/bin/chromium",
+    headless: true,
+    args: chromiumArgs,
+  });
+  try {
+    const [a, b] = [await context.newPage(), await context.newPage()];
+    for (const page of [a, b]) {
+      page.on("pageerror", (err) => console.error("[page error]", err.message));
+      await page.goto(`http://127.0.0.1:${pages.addr.port}/`);
+      await page.evaluate(() => (globalThis as unknown as { sdkReady: Promise<boolean> }).sdkReady);
+      await call(page, "openSession", "s", server.wsUrl);
+    }
+
+    for (const codec of ["H264", "VP8"]) {
+      const name = `cam-${codec}`;
+      await t.step(
+        `${codec}: page A publishes, page B joining 5 s late sees frames within 1 s`,
+        async () => {
+          const published = await call<{ status: string }>(a, "startStream", "s", name, "publish", {
+            name,
+            stripCodecs: codec === "VP8" ? "H264" : "",
+            // The SDK's default capture is 320x240.
+            constraints: { audio: true, video: { width: 640, height: 480 } },
+          }, ["PUBLISHING", "FAILED", "UNPUBLISHED"]);
+          assert.equal(published.status, "PUBLISHING");
+          const [record] = await find(server, { name, published: true });
+          assert.equal(record.videoCodec, codec);
+          await new Promise((r) => setTimeout(r, 5000));
+          const played = await call<{ status: string; info: string }>(
+            b,
+            "startStream",
+            "s",
+            name,
+            "play",
+            { name },
+            [
+              "PLAYING",
+              "FAILED",
+              "STOPPED",
+            ],
+          );
+          assert.equal(played.status, "PLAYING", played.info);
+          const playingMs = Date.now();
+          await waitUntil(
+            "the first decoded frame",
+            async () => (await call<InboundStats>(b, "inboundStats", name)).framesDecoded > 0,
+          );
+          const firstFrameMs = Date.now() - playingMs;
+          assert.ok(firstFrameMs < 1000, `first frame decoded ${firstFrameMs} ms after PLAYING`);
+          const before = await call<InboundStats>(b, "inboundStats", name);
+          await new Promise((r) => setTimeout(r, 2000));
+          const after = await call<InboundStats>(b, "inboundStats", name);
+          assert.ok(
+            after.framesDecoded > before.framesDecoded + 10,
+            JSON.stringify({ before, after }),
+          );
+          assert.ok(
+            after.audioPackets > before.audioPackets + 50,
+            JSON.stringify({ before, after }),
+          );
+          assert.deepEqual([after.frameWidth, after.frameHeight], [640, 480]);
+        },
+      );
+
+      await t.step(
+        `${codec}: /stream/find with metrics shows real size and rising counters`,
+        async () => {
+          const [first] = await find(server, { name, published: true, display: ["metrics"] });
+          await new Promise((r) => setTimeout(r, 1500));
+          const [second] = await find(server, { name, published: true, display: ["metrics"] });
+          const m1 = first.metrics as Record<string, number>;
+          const m2 = second.metrics as Record<string, number>;
+          assert.deepEqual([second.width, second.height, m2.VIDEO_WIDTH, m2.VIDEO_HEIGHT], [
+            640,
+            480,
+            640,
+            480,
+          ]);
+          assert.ok(m2.VIDEO_RATE > 50 && m2.AUDIO_RATE > 10, JSON.stringify(m2));
+          assert.ok(m2.VIDEO_FPS >= 10, JSON.stringify(m2));
+          assert.ok(m2.VIDEO_P_FRAMES > m1.VIDEO_P_FRAMES, "frame counters rise");
+          assert.ok(m2.VIDEO_K_FRAMES >= 1 && m2.VIDEO_PLI >= 1);
+          assert.equal(second.mediaProvider, "WebRTC");
+          assert.equal(second.transport, "UDP");
+          const players = await find(server, { name, published: false });
+          assert.equal(players.length, 1);
+          assert.deepEqual([players[0].status, players[0].mediaType], ["PLAYING", "play"]);
+        },
+      );
+
+      if (codec === "H264") {
+        await t.step("mute states and stream events reach page B", async () => {
+          await call(a, "callStream", name, "muteVideo");
+          await call(a, "callStream", name, "sendData", { note: "hi" });
+          await postOk(server, "/stream/event/send", {
+            streamName: name,
+            payload: { from: "rest" },
+          });
+          await waitUntil(
+            "three stream events",
+            async () => (await streamState(b, name)).events.length >= 3,
+          );
+          const { events } = await streamState(b, name);
+          assert.deepEqual(events.map((e) => e.type), ["videoMuted", "data", "data"]);
+          assert.equal(events[0].payload.streamName, name);
+          assert.deepEqual(events[1].payload, { note: "hi" });
+          assert.deepEqual(events[2].payload, { from: "rest" });
+          const [record] = await find(server, { name, published: true });
+          assert.deepEqual(record.videoState, { muted: true });
+          await call(a, "callStream", name, "unmuteVideo");
+        });
+
+        await t.step(
+          "recording the WebRTC publisher gives an MP4 that ffprobe accepts",
+          async () => {
+            const [record] = await find(server, { name, published: true });
+            const id = record.mediaSessionId;
+            await postOk(server, "/stream/startRecording", { mediaSessionId: id });
+            await new Promise((r) => setTimeout(r, 3000));
+            await postOk(server, "/stream/stopRecording", { mediaSessionId: id });
+            const folder = server.services.config.folders.records;
+            const [file] = [...Deno.readDirSync(folder)].map((e) => `${folder}/${e.name}`);
+            const probe = await new Deno.Command("ffprobe", {
+              args: [
+                "-v",
+                "error",
+                "-count_frames",
+                "-show_entries",
+                "stream=codec_name,width,height,nb_read_frames",
+                "-of",
+                "json",
+                file,
+              ],
+            }).output();
+            assert.ok(probe.success, new TextDecoder().decode(probe.stderr));
+            const streams = JSON.parse(new TextDecoder().decode(probe.stdout)).streams;
+            const video = streams.find((s: Record<string, unknown>) => s.codec_name === "h264");
+            assert.deepEqual([video?.width, video?.height], [640, 480]);
+            assert.ok(Number(video.nb_read_frames) > 20, JSON.stringify(streams));
+            assert.ok(streams.some((s: Record<string, unknown>) => s.codec_name === "opus"));
+          },
+        );
+      }
+
+      await t.step(
+        `${codec}: /stream/terminate ends publisher and player with their statuses`,
+        async () => {
+          const [record] = await find(server, { name, published: true });
+          await postOk(server, "/stream/terminate", { mediaSessionId: record.mediaSessionId });
+          await waitUntil(
+            "both final statuses",
+            async () =>
+              (await streamState(a, name)).statuses.includes("UNPUBLISHED") &&
+              (await streamState(b, name)).statuses.includes("STOPPED"),
+          );
+          assert.equal((await streamState(a, name)).lastStatus.info, "Stopped by rest /terminate");
+          assert.equal((await streamState(b, name)).lastStatus.info, "Stopped by rest /terminate");
+          assert.deepEqual(await find(server, { name }), []);
+          assert.equal(openPeerCount(), 0);
+        },
+      );
+    }
+  } finally {
+    await context.close();
+    await Deno.remove(profile, { recursive: true });
+    await server.stop();
+    await pages.shutdown();
+  }
+});
