@@ -17,73 +17,73 @@ const logLevel = z.enum(["error", "warn", "info", "debug", "trace"]);
 
 /** Schema of the configuration file. */
 export const configSchema = z.strictObject({
-  /** Address every listener binds; a public bind must be asked for explicitly. */
-  bind: z.ipv4().or(z.ipv6()).default("127.0.0.1"),
+  bind: z.ipv4().or(z.ipv6()).default("127.0.0.1").describe(
+    "Address every listener binds; a public bind must be asked for explicitly.",
+  ),
   ports: z.strictObject({
-    /** REST API (`/rest-api`) and `/health`. */
-    rest: port.default(8081),
-    /** Web SDK WebSocket signaling, plain. */
-    ws: port.default(8080),
-    /** Web SDK WebSocket signaling over TLS; only opened when `tls` is configured. */
-    wss: port.default(8443),
-    /** HLS over HTTP. */
-    hls: port.default(8082),
-    /** RTMP ingest and playback. */
-    rtmp: port.default(1935),
+    rest: port.default(8081).describe("REST API (`/rest-api`) and `/health`."),
+    ws: port.default(8080).describe("Web SDK WebSocket signaling, plain."),
+    wss: port.default(8443).describe(
+      "Web SDK WebSocket signaling over TLS; only opened when `tls` is configured.",
+    ),
+    hls: port.default(8082).describe("HLS over HTTP."),
+    rtmp: port.default(1935).describe("RTMP ingest and playback."),
   }).prefault({}),
   tls: z.strictObject({
-    /** PEM certificate chain file for WSS. */
-    certFile: z.string().min(1).optional(),
-    /** PEM private key file for WSS. */
-    keyFile: z.string().min(1).optional(),
+    certFile: z.string().min(1).optional().describe("PEM certificate chain file for WSS."),
+    keyFile: z.string().min(1).optional().describe("PEM private key file for WSS."),
   }).prefault({}).refine((tls) => (tls.certFile === undefined) === (tls.keyFile === undefined), {
     message: "certFile and keyFile go together",
     path: ["keyFile"],
   }),
   folders: z.strictObject({
-    /** VOD files, sounds, watermarks and layouts. */
-    media: z.string().min(1).default("content"),
-    /** Recordings. */
-    records: z.string().min(1).default("records"),
-    /** Per-session client logs. */
-    logs: z.string().min(1).default("logs"),
+    media: z.string().min(1).default("content").describe(
+      "VOD files, sounds, watermarks and layouts.",
+    ),
+    records: z.string().min(1).default("records").describe("Recordings."),
+    logs: z.string().min(1).default("logs").describe("Per-session client logs."),
   }).prefault({}),
   log: z.strictObject({
-    /** Lowest level written. */
-    level: logLevel.default("info"),
+    level: logLevel.default("info").describe("Lowest level written."),
   }).prefault({}),
   hooks: z.strictObject({
-    /** Base URL of the backend that receives REST hooks (`/connect`, `/OnDataEvent`, ...). Unset: no hooks, everything accepted. */
-    url: z.url({ protocol: /^https?$/ }).optional(),
-    /** Time a hook may take before it counts as failed, in ms. */
-    timeoutMs: z.int().min(1).max(600_000).default(15_000),
+    url: z.url({ protocol: /^https?$/ }).optional().describe(
+      "Base URL of the backend that receives REST hooks (`/connect`, `/OnDataEvent`, ...). Unset: no hooks, everything accepted.",
+    ),
+    timeoutMs: z.int().min(1).max(600_000).default(15_000).describe(
+      "Time a hook may take before it counts as failed, in ms.",
+    ),
   }).prefault({}),
   keepAlive: z.strictObject({
-    /** Interval of the server's WebSocket pings, in ms. */
-    intervalMs: z.int().min(100).max(600_000).default(5_000),
-    /** Consecutive missed pongs that end a session. */
-    probes: z.int().min(1).max(1000).default(10),
+    intervalMs: z.int().min(100).max(600_000).default(5_000).describe(
+      "Interval of the server's WebSocket pings, in ms.",
+    ),
+    probes: z.int().min(1).max(1000).default(10).describe(
+      "Consecutive missed pongs that end a session.",
+    ),
   }).prefault({}),
   media: z.strictObject({
-    /** Codec engine: native ffmpeg, ffmpeg.wasm, or native when `ffmpeg` is on PATH. */
-    engine: z.enum(["auto", "native", "wasm"]).default("auto"),
-    /** Address announced in ICE candidates when it differs from `bind` (NAT). */
-    announcedAddress: z.ipv4().or(z.ipv6()).optional(),
-    /** Lowest UDP port for media. */
-    udpPortMin: port.default(31000),
-    /** Highest UDP port for media. */
-    udpPortMax: port.default(31999),
+    engine: z.enum(["auto", "native", "wasm"]).default("auto").describe(
+      "Codec engine: native ffmpeg, ffmpeg.wasm, or native when `ffmpeg` is on PATH.",
+    ),
+    announcedAddress: z.ipv4().or(z.ipv6()).optional().describe(
+      "Address announced in ICE candidates when it differs from `bind` (NAT).",
+    ),
+    udpPortMin: port.default(31000).describe("Lowest UDP port for media."),
+    udpPortMax: port.default(31999).describe("Highest UDP port for media."),
   }).prefault({}).refine((m) => m.udpPortMin <= m.udpPortMax, {
     message: "udpPortMin must not exceed udpPortMax",
     path: ["udpPortMax"],
   }),
   rest: z.strictObject({
-    /** Largest REST request body accepted, in bytes. */
-    maxBodyBytes: z.int().min(1024).max(64 * 1024 * 1024).default(1024 * 1024),
+    maxBodyBytes: z.int().min(1024).max(64 * 1024 * 1024).default(1024 * 1024).describe(
+      "Largest REST request body accepted, in bytes.",
+    ),
   }).prefault({}),
   rtsp: z.strictObject({
-    /** How RTSP pulls receive media: UDP, TCP interleaved, or UDP falling back to TCP when no packet comes. */
-    transport: z.enum(["auto", "udp", "tcp"]).default("auto"),
+    transport: z.enum(["auto", "udp", "tcp"]).default("auto").describe(
+      "How RTSP pulls receive media: UDP, TCP interleaved, or UDP falling back to TCP when no packet comes.",
+    ),
   }).prefault({}),
 });
 
