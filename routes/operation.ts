@@ -49,7 +49,20 @@ export function uriWithScheme(...schemes: string[]): z.ZodString {
   const pattern = new RegExp(`^(${schemes.join("|")})://[^\\s]+$`);
   return z.string()
     .regex(pattern, `must be a ${schemes.map((s) => s + "://").join(" or ")} URI`)
-    .meta({ examples: [`${schemes[0]}://example`] });
+    .meta({ examples: [exampleUri(schemes[0])] });
+}
+
+/** Schemes whose URIs name a host the server would connect to. */
+const networkSchemes = new Set(["rtsp", "rtsps", "rtmp", "rtmps", "ws", "wss", "srt"]);
+
+/**
+ * The documented example of a URI; network ones name a closed loopback port, so tests that
+ * post the examples never send traffic (not even a DNS query) off the machine.
+ */
+function exampleUri(scheme: string): string {
+  return networkSchemes.has(scheme)
+    ? `${scheme}://127.0.0.1:1/live/example`
+    : `${scheme}://example`;
 }
 
 /**

@@ -4,13 +4,7 @@ import { filterRecords } from "../core/filter.ts";
 import { pushRecord, rtmpPullRecord } from "../core/records.ts";
 import { findFilter, noParams, operation, requiredString, uriWithScheme } from "./operation.ts";
 
-/**
- * The sample address names a closed port on the loopback, so a contract test that posts the
- * sample reaches the handler without sending traffic anywhere.
- */
-const rtmpUri = uriWithScheme("rtmp", "rtmps").meta({
-  examples: ["rtmp://127.0.0.1:1/live/sample"],
-});
+const rtmpUri = uriWithScheme("rtmp", "rtmps");
 const byMediaSession = z.object({ mediaSessionId: requiredString });
 
 /** Operations of the push and pull/rtmp groups. */
