@@ -7,7 +7,9 @@ import { z } from "zod";
 import { BadRequestError, ConflictError, ParseError } from "../core/errors.ts";
 import type { Services } from "../core/services.ts";
 import { type StreamClient, type StreamStatus } from "../media/protocols/webrtc/client.ts";
+import { convertedAudio } from "../media/engine/audio_conversion.ts";
 import {
+  matchFramePlayCodec,
   matchPlayCodec,
   type NegotiatedCodec,
   pickPublishCodec,
@@ -15,7 +17,9 @@ import {
 import type { PeerAddress } from "../media/protocols/webrtc/peer.ts";
 import { parseOfferMedia, type SdpMedia } from "../media/protocols/webrtc/sdp.ts";
 import { WebRtcPublisher } from "../media/providers/webrtc_publisher.ts";
+import { WebRtcFramePlayer } from "../media/publishers/webrtc_frame_player.ts";
 import { WebRtcPlayer } from "../media/publishers/webrtc_player.ts";
+import { Stream } from "../media/stream.ts";
 import type { HandlerTable, MessageHandler, SignalingContext } from "./handlers.ts";
 import { parsePayload } from "./payload.ts";
 import type { SignalingSession } from "./session.ts";
@@ -227,12 +231,15 @@ async function handlePlay(
     new SessionStreamClient(session, services, clientStream).status("FAILED", info);
   const source = services.streams.published(name);
   if (!source) return fail(streamInfo.notFound);
-  if (!(source instanceof WebRtcPublisher)) {
-    ctx.log.info("play refused: source is not WebRTC", { name });
-    return fail(streamInfo.transcodingRequired);
-  }
   const media = offerMedia(stream.sdp, fail, ctx);
   if (!media) return;
+  if (!(source instanceof WebRtcPublisher)) {
+    if (!(source instanceof Stream)) {
+      ctx.log.info("play refused: the source gives no frames", { name });
+      return fail(streamInfo.transcodingRequired);
+    }
+    return await playFrames(session, ctx, stream, source, media);
+  }
   const codecs: NegotiatedCodec[] = [];
   for (const m of media) {
     const wanted = source.codecOf(m.kind);
@@ -251,6 +258,67 @@ async function handlePlay(
   if (codecs.length === 0) return fail(streamInfo.noCodecs);
   const player: WebRtcPlayer = new WebRtcPlayer({
     publisher: source,
+    mediaSessionId: stream.mediaSessionId as string,
+    sessionId: session.sessionId,
+    appKey: session.record().appKey,
+    nodeId: services.nodeId,
+    clientStream,
+    sdp: stream.sdp as string,
+    codecs,
+    address: peerAddress(services),
+    client: new SessionStreamClient(
+      session,
+      services,
+      clientStream,
+      () => services.streams.remove(player),
+    ),
+  });
+  try {
+    services.streams.add(player);
+  } catch {
+    await player.terminate(streamInfo.idInUse);
+    return;
+  }
+  await answerOrFail(session, player, () => player.answer(), ctx);
+}
+
+/**
+ * Plays a stream that did not come over WebRTC: packets are made from its frames, and audio
+ * the player cannot take is read from the stream's shared Opus conversion.
+ */
+async function playFrames(
+  session: SignalingSession,
+  ctx: SignalingContext,
+  stream: Record<string, unknown>,
+  source: Stream,
+  media: SdpMedia[],
+): Promise<void> {
+  const { services } = ctx;
+  const name = source.name;
+  const clientStream = withoutSdp(stream);
+  const fail = (info: string) =>
+    new SessionStreamClient(session, services, clientStream).status("FAILED", info);
+  const codecs: NegotiatedCodec[] = [];
+  let convert = false;
+  for (const m of media) {
+    const track = source.tracks.find((t) => t.kind === m.kind);
+    if (!track || m.direction === "inactive") continue;
+    const match = matchFramePlayCodec(m, track);
+    if (!match) {
+      ctx.log.info("play refused: player takes the stream's codec neither as is nor converted", {
+        name,
+        codec: track.codec,
+        offered: describe([m]),
+      });
+      return fail(streamInfo.transcodingRequired);
+    }
+    codecs.push(match.codec);
+    convert ||= match.convertToOpus;
+  }
+  if (codecs.length === 0) return fail(streamInfo.noCodecs);
+  const player: WebRtcFramePlayer = new WebRtcFramePlayer({
+    source,
+    frames: convert ? convertedAudio(source, "OPUS", services.engine, ctx.log) : source,
     mediaSessionId: stream.mediaSessionId as string,
     sessionId: session.sessionId,
     appKey: session.record().appKey,
@@ -302,23 +370,27 @@ function describe(media: SdpMedia[]): string {
   );
 }
 
-/** The stream of this session with this id and class; NotFoundError or BadRequestError else. */
+/**
+ * The stream of this session with this id and one of these classes; NotFoundError or
+ * BadRequestError else.
+ */
 function ownStream<T>(
   session: SignalingSession,
   services: Services,
   mediaSessionId: string,
-  type: new (...args: never[]) => T,
+  ...types: (new (...args: never[]) => T)[]
 ): T {
   const stream = services.streams.get(mediaSessionId);
   if (
-    !(stream instanceof type) || (stream as { sessionId?: string }).sessionId !== session.sessionId
+    !types.some((type) => stream instanceof type) ||
+    (stream as { sessionId?: string }).sessionId !== session.sessionId
   ) {
     throw new BadRequestError(
       "mediaSessionId",
       `stream ${mediaSessionId} is not a WebRTC stream of this session`,
     );
   }
-  return stream;
+  return stream as T;
 }
 
 async function handleUnpublish(
@@ -336,7 +408,13 @@ async function handleStop(
   { services }: SignalingContext,
 ) {
   const { mediaSessionId } = parsePayload(stopObject, payload);
-  await ownStream(session, services, mediaSessionId, WebRtcPlayer).terminate(streamInfo.user);
+  await ownStream<WebRtcPlayer | WebRtcFramePlayer>(
+    session,
+    services,
+    mediaSessionId,
+    WebRtcPlayer,
+    WebRtcFramePlayer,
+  ).terminate(streamInfo.user);
 }
 
 function handleAvailable(

@@ -28,6 +28,11 @@ export interface CodecEngine {
   readonly kind: EngineKind;
   /** Runs a job; resolves with everything ffmpeg wrote to its output. */
   run(job: EngineJob): Promise<Uint8Array>;
+  /**
+   * Starts a live job, when the engine can stream (native); engines that only take whole
+   * inputs (wasm) lack it and callers convert in chunks instead.
+   */
+  start?(job: LiveJobOptions): LiveJob;
   /** Kills the running jobs (their `run` rejects) and refuses new ones. */
   close(): Promise<void>;
 }
@@ -72,4 +77,24 @@ export class LogTail {
   toString(): string {
     return this.#lines.join(" | ");
   }
+}
+
+/** A long-running ffmpeg: `ffmpeg <inputArgs> -i <stdin> <outputArgs> <stdout>`. */
+export interface LiveJobOptions {
+  /** Arguments before the input, e.g. `["-f", "mpegts"]`. */
+  inputArgs: string[];
+  /** Arguments after the input; must name the output format (`-f`). */
+  outputArgs: string[];
+}
+
+/** A running live job: bytes in as they come, bytes out as ffmpeg writes them. */
+export interface LiveJob {
+  /** Queues bytes for ffmpeg's input; false when they were dropped (ffmpeg is behind or gone). */
+  write(chunk: Uint8Array): boolean;
+  /** ffmpeg's output, chunk by chunk; ends when ffmpeg exits. */
+  readonly output: AsyncIterable<Uint8Array>;
+  /** ffmpeg's last error lines (why its output ended early). */
+  readonly errors: string;
+  /** Stops ffmpeg and waits for it to exit (idempotent). */
+  close(): Promise<void>;
 }

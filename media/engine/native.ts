@@ -4,8 +4,16 @@ import {
   defaultJobTimeoutMs,
   EngineError,
   type EngineJob,
+  type LiveJob,
+  type LiveJobOptions,
   LogTail,
 } from "./engine.ts";
+
+/**
+ * Writes a live job may have waiting for ffmpeg's stdin; beyond it input is dropped, so an
+ * ffmpeg that falls behind costs its own output, not server memory (about 5 s of audio).
+ */
+export const maxPendingLiveWrites = 256;
 
 /** Runs jobs with the `ffmpeg` program found on PATH (or the given path). */
 export class NativeEngine implements CodecEngine {
@@ -66,11 +74,78 @@ export class NativeEngine implements CodecEngine {
     }
   }
 
+  start(job: LiveJobOptions): LiveJob {
+    if (this.#closed) throw new EngineError("the engine is closed");
+    const child = new Deno.Command(this.#command, {
+      args: [
+        "-hide_banner",
+        "-loglevel",
+        "error",
+        "-threads",
+        "1",
+        ...job.inputArgs,
+        "-i",
+        "pipe:0",
+        ...job.outputArgs,
+        "pipe:1",
+      ],
+      stdin: "piped",
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    this.#running.add(child);
+    return new NativeLiveJob(child, () => this.#running.delete(child));
+  }
+
   async close(): Promise<void> {
     this.#closed = true;
     const children = [...this.#running];
     for (const child of children) kill(child);
     await Promise.allSettled(children.map((c) => c.status));
+  }
+}
+
+/** One live ffmpeg subprocess. */
+class NativeLiveJob implements LiveJob {
+  readonly output: AsyncIterable<Uint8Array>;
+  #child: Deno.ChildProcess;
+  #writer: WritableStreamDefaultWriter<Uint8Array>;
+  #pending = 0;
+  #exited = false;
+  #done: Promise<void>;
+  #log = new LogTail();
+  readonly #settled = () => {
+    this.#pending--;
+  };
+
+  constructor(child: Deno.ChildProcess, onExit: () => void) {
+    this.#child = child;
+    this.#writer = child.stdin.getWriter();
+    this.output = child.stdout;
+    this.#done = Promise.all([readLog(child.stderr, this.#log), child.status]).then(() => {
+      this.#exited = true;
+      onExit();
+    });
+  }
+
+  get errors(): string {
+    return this.#log.toString();
+  }
+
+  write(chunk: Uint8Array): boolean {
+    if (this.#exited || this.#pending >= maxPendingLiveWrites) return false;
+    this.#pending++;
+    this.#writer.write(chunk).then(this.#settled, this.#settled);
+    return true;
+  }
+
+  async close(): Promise<void> {
+    // ffmpeg holds nothing worth flushing for a live reader: stop it at once.
+    kill(this.#child);
+    await this.#writer.abort().catch(() => {});
+    await this.#done;
+    // Unread output would keep its pipe open after the process is gone.
+    if (!this.#child.stdout.locked) await this.#child.stdout.cancel().catch(() => {});
   }
 }
 

@@ -1,6 +1,8 @@
 /**
  * WebRTC publish and play with the real `@flashphoner/websdk` 2.0.276 in headless Chromium
- * (fake camera and microphone) against our server. Runs inside a loopback-only network
+ * (fake camera and microphone) against our server, then WebRTC play of streams that did not
+ * come over WebRTC: a GStreamer RTSP camera (H.264 + AAC, H.264 + PCMU) and ffmpeg publishing
+ * RTMP (H.264 + AAC), both started inside the namespace. Runs inside a loopback-only network
  * namespace as root; `webrtc_test.ts` re-executes this file there. One Chromium, two pages.
  */
 import assert from "node:assert/strict";
@@ -10,6 +12,8 @@ import { chromium, type Page } from "playwright-core";
 import websdkPackage from "@flashphoner/websdk/package.json" with { type: "json" };
 import { openPeerCount } from "../../media/protocols/webrtc/peer.ts";
 import { registerWebRtcStreams } from "../../signaling/webrtc_streams.ts";
+import { publishRtmp, stopPublisher } from "../helpers/ffmpeg_rtmp.ts";
+import { startGstRtsp } from "../helpers/gst_rtsp.ts";
 import { startTestServer, type TestServer } from "../helpers/test_server.ts";
 import { netnsEnv } from "./netns.ts";
 
@@ -46,6 +50,9 @@ interface InboundStats {
   frameWidth: number;
   frameHeight: number;
   audioPackets: number;
+  audioSamples: number;
+  audioLevel: number;
+  audioMime: string;
 }
 
 type Driver = Record<string, (...args: unknown[]) => Promise<unknown>>;
@@ -273,6 +280,89 @@ Deno.test("WebRTC publish and play with the Web SDK in Chromium", async (t) => {
         },
       );
     }
+
+    /**
+     * Page B plays `name` (a stream of frames, not WebRTC) through the SDK: pictures are
+     * decoded and audio of `audioMime` is received (decoded samples and a level above
+     * silence for Opus made from AAC); then the SDK stops the play.
+     */
+    const playFrames = async (name: string, audioMime: string, size: [number, number]) => {
+      const played = await call<{ status: string; info: string }>(
+        b,
+        "startStream",
+        "s",
+        name,
+        "play",
+        {
+          name,
+        },
+        ["PLAYING", "FAILED", "STOPPED"],
+      );
+      assert.equal(played.status, "PLAYING", played.info);
+      await waitUntil(
+        "the first decoded frame",
+        async () => (await call<InboundStats>(b, "inboundStats", name)).framesDecoded > 0,
+      );
+      const before = await call<InboundStats>(b, "inboundStats", name);
+      await new Promise((r) => setTimeout(r, 2000));
+      const after = await call<InboundStats>(b, "inboundStats", name);
+      const stats = JSON.stringify({ before, after });
+      assert.ok(after.framesDecoded > before.framesDecoded + 25, stats);
+      assert.deepEqual([after.frameWidth, after.frameHeight], size);
+      assert.equal(after.audioMime, audioMime);
+      // Cameras send G.711 in packets of up to 125 ms, Opus in 20 ms ones.
+      assert.ok(after.audioPackets > before.audioPackets + 10, stats);
+      // Two seconds of audio received, counted in the codec's clock.
+      const clock = audioMime === "audio/opus" ? 48_000 : 8000;
+      assert.ok(after.audioSamples > before.audioSamples + clock * 1.5, stats);
+      if (audioMime === "audio/opus") assert.ok(after.audioLevel > 0.01, stats);
+      const [player] = await find(server, { name, published: false });
+      assert.deepEqual([player.status, player.mediaType], ["PLAYING", "play"]);
+      await call(b, "callStream", name, "stop");
+      await waitUntil(
+        "STOPPED",
+        async () => (await streamState(b, name)).statuses.includes("STOPPED"),
+      );
+    };
+
+    for (const audio of ["aac", "pcmu"] as const) {
+      await t.step(`RTSP camera H.264 + ${audio.toUpperCase()} plays through the SDK`, async () => {
+        const camera = await startGstRtsp({ audio, mount: `/cam-${audio}` });
+        const name = `rtsp-${audio}`;
+        try {
+          await postOk(server, "/rtsp/startup", { uri: camera.url, localStreamName: name });
+          await waitUntil(
+            "the pulled stream",
+            async () => (await find(server, { name })).length > 0,
+          );
+          await playFrames(name, audio === "aac" ? "audio/opus" : "audio/PCMU", [640, 360]);
+          await postOk(server, "/rtsp/terminate", { uri: camera.url });
+        } finally {
+          await camera.stop();
+        }
+      });
+    }
+
+    await t.step(
+      "RTMP stream published by ffmpeg (H.264 + AAC) plays through the SDK",
+      async () => {
+        const publisher = publishRtmp(`rtmp://127.0.0.1:${server.rtmpPort}/live/ffcam`, 60);
+        try {
+          await waitUntil(
+            "the RTMP stream",
+            async () => (await find(server, { name: "ffcam" })).length > 0,
+          );
+          await playFrames("ffcam", "audio/opus", [640, 360]);
+        } finally {
+          await stopPublisher(publisher);
+        }
+        await waitUntil(
+          "the RTMP stream's end",
+          async () => (await find(server, { name: "ffcam" })).length === 0,
+        );
+        assert.equal(openPeerCount(), 0);
+      },
+    );
   } finally {
     await context.close();
     await Deno.remove(profile, { recursive: true });

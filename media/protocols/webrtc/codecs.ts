@@ -1,10 +1,12 @@
 /**
  * The codecs WebRTC publishers and players negotiate: H.264 (packetization-mode 1, preferred),
- * VP8 and Opus. A publisher's codec is picked from its offer; a player is offered exactly the
- * publisher's codec, since packets are forwarded as they came.
+ * VP8 and Opus. A publisher's codec is picked from its offer; a player of a WebRTC publisher
+ * is offered exactly the publisher's codec, since packets are forwarded as they came. A player
+ * of any other stream gets the stream's video codec and, for audio, the stream's codec when
+ * the player takes it (Opus, G.711) or Opus converted by the codec engine.
  */
 import { RTCRtpCodecParameters } from "werift";
-import type { AudioCodec, VideoCodec } from "../../frame.ts";
+import type { AudioCodec, Track, VideoCodec } from "../../frame.ts";
 import { fmtpParameter, type SdpCodec, type SdpMedia } from "./sdp.ts";
 
 /** RTCP feedback every video codec gets: NACK, PLI and FIR. */
@@ -67,6 +69,47 @@ export function matchPlayCodec(
     fmtpParameter(c.fmtp, "profile-level-id")?.slice(0, 4).toLowerCase() === profile?.toLowerCase()
   );
   return match && toNegotiated("video", "H264", match, videoFeedback);
+}
+
+/** A player's codec for one track of a stream, and the conversion it needs, if any. */
+export interface PlayCodec {
+  codec: NegotiatedCodec;
+  /** Set when the track's audio must be converted to Opus first. */
+  convertToOpus: boolean;
+}
+
+/** Audio codecs that pass to a WebRTC player as they are, when its offer has them. */
+const passThroughAudio = new Set<string>(["OPUS", "PCMU", "PCMA"]);
+/** Audio codecs the codec engine converts to Opus. */
+const convertibleToOpus = new Set<string>(["AAC", "PCMU", "PCMA"]);
+
+/**
+ * The codec of a player's m-line for a stream's `track` (packets made from frames), or
+ * undefined when the player can take the track neither as it is nor converted.
+ */
+export function matchFramePlayCodec(media: SdpMedia, track: Track): PlayCodec | undefined {
+  if (track.kind === "video") {
+    if (track.codec === "H264") {
+      // Any profile: the parameter sets travel in-band, and browsers decode what they get.
+      const h264 = media.codecs.filter(isH264Mode1).sort((a, b) => h264Rank(a) - h264Rank(b))[0];
+      return h264 &&
+        { codec: toNegotiated("video", "H264", h264, videoFeedback), convertToOpus: false };
+    }
+    const same = media.codecs.find((c) => c.name.toUpperCase() === track.codec);
+    return same && {
+      codec: toNegotiated("video", track.codec, same, videoFeedback),
+      convertToOpus: false,
+    };
+  }
+  if (passThroughAudio.has(track.codec)) {
+    const same = media.codecs.find((c) =>
+      c.name.toUpperCase() === track.codec && c.clockRate === track.clockRate
+    );
+    if (same) return { codec: toNegotiated("audio", track.codec, same, []), convertToOpus: false };
+  }
+  if (!convertibleToOpus.has(track.codec)) return undefined;
+  const opus = media.codecs.find((c) => c.name.toLowerCase() === "opus" && c.clockRate === 48000);
+  return opus && { codec: toNegotiated("audio", "OPUS", opus, []), convertToOpus: true };
 }
 
 function toNegotiated(

@@ -1,0 +1,250 @@
+/**
+ * One audio track converted continuously: frames in as they come, converted frames out with
+ * little delay, on the input's timeline. The native engine runs one ffmpeg for the whole life
+ * of the conversion (MPEG-TS or raw G.711 on stdin, MPEG-TS on stdout, every buffering stage
+ * turned off). An engine that cannot stream (wasm) converts chunks of `chunkedConversionMs`
+ * instead, which adds about a chunk's length plus one run of latency.
+ *
+ * ffmpeg restamps what it writes, so the output's pts are mapped back onto the input's clock:
+ * the first output frame of a run is aligned with the first input frame of that run, and the
+ * rest keep their distance from it (gaps included).
+ */
+import type { Logger } from "../../core/log.ts";
+import { TsDemuxer } from "../formats/mpegts/demuxer.ts";
+import { TsMuxer } from "../formats/mpegts/muxer.ts";
+import type { MediaFrame, Track } from "../frame.ts";
+import type { CodecEngine, LiveJob } from "./engine.ts";
+
+/** Audio gathered per run when the engine cannot stream, in milliseconds. */
+export const chunkedConversionMs = 1000;
+/** Longest one chunked run may take, in milliseconds. */
+const chunkRunTimeoutMs = 10_000;
+/** Input frames remembered to measure the delay of the output, about 10 s of audio. */
+const latencyWindowFrames = 512;
+
+/**
+ * ffmpeg options that keep a live conversion from buffering: no input probing beyond the
+ * first packets (a probe size of 2 KB alone held ~250 ms of audio; 32 bytes: ~40 ms), and
+ * every output packet written and flushed at once.
+ */
+const lowDelayInputArgs = ["-fflags", "nobuffer", "-probesize", "32", "-analyzeduration", "0"];
+const lowDelayOutputArgs = [
+  ...["-flush_packets", "1", "-muxdelay", "0", "-muxpreload", "0"],
+  // One PES per audio frame: by default the muxer gathers ~3 KB of audio per PES.
+  ...["-pes_payload_size", "0", "-f", "mpegts"],
+];
+
+/** What a live transcode is built from. */
+export interface LiveTranscodeOptions {
+  engine: CodecEngine;
+  /** The track converted (its frames are passed to `push`). */
+  input: Track;
+  /** The converted track: codec, clock, channels; output frames carry its id. */
+  output: Track;
+  /** ffmpeg's codec options for the output (`-c:a ...`), without the format. */
+  codecArgs: string[];
+  /** Receives each converted frame, pts in `output.clockRate` on the input's timeline. */
+  onFrame: (frame: MediaFrame) => void;
+  log: Logger;
+}
+
+/** Delay a conversion adds, measured on its own frames. */
+export interface ConversionLatency {
+  /** Wall time from the first input frame to the first output frame, in ms (-1 before). */
+  firstOutputMs: number;
+  /** Mean wall time from an input frame to the output frame covering its time, in ms. */
+  meanDelayMs: number;
+  /** Largest such delay, in ms. */
+  maxDelayMs: number;
+  /** Output frames measured. */
+  frames: number;
+}
+
+/** How the input of one run is encoded for ffmpeg. */
+interface InputEncoder {
+  encode(frame: MediaFrame): Uint8Array;
+}
+
+/** A continuous conversion of one audio track. */
+export class LiveTranscode {
+  readonly latency: ConversionLatency = {
+    firstOutputMs: -1,
+    meanDelayMs: 0,
+    maxDelayMs: 0,
+    frames: 0,
+  };
+  #options: LiveTranscodeOptions;
+  #inputArgs: string[];
+  #job: LiveJob | undefined;
+  #encoder: InputEncoder | undefined;
+  #reading: Promise<void> = Promise.resolve();
+  #chunk: MediaFrame[] = [];
+  #chunks: Promise<void> = Promise.resolve();
+  #closed = false;
+  #outputEnded = false;
+  /** Input pts (output clock) and arrival of recent input frames, for the delay. */
+  #inputPts: number[] = [];
+  #inputWallMs: number[] = [];
+  #firstInputMs = -1;
+  /** pts of the first input frame, in the output clock. */
+  #firstInputPts = 0;
+  #delaySumMs = 0;
+  /** Dropped input frames (ffmpeg behind or gone). */
+  dropped = 0;
+
+  constructor(options: LiveTranscodeOptions) {
+    this.#options = options;
+    const { input } = options;
+    this.#inputArgs = input.codec === "PCMU" || input.codec === "PCMA"
+      ? [
+        ...["-f", input.codec === "PCMU" ? "mulaw" : "alaw"],
+        ...["-ar", String(input.clockRate), "-ac", String(input.channels ?? 1)],
+      ]
+      : ["-f", "mpegts"];
+    if (options.engine.start) {
+      this.#job = options.engine.start({
+        inputArgs: [...lowDelayInputArgs, ...this.#inputArgs],
+        outputArgs: [...options.codecArgs, ...lowDelayOutputArgs],
+      });
+      this.#encoder = this.#newEncoder();
+      this.#reading = this.#read(this.#job);
+    }
+  }
+
+  /** False once the conversion is closed or its ffmpeg has ended on its own. */
+  get running(): boolean {
+    return !this.#closed && !this.#outputEnded;
+  }
+
+  /** True when the engine streams (else chunks of `chunkedConversionMs` are converted). */
+  get streaming(): boolean {
+    return this.#job !== undefined;
+  }
+
+  /** Converts one input frame; its output follows through `onFrame`. */
+  push(frame: MediaFrame): void {
+    if (this.#closed) return;
+    const { input, output } = this.#options;
+    const nowMs = performance.now();
+    const pts = Math.round(frame.pts * output.clockRate / input.clockRate);
+    if (this.#firstInputMs < 0) {
+      this.#firstInputMs = nowMs;
+      this.#firstInputPts = pts;
+    }
+    if (this.#inputPts.length >= latencyWindowFrames) {
+      this.#inputPts.shift();
+      this.#inputWallMs.shift();
+    }
+    this.#inputPts.push(pts);
+    this.#inputWallMs.push(nowMs);
+    if (this.#job) {
+      if (!this.#job.write(this.#encoder!.encode(frame))) this.dropped++;
+      return;
+    }
+    this.#chunk.push(frame);
+    const spanMs = (frame.pts - this.#chunk[0].pts) * 1000 / input.clockRate;
+    if (spanMs < chunkedConversionMs) return;
+    const chunk = this.#chunk;
+    this.#chunk = [];
+    this.#chunks = this.#chunks.then(() => this.#convertChunk(chunk));
+  }
+
+  /** Stops the conversion: ffmpeg is stopped and nothing more is emitted. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    await this.#job?.close();
+    await this.#reading;
+    await this.#chunks;
+  }
+
+  #newEncoder(): InputEncoder {
+    const { input } = this.#options;
+    if (input.codec === "PCMU" || input.codec === "PCMA") return { encode: (f) => f.data };
+    const track = { ...input, id: 0 };
+    const muxer = new TsMuxer({ tracks: [track] });
+    return { encode: (f) => muxer.mux({ ...f, trackId: 0 }) };
+  }
+
+  async #read(job: LiveJob): Promise<void> {
+    const demuxer = new TsDemuxer();
+    const run = this.#newRun();
+    try {
+      for await (const chunk of job.output) {
+        if (this.#closed) break;
+        for (const frame of demuxer.push(chunk)) run(frame);
+      }
+    } catch (err) {
+      if (!this.#closed) this.#options.log.warn("live conversion output failed", { err });
+    }
+    this.#outputEnded = true;
+    if (!this.#closed) {
+      this.#options.log.warn("live conversion ended early", { errors: job.errors });
+    }
+  }
+
+  async #convertChunk(frames: MediaFrame[]): Promise<void> {
+    if (this.#closed) return;
+    const encoder = this.#newEncoder();
+    const parts = frames.map((f) => encoder.encode(f));
+    const input = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+    let offset = 0;
+    for (const part of parts) {
+      input.set(part, offset);
+      offset += part.length;
+    }
+    try {
+      const out = await this.#options.engine.run({
+        inputArgs: this.#inputArgs,
+        input,
+        outputArgs: [...this.#options.codecArgs, "-f", "mpegts"],
+        timeoutMs: chunkRunTimeoutMs,
+      });
+      const demuxer = new TsDemuxer();
+      const run = this.#newRun(frames[0].pts);
+      for (const frame of [...demuxer.push(out), ...demuxer.flush()]) run(frame);
+    } catch (err) {
+      if (!this.#closed) this.#options.log.warn("audio chunk conversion failed", { err });
+    }
+  }
+
+  /**
+   * The handler of one run's output: maps ffmpeg's pts onto the input's timeline, anchored at
+   * the run's first input frame (`firstInputPts`, input clock; the first frame pushed when
+   * absent), and emits.
+   */
+  #newRun(firstInputPts?: number): (frame: MediaFrame) => void {
+    const { input, output, onFrame } = this.#options;
+    let offset: number | undefined;
+    return (frame) => {
+      if (frame.codec !== output.codec || this.#closed) return;
+      if (offset === undefined) {
+        const anchor = firstInputPts === undefined
+          ? this.#firstInputPts
+          : Math.round(firstInputPts * output.clockRate / input.clockRate);
+        offset = anchor - frame.pts;
+      }
+      const pts = frame.pts + offset;
+      this.#measure(pts);
+      onFrame({ ...frame, trackId: output.id, pts, dts: pts });
+    };
+  }
+
+  #measure(pts: number): void {
+    const nowMs = performance.now();
+    const latency = this.latency;
+    if (latency.firstOutputMs < 0) latency.firstOutputMs = nowMs - this.#firstInputMs;
+    // The latest input frame that starts at or before this output frame's time.
+    let wallMs = -1;
+    while (this.#inputPts.length > 0 && this.#inputPts[0] <= pts) {
+      wallMs = this.#inputWallMs[0];
+      this.#inputPts.shift();
+      this.#inputWallMs.shift();
+    }
+    if (wallMs < 0) return;
+    const delayMs = nowMs - wallMs;
+    latency.frames++;
+    this.#delaySumMs += delayMs;
+    latency.meanDelayMs = Math.round(this.#delaySumMs / latency.frames);
+    latency.maxDelayMs = Math.max(latency.maxDelayMs, Math.round(delayMs));
+  }
+}

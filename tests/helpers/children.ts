@@ -1,0 +1,17 @@
+/** Subprocesses of the test process, as the kernel lists them. */
+
+/** Running children of this process whose command name is `name` (e.g. "ffmpeg"). */
+export function childrenNamed(name: string): number {
+  let count = 0;
+  for (const task of Deno.readDirSync(`/proc/${Deno.pid}/task`)) {
+    const children = Deno.readTextFileSync(`/proc/${Deno.pid}/task/${task.name}/children`);
+    for (const pid of children.split(" ").filter(Boolean)) {
+      try {
+        if (Deno.readTextFileSync(`/proc/${pid}/comm`).trim() === name) count++;
+      } catch {
+        // Exited meanwhile.
+      }
+    }
+  }
+  return count;
+}
