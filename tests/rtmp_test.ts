@@ -3,6 +3,7 @@
  * server, pushes to and pulls from nginx-rtmp, checked the way a user would (ffprobe codecs
  * and frame counts, audio level, HTTP statuses).
  */
+import { publishRtmp, stopPublisher } from "./helpers/ffmpeg_rtmp.ts";
 import assert from "node:assert/strict";
 import { RtmpConn } from "../media/protocols/rtmp/conn.ts";
 import { openRtmpClient } from "../media/protocols/rtmp/client.ts";
@@ -11,42 +12,6 @@ import { run } from "../media/formats/test_fixtures.ts";
 import { makeClip, probe, waitFor } from "./helpers/media_fixtures.ts";
 import { startNginxRtmp } from "./helpers/nginx_rtmp.ts";
 import { startTestServer, testConfig, type TestServer } from "./helpers/test_server.ts";
-
-/**
- * Starts ffmpeg publishing testsrc2 640x360@25 (GOP 1 s) + a 440 Hz sine (or silence) as
- * H.264 + AAC in real time.
- */
-function publish(url: string, seconds: number, channels = 1, silent = false): Deno.ChildProcess {
-  return new Deno.Command("ffmpeg", {
-    args: [
-      ...["-hide_banner", "-nostdin", "-loglevel", "error", "-re"],
-      ...["-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25"],
-      ...[
-        "-f",
-        "lavfi",
-        "-i",
-        silent ? "anullsrc=r=48000" : "sine=frequency=440:sample_rate=48000",
-      ],
-      ...["-t", String(seconds), "-c:v", "libx264", "-preset", "ultrafast", "-tune", "zerolatency"],
-      ...["-g", "25", "-pix_fmt", "yuv420p", "-threads", "1"],
-      ...["-c:a", "aac", "-b:a", "64k", "-ar", "48000", "-ac", String(channels), "-f", "flv", url],
-    ],
-    stdin: "null",
-    stdout: "null",
-    stderr: "piped",
-  }).spawn();
-}
-
-/** Stops a publisher and waits for it; returns its exit status and error output. */
-async function stop(child: Deno.ChildProcess): Promise<{ success: boolean; stderr: string }> {
-  try {
-    child.kill("SIGKILL");
-  } catch {
-    // Exited already.
-  }
-  const out = await child.output();
-  return { success: out.success, stderr: new TextDecoder().decode(out.stderr) };
-}
 
 /** Copies `seconds` of an RTMP stream to an FLV file and probes it (decoded frame counts). */
 async function copyStream(url: string, seconds: number) {
@@ -108,7 +73,7 @@ async function waitForStream(server: TestServer, name: string) {
 Deno.test("ffmpeg publishes H.264+AAC to us and plays it back; a second publisher of the name is refused", async () => {
   const server = await startTestServer(testConfig());
   const base = `rtmp://127.0.0.1:${server.rtmpPort}/live`;
-  const publisher = publish(`${base}/cam`, 20);
+  const publisher = publishRtmp(`${base}/cam`, 20);
   let stalled: Awaited<ReturnType<typeof openRtmpClient>> | undefined;
   try {
     const record = await waitForStream(server, "cam");
@@ -169,7 +134,7 @@ Deno.test("ffmpeg publishes H.264+AAC to us and plays it back; a second publishe
     assert.equal((await copyStream(`${base}/cam`, 1)).video, "h264 640x360");
   } finally {
     stalled?.conn.close();
-    await stop(publisher);
+    await stopPublisher(publisher);
     await server.stop();
   }
 });
@@ -177,7 +142,9 @@ Deno.test("ffmpeg publishes H.264+AAC to us and plays it back; a second publishe
 Deno.test("push to nginx-rtmp: nginx serves H.264+AAC; mute gives silence; a restarted nginx gets the push again", async () => {
   const nginx = await startNginxRtmp();
   const server = await startTestServer(testConfig());
-  const publisher = publish(`rtmp://127.0.0.1:${server.rtmpPort}/live/src`, 40, 2);
+  const publisher = publishRtmp(`rtmp://127.0.0.1:${server.rtmpPort}/live/src`, 40, {
+    channels: 2,
+  });
   try {
     await waitForStream(server, "src");
     const started = await server.post("/push/startup", {
@@ -259,7 +226,7 @@ Deno.test("push to nginx-rtmp: nginx serves H.264+AAC; mute gives silence; a res
     assert.match((await json(refused) as { message: string }).message, /refused/i);
     assert.deepEqual(await json(await server.post("/push/find_all")), []);
   } finally {
-    await stop(publisher);
+    await stopPublisher(publisher);
     await server.stop();
     await nginx.stop();
   }
@@ -297,7 +264,7 @@ Deno.test("push of a VOD stream to nginx-rtmp", async () => {
 Deno.test("pull from nginx-rtmp into a local stream that plays; duplicates 409, unknown 404, unreachable 502", async () => {
   const nginx = await startNginxRtmp();
   const server = await startTestServer(testConfig());
-  const publisher = publish(`${nginx.liveUrl}/cam`, 20);
+  const publisher = publishRtmp(`${nginx.liveUrl}/cam`, 20);
   const uri = `${nginx.liveUrl}/cam`;
   try {
     await waitFor("nginx to carry the stream", async () => {
@@ -353,7 +320,7 @@ Deno.test("pull from nginx-rtmp into a local stream that plays; duplicates 409, 
       assert.equal((await json(res) as { field: string }).field, "uri");
     }
   } finally {
-    await stop(publisher);
+    await stopPublisher(publisher);
     await server.stop();
     await nginx.stop();
   }
@@ -408,7 +375,10 @@ Deno.test("sound_on mixes a sound file into a push; sound_off takes it out", asy
     `${config.folders.media}/beep.wav`,
   ]);
   const server = await startTestServer(config);
-  const publisher = publish(`rtmp://127.0.0.1:${server.rtmpPort}/live/quiet`, 40, 2, true);
+  const publisher = publishRtmp(`rtmp://127.0.0.1:${server.rtmpPort}/live/quiet`, 40, {
+    channels: 2,
+    silent: true,
+  });
   const remote = `${nginx.liveUrl}/quiet`;
   try {
     await waitForStream(server, "quiet");
@@ -447,7 +417,7 @@ Deno.test("sound_on mixes a sound file into a push; sound_off takes it out", asy
     assert.equal(unknown.status, 404);
     await unknown.body?.cancel();
   } finally {
-    await stop(publisher);
+    await stopPublisher(publisher);
     await server.stop();
     await nginx.stop();
   }
