@@ -212,6 +212,12 @@ Deno.test("WebRTC publish and play with the Web SDK in Chromium", async (t) => {
         await t.step("mute states and stream events reach page B", async () => {
           await call(a, "callStream", name, "muteVideo");
           await call(a, "callStream", name, "sendData", { note: "hi" });
+          // The SDK's events travel over page A's socket, the REST one over HTTP: wait for
+          // the first two so the third cannot overtake them.
+          await waitUntil(
+            "two stream events",
+            async () => (await streamState(b, name)).events.length >= 2,
+          );
           await postOk(server, "/stream/event/send", {
             streamName: name,
             payload: { from: "rest" },
