@@ -1,8 +1,9 @@
 /**
- * A stream whose audio is rewritten in chunks (codec conversion, mixing a sound in) while its
- * video passes through. The codec engine works on chunks, not on a continuous stream, so the
- * source's audio frames are gathered into chunks of a fixed number of samples and each chunk
- * is converted by one asynchronous call; the new frames are stamped from the chunk's own
+ * A stream whose audio is rewritten in chunks (mixing a sound in, for `/push/sound_on`) while
+ * its video passes through. Mixing decodes and re-encodes the audio through whole-chunk engine
+ * jobs (plain codec conversion uses the engine's live jobs instead, see
+ * engine/audio_conversion.ts), so the source's audio frames are gathered into chunks of a fixed
+ * number of samples and each chunk is rewritten by one asynchronous call; the new frames are stamped from the chunk's own
  * start time, so timing stays exact whatever the engine does to timestamps. Video is held
  * until the audio of its time has been converted, which keeps the output interleaved and
  * adds the chunk's length plus one conversion's run time of latency.
