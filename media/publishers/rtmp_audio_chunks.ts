@@ -1,12 +1,13 @@
 /**
  * A stream whose audio is rewritten in chunks (mixing a sound in, for `/push/sound_on`) while
- * its video passes through. Mixing decodes and re-encodes the audio through whole-chunk engine
- * jobs (plain codec conversion uses the engine's live jobs instead, see
- * engine/audio_conversion.ts), so the source's audio frames are gathered into chunks of a fixed
- * number of samples and each chunk is rewritten by one asynchronous call; the new frames are stamped from the chunk's own
- * start time, so timing stays exact whatever the engine does to timestamps. Video is held
- * until the audio of its time has been converted, which keeps the output interleaved and
- * adds the chunk's length plus one conversion's run time of latency.
+ * its video passes through. Mixing decodes and re-encodes the audio through whole-chunk
+ * engine jobs (plain codec conversion uses the engine's live jobs instead, see
+ * engine/audio_conversion.ts), so the source's audio frames are gathered into chunks of a
+ * fixed number of samples and each chunk is rewritten by one asynchronous call; the new
+ * frames are stamped from the chunk's own start time, so timing stays exact whatever the
+ * engine does to timestamps. Video is held until the audio of its time has been converted,
+ * which keeps the output interleaved and adds the chunk's length plus one conversion's run
+ * time of latency.
  */
 import type { Logger } from "../../core/log.ts";
 import { aacSamplesPerFrame } from "../codecs/aac.ts";
