@@ -1,27 +1,58 @@
 /**
  * RTMP fan-out: one ~2 Mbps H.264+AAC stream (ffmpeg, copied in real time from a CBR file
- * made at start) played by N RTMP players on 127.0.0.1, served by our server and by
- * nginx-rtmp in the same run. The players are light readers of our own (RTMP client that
- * reassembles and drops the messages), all in this process, so the server's figures are
- * its own: CPU and resident memory of the serving process with N players minus with none,
- * per player. Anchors: SRS reports 4,000 players per core, nginx-rtmp 2,400.
+ * made at start) played by a growing number of RTMP players on 127.0.0.1, served by our
+ * server and by nginx-rtmp in the same run. The players are light readers of our own (RTMP
+ * client that reassembles and drops the messages), all in this process, so the server's
+ * figures are its own: CPU time (utime + stime from /proc/<pid>/stat) and resident memory
+ * (lowest sampled in the window) of the serving process, idle and at each step. Per player figures are the least-squares slope
+ * from idle through the steps every player kept up with, so no single window decides them.
+ * A step keeps up when every player received at least 95% of the source's bytes over the
+ * window. Anchors: SRS reports 4,000 players per core, nginx-rtmp 2,400.
  *
- * `RTMP_BENCH_PLAYERS` sets N (default 50).
+ * `RTMP_BENCH_PLAYERS` sets the steps, comma-separated (default 50,200,500); steps the open
+ * file limit cannot hold are left out.
  */
 import { openRtmpClient, type RtmpClientSession } from "../media/protocols/rtmp/client.ts";
 import { parseRtmpUrl } from "../media/protocols/rtmp/url.ts";
 import { startNginxRtmp } from "../tests/helpers/nginx_rtmp.ts";
 import { freePort, spawnDeno, waitForHttp } from "../tests/helpers/process.ts";
 
-const players = Number(Deno.env.get("RTMP_BENCH_PLAYERS") ?? 50);
-/** Length of each measurement window, in milliseconds. */
-const measureMs = 5_000;
-/** Time given to players to settle before measuring, in milliseconds. */
+/** Length of each measurement window, in milliseconds: whole GOPs, so windows carry alike bytes. */
+const measureMs = 8_000;
+/** Interval between RSS samples within a window, in milliseconds. */
+const rssSampleMs = 250;
+/** Time given to new players to take the cached GOP and settle before measuring, in ms. */
 const warmupMs = 2_000;
 /** Video bitrate of the source, in kbit/s (plus 96 kbit/s AAC). */
 const videoKbps = 1900;
+/** Length of the source file, looped by the publisher, in seconds. */
+const sourceSeconds = 10;
+/** Keyframe interval of the source, in frames (2 s at 25 fps). */
+const sourceGopFrames = 50;
+/** Share of the source's bytes a player must receive to count as keeping up. */
+const keepUpShare = 0.95;
+/** Players connecting at once while a step is set up. */
+const connectBatch = 25;
+/** File descriptors kept free of players in each process (listeners, ffmpeg, files). */
+const spareFds = 64;
+/** Share of a core above which the players' process (one JS thread) may hold players back. */
+const playersCoresLimit = 0.8;
 const startTimeoutMs = 15_000;
+/** Linux USER_HZ: the unit of utime and stime in /proc/<pid>/stat. */
 const clockTicksPerSecond = 100;
+
+const steps = playerSteps();
+
+/** The requested steps that the soft open file limit can hold. */
+function playerSteps(): number[] {
+  const asked = (Deno.env.get("RTMP_BENCH_PLAYERS") ?? "50,200,500").split(",").map(Number);
+  const limits = Deno.readTextFileSync("/proc/self/limits");
+  const fds = Number(limits.match(/Max open files\s+(\d+)/)?.[1] ?? 1024);
+  const fit = asked.filter((n) => n > 0 && n + spareFds <= fds).sort((a, b) => a - b);
+  if (fit.length < asked.length) console.log(`open file limit ${fds}: steps ${fit.join(",")}`);
+  if (fit.length === 0) throw new Error("no player step fits the open file limit");
+  return fit;
+}
 
 interface Usage {
   cpuSeconds: number;
@@ -41,14 +72,34 @@ function usage(pids: number[]): Usage {
   return { cpuSeconds: ticks / clockTicksPerSecond, rssKb };
 }
 
-/** CPU share (cores) and RSS of `pids` over `ms`. */
-async function measure(pids: number[], ms: number): Promise<{ cores: number; rssKb: number }> {
+/**
+ * Usage of one window: cores of `pids` and of this (the players') process, and the lowest
+ * RSS of `pids` seen in it: a garbage-collected server's RSS climbs with garbage between
+ * collections, at a rate set by the stream rather than the players, and the low-water mark
+ * is the least affected by when a collection happened to run.
+ */
+interface Window {
+  cores: number;
+  playersCores: number;
+  rssKb: number;
+}
+
+async function measure(pids: number[], ms: number): Promise<Window> {
   const before = usage(pids);
+  const self = usage([Deno.pid]);
   const started = performance.now();
-  await new Promise((r) => setTimeout(r, ms));
+  let rssKb = before.rssKb;
+  for (let waited = 0; waited < ms; waited += rssSampleMs) {
+    await new Promise((r) => setTimeout(r, rssSampleMs));
+    rssKb = Math.min(rssKb, usage(pids).rssKb);
+  }
   const after = usage(pids);
   const seconds = (performance.now() - started) / 1000;
-  return { cores: (after.cpuSeconds - before.cpuSeconds) / seconds, rssKb: after.rssKb };
+  return {
+    cores: (after.cpuSeconds - before.cpuSeconds) / seconds,
+    playersCores: (usage([Deno.pid]).cpuSeconds - self.cpuSeconds) / seconds,
+    rssKb,
+  };
 }
 
 async function makeSource(): Promise<string> {
@@ -56,11 +107,11 @@ async function makeSource(): Promise<string> {
   const out = await new Deno.Command("ffmpeg", {
     args: [
       ...["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=25"],
-      ...["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000", "-t", "10"],
-      ...["-c:v", "libx264", "-preset", "ultrafast", "-g", "50", "-pix_fmt", "yuv420p"],
-      ...["-b:v", `${videoKbps}k`, "-minrate", `${videoKbps}k`, "-maxrate", `${videoKbps}k`],
-      ...["-bufsize", `${videoKbps}k`, "-x264-params", "nal-hrd=cbr", "-threads", "2"],
-      ...["-c:a", "aac", "-b:a", "96k", "-f", "flv", path],
+      ...["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000", "-t", `${sourceSeconds}`],
+      ...["-c:v", "libx264", "-preset", "ultrafast", "-g", `${sourceGopFrames}`],
+      ...["-pix_fmt", "yuv420p", "-b:v", `${videoKbps}k`, "-minrate", `${videoKbps}k`],
+      ...["-maxrate", `${videoKbps}k`, "-bufsize", `${videoKbps}k`, "-x264-params", "nal-hrd=cbr"],
+      ...["-threads", "2", "-c:a", "aac", "-b:a", "96k", "-f", "flv", path],
     ],
     stdout: "null",
     stderr: "piped",
@@ -105,14 +156,30 @@ class LightPlayer {
   }
 }
 
-interface Result {
-  label: string;
-  idle: { cores: number; rssKb: number };
-  loaded: { cores: number; rssKb: number };
-  mbpsPerPlayer: number;
+/** One step: `players` playing for a window. */
+interface Step {
+  players: number;
+  window: Window;
+  /** Players that received at least `keepUpShare` of the source's bytes. */
+  keptUp: number;
+  /** Lowest and mean received rate per player, in Mbit/s. */
+  minMbps: number;
+  meanMbps: number;
 }
 
-async function run(label: string, url: string, pids: () => number[], source: string) {
+interface Result {
+  label: string;
+  idle: Window;
+  steps: Step[];
+}
+
+async function run(
+  label: string,
+  url: string,
+  pids: () => number[],
+  source: string,
+  sourceBytesPerSecond: number,
+): Promise<Result> {
   const publisher = publishLoop(source, url);
   const list: LightPlayer[] = [];
   try {
@@ -131,17 +198,28 @@ async function run(label: string, url: string, pids: () => number[], source: str
       await new Promise((r) => setTimeout(r, 300));
     }
     const idle = await measure(pids(), measureMs);
-    for (let i = 0; i < players; i++) {
-      const player = new LightPlayer();
-      await player.open(url);
-      list.push(player);
+    const done: Step[] = [];
+    for (const players of steps) {
+      while (list.length < players) {
+        const batch = Array.from(
+          { length: Math.min(connectBatch, players - list.length) },
+          () => new LightPlayer(),
+        );
+        list.push(...batch);
+        await Promise.all(batch.map((p) => p.open(url)));
+      }
+      await new Promise((r) => setTimeout(r, warmupMs));
+      const before = list.map((p) => p.bytes);
+      const window = await measure(pids(), measureMs);
+      const seconds = measureMs / 1000;
+      const got = list.map((p, i) => p.bytes - before[i]);
+      const keptUp = got.filter((b) => b >= keepUpShare * sourceBytesPerSecond * seconds).length;
+      const mbps = (bytes: number) => bytes * 8 / seconds / 1e6;
+      const minMbps = mbps(Math.min(...got));
+      const meanMbps = mbps(got.reduce((sum, b) => sum + b, 0) / players);
+      done.push({ players, window, keptUp, minMbps, meanMbps });
     }
-    await new Promise((r) => setTimeout(r, warmupMs));
-    const bytesBefore = list.reduce((sum, p) => sum + p.bytes, 0);
-    const loaded = await measure(pids(), measureMs);
-    const bytes = list.reduce((sum, p) => sum + p.bytes, 0) - bytesBefore;
-    const mbpsPerPlayer = bytes * 8 / (measureMs / 1000) / players / 1e6;
-    return { label, idle, loaded, mbpsPerPlayer } satisfies Result;
+    return { label, idle, steps: done };
   } finally {
     await Promise.all(list.map((p) => p.close()));
     try {
@@ -153,25 +231,68 @@ async function run(label: string, url: string, pids: () => number[], source: str
   }
 }
 
-function perPlayer(r: Result) {
-  const cpu = Math.max(0, r.loaded.cores - r.idle.cores) / players;
-  const memKb = Math.max(0, r.loaded.rssKb - r.idle.rssKb) / players;
-  return { cpu, memKb, perCore: cpu > 0 ? (1 / cpu).toFixed(0) : "n/a (below the tick)" };
+/** Least-squares slope of y over x. */
+function slope(points: [number, number][]): number {
+  const n = points.length;
+  const mx = points.reduce((s, [x]) => s + x, 0) / n;
+  const my = points.reduce((s, [, y]) => s + y, 0) / n;
+  let num = 0;
+  let den = 0;
+  for (const [x, y] of points) {
+    num += (x - mx) * (y - my);
+    den += (x - mx) ** 2;
+  }
+  return den > 0 ? num / den : 0;
 }
 
-function line(r: Result): string {
+/** Per player cost from idle through the steps every player kept up with. */
+function perPlayer(r: Result) {
+  const good = r.steps.filter((s) => s.keptUp === s.players);
+  const used = good.length > 0 ? good : r.steps;
+  const cpu = Math.max(
+    0,
+    slope([[0, r.idle.cores], ...used.map((s) => [s.players, s.window.cores] as [number, number])]),
+  );
+  const memKb = Math.max(
+    0,
+    slope([[0, r.idle.rssKb], ...used.map((s) => [s.players, s.window.rssKb] as [number, number])]),
+  );
+  return {
+    cpu,
+    memKb,
+    perCore: cpu > 0 ? (1 / cpu).toFixed(0) : "n/a",
+    largestKeptUp: good.at(-1)?.players ?? 0,
+    fitTo: used.at(-1)!.players,
+  };
+}
+
+function lines(r: Result): string[] {
   const p = perPlayer(r);
-  return `${r.label.padEnd(12)} idle ${(r.idle.cores * 100).toFixed(1).padStart(5)}% CPU ${
-    (r.idle.rssKb / 1024).toFixed(1).padStart(6)
-  } MiB | ${players} players ${(r.loaded.cores * 100).toFixed(1).padStart(5)}% CPU ${
-    (r.loaded.rssKb / 1024).toFixed(1).padStart(6)
-  } MiB | per player ${(p.cpu * 100).toFixed(3)}% CPU ${p.memKb.toFixed(0)} KiB, ${
-    r.mbpsPerPlayer.toFixed(2)
-  } Mbit/s received | ~${p.perCore} players/core`;
+  const pct = (cores: number) => `${(cores * 100).toFixed(1)}%`;
+  const mib = (kb: number) => `${(kb / 1024).toFixed(1)} MiB`;
+  const out = [`${r.label.padEnd(12)} idle ${pct(r.idle.cores)} CPU ${mib(r.idle.rssKb)}`];
+  for (const s of r.steps) {
+    out.push(
+      `${"".padEnd(12)} ${String(s.players).padStart(4)} players ${
+        pct(s.window.cores).padStart(6)
+      } CPU ${mib(s.window.rssKb).padStart(10)} | ${s.keptUp}/${s.players} kept up, Mbit/s min ${
+        s.minMbps.toFixed(2)
+      } mean ${s.meanMbps.toFixed(2)} | players' process ${pct(s.window.playersCores)}${
+        s.window.playersCores > playersCoresLimit ? " (near a core: players may be the limit)" : ""
+      }`,
+    );
+  }
+  out.push(
+    `${"".padEnd(12)} per player ${(p.cpu * 100).toFixed(4)}% CPU ${
+      p.memKb.toFixed(0)
+    } KiB (fit 0..${p.fitTo}) | ~${p.perCore} players/core | largest N all kept up: ${p.largestKeptUp}`,
+  );
+  return out;
 }
 
 const source = await makeSource();
 try {
+  const sourceBytesPerSecond = (await Deno.stat(source)).size / sourceSeconds;
   const ourRtmp = freePort();
   const ourRest = freePort();
   const env: Record<string, string> = {
@@ -191,6 +312,7 @@ try {
       `rtmp://127.0.0.1:${ourRtmp}/live/bench`,
       () => [ours.pid],
       source,
+      sourceBytesPerSecond,
     );
   } finally {
     ours.kill("SIGTERM");
@@ -204,17 +326,21 @@ try {
       `${nginx.liveUrl}/bench`,
       () => nginxPids(nginx.pid),
       source,
+      sourceBytesPerSecond,
     );
   } finally {
     await nginx.stop();
   }
   console.log(
-    `RTMP fan-out: 1 stream (${videoKbps} kbit/s H.264 + 96 kbit/s AAC) to ${players} players, 127.0.0.1, ${
-      measureMs / 1000
-    } s windows`,
+    `RTMP fan-out: 1 stream (${
+      (sourceBytesPerSecond * 8 / 1e6).toFixed(2)
+    } Mbit/s: ${videoKbps} kbit/s H.264 + 96 kbit/s AAC) to ${
+      steps.join(", ")
+    } players, 127.0.0.1, ${measureMs / 1000} s windows, kept up = at least ${
+      keepUpShare * 100
+    }% of the source's bytes`,
   );
-  console.log(line(oursResult));
-  console.log(line(nginxResult));
+  for (const line of [...lines(oursResult), ...lines(nginxResult)]) console.log(line);
   const a = perPlayer(oursResult);
   const b = perPlayer(nginxResult);
   console.log(

@@ -260,9 +260,38 @@ export class Stream implements RegisteredStream {
   }
 }
 
+/** `poll` callers to wake once the provider's push is over: the first `wakeCount` slots. */
+const wakes: ((() => void) | undefined)[] = [];
+let wakeCount = 0;
+
+/**
+ * Calls `wake` from a microtask, so a reader's work cannot break the provider's push; one
+ * microtask serves every reader a frame wakes.
+ */
+function wakeLater(wake: () => void): void {
+  wakes[wakeCount++] = wake;
+  if (wakeCount === 1) queueMicrotask(wakeAll);
+}
+
+function wakeAll(): void {
+  // Wakes added meanwhile run in this pass too; the slots are kept to spare reallocations.
+  for (let i = 0; i < wakeCount; i++) {
+    const wake = wakes[i]!;
+    wakes[i] = undefined;
+    try {
+      wake();
+    } catch (err) {
+      // As if each had its own microtask: reported, and the others still run.
+      reportError(err);
+    }
+  }
+  wakeCount = 0;
+}
+
 /**
  * A consumer of a Stream with a bounded queue. Async-iterable: the iteration ends when the
- * stream ends (after the queued frames) or the reader is closed.
+ * stream ends (after the queued frames) or the reader is closed. `poll` reads the same frames
+ * without a promise per frame, for consumers with many readers per stream (players).
  */
 export class StreamReader implements AsyncIterable<MediaFrame> {
   /** Frames lost to a full queue or skipped while waiting for a keyframe after a drop. */
@@ -275,6 +304,7 @@ export class StreamReader implements AsyncIterable<MediaFrame> {
   #hasVideo: boolean;
   #done = false;
   #waiter: ((frame: MediaFrame | undefined) => void) | undefined;
+  #wake: (() => void) | undefined;
 
   /** Use `Stream.reader()`. */
   constructor(stream: Stream, queueFrames: number, hasVideo: boolean) {
@@ -315,19 +345,30 @@ export class StreamReader implements AsyncIterable<MediaFrame> {
     }
     this.#ring[(this.#head + this.#count) % size] = frame;
     this.#count++;
+    this.#wakeLater();
   }
 
   /** The next frame, or undefined when the stream has ended or the reader is closed. */
   next(): Promise<MediaFrame | undefined> {
-    if (this.#count > 0) {
-      const frame = this.#ring[this.#head]!;
-      this.#ring[this.#head] = undefined;
-      this.#head = (this.#head + 1) % this.#ring.length;
-      this.#count--;
-      return Promise.resolve(frame);
-    }
+    if (this.#count > 0) return Promise.resolve(this.#take());
     if (this.#done) return Promise.resolve(undefined);
     return new Promise((resolve) => this.#waiter = resolve);
+  }
+
+  /**
+   * The next queued frame without waiting. When none is queued and more may come, `wake` is
+   * called once, from a microtask, when a frame is queued or the reader is done. Undefined
+   * with `drained` true means the end.
+   */
+  poll(wake: () => void): MediaFrame | undefined {
+    if (this.#count > 0) return this.#take();
+    if (!this.#done) this.#wake = wake;
+    return undefined;
+  }
+
+  /** True once the stream has ended or the reader is closed and no frame is left queued. */
+  get drained(): boolean {
+    return this.#done && this.#count === 0;
   }
 
   /** Marks the end: queued frames are still read, then iteration stops. */
@@ -336,6 +377,22 @@ export class StreamReader implements AsyncIterable<MediaFrame> {
     const waiter = this.#waiter;
     this.#waiter = undefined;
     waiter?.(undefined);
+    this.#wakeLater();
+  }
+
+  #take(): MediaFrame {
+    const frame = this.#ring[this.#head]!;
+    this.#ring[this.#head] = undefined;
+    this.#head = (this.#head + 1) % this.#ring.length;
+    this.#count--;
+    return frame;
+  }
+
+  #wakeLater(): void {
+    const wake = this.#wake;
+    if (!wake) return;
+    this.#wake = undefined;
+    wakeLater(wake);
   }
 
   /** Detaches from the stream and drops what is queued. */

@@ -119,3 +119,40 @@ Deno.test("the stream measures fps and bitrate from what it carries", async () =
   assert.equal(record.audioCodec, "AAC");
   assert.equal(record.metrics?.VIDEO_K_FRAMES, 3);
 });
+
+Deno.test("poll: queued frames without waiting, one wake from a microtask, drained at the end", async () => {
+  const stream = testStream();
+  const reader = stream.reader(8);
+  let wakes = 0;
+  const wake = () => wakes++;
+  assert.equal(reader.poll(wake), undefined);
+  stream.push(video(0));
+  stream.push(video(1));
+  assert.equal(wakes, 0, "a wake never runs inside the provider's push");
+  await Promise.resolve();
+  assert.equal(wakes, 1, "one wake for the frames pushed meanwhile");
+  assert.equal(reader.poll(wake)?.data[0], 0);
+  assert.equal(reader.poll(wake)?.data[0], 1);
+  assert.equal(reader.poll(wake), undefined);
+  assert.equal(reader.drained, false);
+  stream.end();
+  await Promise.resolve();
+  assert.equal(wakes, 2, "the end wakes the reader too");
+  assert.equal(reader.poll(wake), undefined);
+  assert.equal(reader.drained, true);
+});
+
+Deno.test("poll: a reader that falls behind drops to the next keyframe like an iterating one", async () => {
+  const stream = testStream();
+  const reader = stream.reader(4);
+  // Frame 4 overflows the queue of 4; frames up to the keyframe 10 are skipped.
+  for (let n = 0; n < 13; n++) stream.push(video(n, 10));
+  await Promise.resolve();
+  const seen: number[] = [];
+  for (let frame = reader.poll(() => {}); frame; frame = reader.poll(() => {})) {
+    seen.push(frame.data[0]);
+  }
+  assert.deepEqual(seen, [10, 11, 12]);
+  assert.equal(reader.dropped, 10);
+  stream.end();
+});

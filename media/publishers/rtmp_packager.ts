@@ -2,13 +2,15 @@
  * Media frames of a Stream as RTMP chunk bytes, made once per frame and shared by every RTMP
  * player and push of the stream: all of them send on the same chunk streams, message stream
  * and chunk size with absolute timestamps, so the bytes do not depend on the receiver.
+ * Players get audio held back and joined to the next video frame: one write per picture
+ * instead of one per frame is most of what a player costs the server.
  */
 import { ParseError } from "../../core/errors.ts";
 import { buildAvcC } from "../codecs/h264.ts";
 import { buildHvcC } from "../codecs/h265.ts";
 import type { AudioCodec, MediaFrame, Track, VideoCodec } from "../frame.ts";
 import type { AmfObject } from "../protocols/rtmp/amf0.ts";
-import { outChunkBytes, writeChunks } from "../protocols/rtmp/chunk_writer.ts";
+import { joinChunkBytes, outChunkBytes, writeChunks } from "../protocols/rtmp/chunk_writer.ts";
 import { buildMetaData } from "../protocols/rtmp/command.ts";
 import {
   audioTagHeaderBytes,
@@ -23,6 +25,19 @@ import {
 import { ChunkStreamId, MessageType } from "../protocols/rtmp/message.ts";
 import { mediaStreamId } from "../protocols/rtmp/server.ts";
 import type { Stream } from "../stream.ts";
+
+/**
+ * Longest span of audio held back for the next video frame, in milliseconds: bounds the audio
+ * delay when pictures are sparse or stop.
+ */
+const audioHoldMaxMs = 100;
+/**
+ * Distance from the held audio beyond which a frame is not its continuation, in milliseconds
+ * (the held audio is left over from before a gap or from a reader far behind, and dropped).
+ */
+const heldAudioStaleMs = 1000;
+/** Marks a frame whose bytes went out with a later frame. */
+const sentLater = new Uint8Array(0);
 
 const rtmpVideoCodecs = new Set<string>(["H264", "H265"]);
 const rtmpAudioCodecs = new Set<string>(["AAC", "OPUS", "PCMU", "PCMA"]);
@@ -49,6 +64,11 @@ export class RtmpPackager {
   /** Same as `header` but with `@setDataFrame`, as a publisher sends it to a server. */
   readonly publishHeader: Uint8Array;
   #cache = new WeakMap<MediaFrame, Uint8Array>();
+  /** What players write per frame: `sentLater` or chunk bytes with the held audio first. */
+  #playCache = new WeakMap<MediaFrame, Uint8Array>();
+  #heldAudio: Uint8Array[] = [];
+  /** Timestamp of the first held audio frame, in milliseconds. */
+  #heldSinceMs = 0;
 
   static #byStream = new WeakMap<Stream, RtmpPackager>();
 
@@ -67,8 +87,8 @@ export class RtmpPackager {
     this.video = video;
     this.audio = audio;
     const configs = this.#configMessages();
-    this.header = concat([this.#metaChunks(false), ...configs]);
-    this.publishHeader = concat([this.#metaChunks(true), ...configs]);
+    this.header = joinChunkBytes([this.#metaChunks(false), ...configs]);
+    this.publishHeader = joinChunkBytes([this.#metaChunks(true), ...configs]);
   }
 
   /** Chunk bytes of a frame, or undefined for a frame of a track RTMP does not carry. */
@@ -80,12 +100,56 @@ export class RtmpPackager {
     return bytes;
   }
 
+  /**
+   * What a player writes for `frame`, in the order of the stream: undefined for audio held
+   * back (it goes out with the next video frame, or once `audioHoldMaxMs` of it is held) and
+   * for a track RTMP does not carry. The bytes for a frame are made by the first player to
+   * ask and shared by all, so every player writes the same bundles.
+   */
+  playChunks(frame: MediaFrame): Uint8Array | undefined {
+    const cached = this.#playCache.get(frame);
+    if (cached) return cached === sentLater ? undefined : cached;
+    if (!this.video) return this.chunks(frame);
+    const video = frame.trackId === this.video.id;
+    if (!video && frame.trackId !== this.audio?.id) return undefined;
+    const ms = toMs(frame.dts, (video ? this.video : this.audio!).clockRate);
+    const held = this.#heldAudio;
+    if (held.length > 0 && Math.abs(ms - this.#heldSinceMs) > heldAudioStaleMs) held.length = 0;
+    let out: Uint8Array;
+    if (video) {
+      // Serialized right after the held audio rather than through `chunks`: one copy of each
+      // picture lives until the frame is collected, not two.
+      out = this.#serialize(frame, frame.data, held)!;
+    } else {
+      if (held.length === 0) this.#heldSinceMs = ms;
+      held.push(this.chunks(frame)!);
+      if (ms - this.#heldSinceMs < audioHoldMaxMs) {
+        this.#playCache.set(frame, sentLater);
+        return undefined;
+      }
+      out = joinChunkBytes(held);
+    }
+    held.length = 0;
+    this.#playCache.set(frame, out);
+    return out;
+  }
+
+  /** What a player writes after the last frame of an ended stream: the audio still held back. */
+  endChunks(): Uint8Array | undefined {
+    return this.#heldAudio.length > 0 ? joinChunkBytes(this.#heldAudio) : undefined;
+  }
+
   /** Chunk bytes of an audio frame with other data in place of its own (mute, mixing). */
   audioChunks(frame: MediaFrame, data: Uint8Array): Uint8Array | undefined {
     return this.#serialize(frame, data);
   }
 
-  #serialize(frame: MediaFrame, data: Uint8Array): Uint8Array | undefined {
+  /** Chunk bytes of `frame` carrying `data`, after the chunk bytes of `lead`. */
+  #serialize(
+    frame: MediaFrame,
+    data: Uint8Array,
+    lead: readonly Uint8Array[] = [],
+  ): Uint8Array | undefined {
     if (this.video && frame.trackId === this.video.id) {
       const codec = this.video.codec as VideoCodec;
       const header = videoTagHeaderBytes(codec);
@@ -98,12 +162,17 @@ export class RtmpPackager {
         toMs(frame.pts, this.video.clockRate) - dtsMs,
       );
       payload.set(data, header);
-      return writeChunks(ChunkStreamId.video, {
-        type: MessageType.video,
-        streamId: mediaStreamId,
-        timestamp: dtsMs,
-        payload,
-      }, outChunkBytes);
+      return writeChunks(
+        ChunkStreamId.video,
+        {
+          type: MessageType.video,
+          streamId: mediaStreamId,
+          timestamp: dtsMs,
+          payload,
+        },
+        outChunkBytes,
+        lead,
+      );
     }
     if (this.audio && frame.trackId === this.audio.id) {
       const codec = this.audio.codec as AudioCodec;
@@ -111,12 +180,17 @@ export class RtmpPackager {
       const payload = new Uint8Array(header + data.length);
       writeAudioFrameHeader(payload, codec);
       payload.set(data, header);
-      return writeChunks(ChunkStreamId.audio, {
-        type: MessageType.audio,
-        streamId: mediaStreamId,
-        timestamp: toMs(frame.dts, this.audio.clockRate),
-        payload,
-      }, outChunkBytes);
+      return writeChunks(
+        ChunkStreamId.audio,
+        {
+          type: MessageType.audio,
+          streamId: mediaStreamId,
+          timestamp: toMs(frame.dts, this.audio.clockRate),
+          payload,
+        },
+        outChunkBytes,
+        lead,
+      );
     }
     return undefined;
   }
@@ -171,16 +245,4 @@ export class RtmpPackager {
     }
     return out;
   }
-}
-
-function concat(parts: Uint8Array[]): Uint8Array {
-  let size = 0;
-  for (const p of parts) size += p.length;
-  const out = new Uint8Array(size);
-  let offset = 0;
-  for (const p of parts) {
-    out.set(p, offset);
-    offset += p.length;
-  }
-  return out;
 }

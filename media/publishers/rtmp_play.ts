@@ -1,17 +1,19 @@
 /**
  * An RTMP player of a published Stream: sends the sequence headers, then the stream's frames
- * from a keyframe on, as chunk bytes shared with the stream's other RTMP receivers. The
- * player reads through its own bounded StreamReader, so a slow player loses frames (and
- * waits for the next keyframe) without slowing anyone else; one that stops reading entirely
- * is dropped by the connection's write timeout.
+ * from a keyframe on, as chunk bytes shared with the stream's other RTMP players (audio
+ * bundled with the next picture, see `RtmpPackager.playChunks`). The player reads through its
+ * own bounded StreamReader, so a slow player loses frames (and waits for the next keyframe)
+ * without slowing anyone else; one that stops reading entirely is dropped by the
+ * connection's write timeout.
  */
 import { NotFoundError } from "../../core/errors.ts";
 import type { Logger } from "../../core/log.ts";
 import type { StreamRegistry } from "../../core/stream_registry.ts";
 import type { CodecEngine } from "../engine/engine.ts";
 import { StatusCode } from "../protocols/rtmp/command.ts";
+import type { RtmpConn } from "../protocols/rtmp/conn.ts";
 import { type PlayTarget, sendSampleAccess, sendStatus } from "../protocols/rtmp/server.ts";
-import { Stream } from "../stream.ts";
+import { Stream, type StreamReader } from "../stream.ts";
 import { aacStreamFor } from "./rtmp_aac_stream.ts";
 import { RtmpPackager } from "./rtmp_packager.ts";
 
@@ -47,16 +49,42 @@ export async function playRtmp(
     await sendStatus(conn, "status", StatusCode.playStart, `started playing ${name}`);
     await sendSampleAccess(conn);
     await conn.writeRaw(packager.header);
-    for (;;) {
-      const frame = await reader.next();
-      if (frame === undefined) break;
-      const bytes = packager.chunks(frame);
-      if (bytes) await conn.writeRaw(bytes);
-    }
+    await sendFrames(reader, packager, conn);
     if (stream.ended && !conn.closed) {
+      const tail = packager.endChunks();
+      if (tail) await conn.writeRaw(tail);
       await sendStatus(conn, "status", StatusCode.playUnpublishNotify, `${name} is unpublished`);
     }
   } finally {
     reader.close();
   }
+}
+
+/**
+ * Writes the reader's frames to `conn`, one write at a time, until the reader is drained;
+ * rejects when a write fails. A callback loop on `poll` rather than an await per frame: the
+ * per-frame promises were most of what a player allocated.
+ */
+function sendFrames(reader: StreamReader, packager: RtmpPackager, conn: RtmpConn): Promise<void> {
+  const { promise, resolve, reject } = Promise.withResolvers<void>();
+  const pump = (): void => {
+    try {
+      for (;;) {
+        const frame = reader.poll(pump);
+        if (frame === undefined) {
+          if (reader.drained) resolve();
+          return;
+        }
+        const bytes = packager.playChunks(frame);
+        if (bytes) {
+          conn.writeRaw(bytes).then(pump, reject);
+          return;
+        }
+      }
+    } catch (err) {
+      reject(err);
+    }
+  };
+  pump();
+  return promise;
 }

@@ -31,8 +31,16 @@ function writeBasicHeader(out: Uint8Array, pos: number, fmt: number, csid: numbe
   return pos + 3;
 }
 
-/** Chunk bytes of `message` on chunk stream `csid` (2..65599) with chunks of `chunkBytes`. */
-export function writeChunks(csid: number, message: RtmpMessage, chunkBytes: number): Uint8Array {
+/**
+ * Chunk bytes of `message` on chunk stream `csid` (2..65599) with chunks of `chunkBytes`,
+ * after the bytes of `lead` (chunks of earlier messages to send in the same write).
+ */
+export function writeChunks(
+  csid: number,
+  message: RtmpMessage,
+  chunkBytes: number,
+  lead: readonly Uint8Array[] = [],
+): Uint8Array {
   const { payload, type, streamId } = message;
   if (csid < 2 || csid > 65599) throw new ParseError(`RTMP chunk stream id ${csid} out of range`);
   if (payload.length > maxMessageBytes) throw new ParseError("RTMP message too large to send");
@@ -41,9 +49,17 @@ export function writeChunks(csid: number, message: RtmpMessage, chunkBytes: numb
   const chunks = Math.max(1, Math.ceil(payload.length / chunkBytes));
   const basic = basicHeaderBytes(csid);
   const ext = extended ? 4 : 0;
-  const size = basic + 11 + ext + (chunks - 1) * (basic + ext) + payload.length;
-  const out = new Uint8Array(size);
-  let pos = writeBasicHeader(out, 0, 0, csid);
+  let pos = 0;
+  for (const part of lead) pos += part.length;
+  const out = new Uint8Array(
+    pos + basic + 11 + ext + (chunks - 1) * (basic + ext) + payload.length,
+  );
+  pos = 0;
+  for (const part of lead) {
+    out.set(part, pos);
+    pos += part.length;
+  }
+  pos = writeBasicHeader(out, pos, 0, csid);
   const ts = extended ? extendedTimestampMarker : timestamp;
   out[pos++] = ts >> 16;
   out[pos++] = (ts >> 8) & 0xff;
@@ -68,6 +84,19 @@ export function writeChunks(csid: number, message: RtmpMessage, chunkBytes: numb
     out.set(payload.subarray(offset, end), pos);
     pos += end - offset;
     if (payload.length === 0) break;
+  }
+  return out;
+}
+
+/** Chunk bytes of several messages as one buffer, to send them with one write. */
+export function joinChunkBytes(parts: readonly Uint8Array[]): Uint8Array {
+  let size = 0;
+  for (const p of parts) size += p.length;
+  const out = new Uint8Array(size);
+  let offset = 0;
+  for (const p of parts) {
+    out.set(p, offset);
+    offset += p.length;
   }
   return out;
 }

@@ -1,11 +1,13 @@
 /**
  * One RTMP connection over a Deno TCP connection: handshake, the read loop that reassembles
- * messages and answers protocol control (acknowledgements, pings), and serialized writes with
- * a timeout so a peer that stops reading is dropped instead of holding its writer forever.
+ * messages and answers protocol control (acknowledgements, pings), and ordered writes with a
+ * timeout so a peer that stops reading is dropped instead of holding its writer forever.
+ * Writes issued while one is in flight go out together as one write, and one lazily armed
+ * timer per connection watches them, so a player costs one write and no timer per frame.
  */
 import { ParseError, TruncatedError } from "../../../core/errors.ts";
 import { ChunkReader } from "./chunk_reader.ts";
-import { outChunkBytes, writeChunks } from "./chunk_writer.ts";
+import { joinChunkBytes, outChunkBytes, writeChunks } from "./chunk_writer.ts";
 import {
   buildHandshakeEcho,
   buildHandshakeHello,
@@ -26,12 +28,19 @@ import {
   UserControlEvent,
 } from "./message.ts";
 
-/** Size of the buffer each connection reads into, in bytes. */
-export const readBufferBytes = 16 * 1024;
+/**
+ * Size of the buffer a connection first reads into, in bytes: enough for the handshake and
+ * for what a player sends, so idle players stay small.
+ */
+export const readBufferMinBytes = 2 * 1024;
+/** Size the read buffer doubles up to while reads fill it (publishers), in bytes. */
+export const readBufferMaxBytes = 64 * 1024;
 /** Longest a single write may wait for the peer to take bytes, in milliseconds. */
 export const writeTimeoutMs = 10_000;
 /** Window acknowledgement size announced to peers, in bytes (what nginx-rtmp announces). */
 export const windowAckBytes = 5_000_000;
+
+const noBytes: Uint8Array = new Uint8Array(0);
 
 /** The peer closed the connection, or it was closed locally. */
 export class RtmpClosedError extends Error {
@@ -45,11 +54,19 @@ export class RtmpClosedError extends Error {
 export class RtmpConn {
   readonly #conn: Deno.Conn;
   readonly #reader = new ChunkReader();
-  readonly #buf = new Uint8Array(readBufferBytes);
-  #pending: Uint8Array = new Uint8Array(0);
+  #buf = new Uint8Array(readBufferMinBytes);
+  #pending = noBytes;
   #peerWindowBytes = 0;
   #lastAckBytes = 0;
-  #writeChain: Promise<void> = Promise.resolve();
+  /** Start of the write in flight (performance.now() ms), or -1 when none is. */
+  #writeStartMs = -1;
+  /** Bytes given to `writeRaw` while a write was in flight, sent next as one write. */
+  #queued: Uint8Array[] = [];
+  #queuedWritten: PromiseWithResolvers<void> | undefined;
+  /** Bytes of the write in flight, and how many of them the socket has taken. */
+  #inFlight = noBytes;
+  #inFlightOffset = 0;
+  #watchdog: ReturnType<typeof setTimeout> | undefined;
   #closed = false;
 
   constructor(conn: Deno.Conn) {
@@ -108,7 +125,7 @@ export class RtmpConn {
   async *messages(): AsyncGenerator<RtmpMessage> {
     if (this.#pending.length > 0) {
       const first = this.#pending;
-      this.#pending = new Uint8Array(0);
+      this.#pending = noBytes;
       yield* this.#handle(this.#reader.push(first));
     }
     for (;;) {
@@ -123,7 +140,10 @@ export class RtmpConn {
         this.close();
         return;
       }
-      yield* this.#handle(this.#reader.push(this.#buf.subarray(0, n)));
+      // The chunk reader copies what it keeps, so a full buffer can be swapped for a larger one.
+      const bytes = this.#buf.subarray(0, n);
+      if (n === this.#buf.length && n < readBufferMaxBytes) this.#buf = new Uint8Array(2 * n);
+      yield* this.#handle(this.#reader.push(bytes));
       const received = this.#reader.bytesReceived;
       if (this.#peerWindowBytes > 0 && received - this.#lastAckBytes >= this.#peerWindowBytes) {
         this.#lastAckBytes = received;
@@ -162,33 +182,79 @@ export class RtmpConn {
   }
 
   /**
-   * Writes bytes after the ones already queued. A write the peer does not take within
-   * `writeTimeoutMs` closes the connection.
+   * Writes bytes after the ones already given; settles when they are written. A write the
+   * peer does not take within `writeTimeoutMs` closes the connection. `bytes` must not change
+   * until then.
    */
   writeRaw(bytes: Uint8Array): Promise<void> {
-    const next = this.#writeChain.then(() => this.#writeAll(bytes));
-    this.#writeChain = next.catch(() => {});
-    return next;
+    if (this.#closed) return Promise.reject(new RtmpClosedError());
+    if (this.#writeStartMs < 0) return this.#write(bytes);
+    this.#queued.push(bytes);
+    this.#queuedWritten ??= Promise.withResolvers<void>();
+    return this.#queuedWritten.promise;
   }
 
-  async #writeAll(bytes: Uint8Array): Promise<void> {
-    if (this.#closed) throw new RtmpClosedError();
-    const timer = setTimeout(() => this.close(), writeTimeoutMs);
-    try {
-      let offset = 0;
-      while (offset < bytes.length) offset += await this.#conn.write(bytes.subarray(offset));
-    } catch (err) {
-      this.close();
-      throw this.#closed ? new RtmpClosedError(`RTMP write failed: ${err}`) : err;
-    } finally {
-      clearTimeout(timer);
+  // Writes chain bound handlers instead of running an async function each: players write
+  // dozens of times a second, and each call's closures and frames were garbage to collect.
+  #write(bytes: Uint8Array): Promise<void> {
+    this.#writeStartMs = performance.now();
+    this.#watchdog ??= setTimeout(this.#checkWrite, writeTimeoutMs);
+    this.#inFlight = bytes;
+    this.#inFlightOffset = 0;
+    return this.#conn.write(bytes).then(this.#wrote, this.#writeFailed);
+  }
+
+  /** Continues a partial write; once all is written, starts what was queued meanwhile. */
+  #wrote = (n: number): Promise<void> | undefined => {
+    this.#inFlightOffset += n;
+    const bytes = this.#inFlight;
+    if (this.#inFlightOffset < bytes.length) {
+      return this.#conn.write(bytes.subarray(this.#inFlightOffset)).then(
+        this.#wrote,
+        this.#writeFailed,
+      );
+    }
+    this.#writeDone();
+  };
+
+  #writeFailed = (err: unknown): never => {
+    this.close();
+    this.#writeDone();
+    throw err instanceof RtmpClosedError ? err : new RtmpClosedError(`RTMP write failed: ${err}`);
+  };
+
+  #writeDone(): void {
+    this.#writeStartMs = -1;
+    this.#inFlight = noBytes;
+    const written = this.#queuedWritten;
+    if (!written) return;
+    const queued = this.#queued;
+    this.#queued = [];
+    this.#queuedWritten = undefined;
+    if (this.#closed) written.reject(new RtmpClosedError());
+    else {
+      this.#write(queued.length === 1 ? queued[0] : joinChunkBytes(queued)).then(
+        written.resolve,
+        written.reject,
+      );
     }
   }
+
+  /** Closes a connection whose write has waited `writeTimeoutMs`; rests while none is in flight. */
+  #checkWrite = (): void => {
+    this.#watchdog = undefined;
+    if (this.#writeStartMs < 0) return;
+    const waitedMs = performance.now() - this.#writeStartMs;
+    if (waitedMs >= writeTimeoutMs) this.close();
+    else this.#watchdog = setTimeout(this.#checkWrite, writeTimeoutMs - waitedMs);
+  };
 
   /** Closes the socket; pending reads end and pending writes fail. Idempotent. */
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
+    clearTimeout(this.#watchdog);
+    this.#watchdog = undefined;
     try {
       this.#conn.close();
     } catch {
