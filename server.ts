@@ -6,7 +6,7 @@ import type { Config } from "./config.ts";
 import type { Logger } from "./core/log.ts";
 import { InflightTracker } from "./core/inflight.ts";
 import { createServices, type Services } from "./core/services.ts";
-import { createRestApp } from "./routes/http.ts";
+import { createRestHandler } from "./routes/http.ts";
 import { operations } from "./routes/mod.ts";
 import { SignalingServer } from "./signaling/listener.ts";
 import { type RunningRtmpServer, startRtmpServer } from "./media/providers/rtmp_server.ts";
@@ -31,7 +31,7 @@ export interface RunningServer {
 /** Starts every listener of the configuration. */
 export async function startServer(config: Config, log: Logger): Promise<RunningServer> {
   const services = createServices(config, log);
-  const app = createRestApp({ services, operations });
+  const restHandler = createRestHandler({ services, operations });
   const restRequests = new InflightTracker();
   const { promise: listening, resolve } = Promise.withResolvers<number>();
   const rest = Deno.serve({
@@ -42,7 +42,7 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
       log.error("rest listener error", { err });
       return new Response("internal error", { status: 500 });
     },
-  }, restRequests.wrap(app.fetch));
+  }, restRequests.wrap(restHandler));
   const restPort = await listening;
   log.info("listening", { service: "rest", address: config.bind, port: restPort });
 

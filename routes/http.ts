@@ -29,32 +29,54 @@ export interface RestAppOptions {
   operations: readonly Operation[];
 }
 
-/** Builds the Hono app serving /health, the OpenAPI document and every operation. */
-export function createRestApp({ services, operations }: RestAppOptions): Hono {
+/**
+ * The request handler serving /health, the OpenAPI document and every operation, with a log
+ * line per request. CORS headers go into each response and the log wraps the app from the
+ * outside: a Hono middleware awaiting `next()` costs about a quarter of the throughput.
+ */
+export function createRestHandler(
+  { services, operations }: RestAppOptions,
+): (req: Request) => Promise<Response> {
+  const app = createRestApp({ services, operations });
+  const log = services.log.child({ component: "rest" });
+  return async (req) => {
+    const started = performance.now();
+    const res = await app.fetch(req);
+    if (log.enabled("info")) {
+      log.info("request", {
+        method: req.method,
+        path: pathOf(req.url),
+        status: res.status,
+        ms: Math.round((performance.now() - started) * 100) / 100,
+      });
+    }
+    return res;
+  };
+}
+
+/** The path of an absolute URL, without parsing the whole URL. */
+function pathOf(url: string): string {
+  const start = url.indexOf("/", url.indexOf("//") + 2);
+  const query = url.indexOf("?", start);
+  return url.slice(start, query < 0 ? undefined : query);
+}
+
+/** Builds the Hono app; every response carries the CORS headers of the contract. */
+function createRestApp({ services, operations }: RestAppOptions): Hono {
   const app = new Hono();
   const log = services.log.child({ component: "rest" });
   const startedAt = Date.now();
   const ctx: OperationContext = { services };
 
-  app.use("*", async (c, next) => {
-    const started = performance.now();
-    for (const name in corsHeaders) c.header(name, corsHeaders[name as keyof typeof corsHeaders]);
-    await next();
-    log.info("request", {
-      method: c.req.method,
-      path: c.req.path,
-      status: c.res.status,
-      ms: Math.round((performance.now() - started) * 100) / 100,
-    });
-  });
-
-  app.get(
-    "/health",
-    (c) => c.json({ status: "ok", version: serverVersion, uptimeMs: Date.now() - startedAt }),
-  );
+  app.get("/health", (c) =>
+    c.json(
+      { status: "ok", version: serverVersion, uptimeMs: Date.now() - startedAt },
+      200,
+      corsHeaders,
+    ));
 
   const openApi = buildOpenApi(operations, serverVersion);
-  app.get(openApiPath, (c) => c.json(openApi));
+  app.get(openApiPath, (c) => c.json(openApi, 200, corsHeaders));
 
   for (const op of operations) {
     const path = restPrefix + op.path;
@@ -67,12 +89,13 @@ export function createRestApp({ services, operations }: RestAppOptions): Hono {
       if (!op.handle) throw new NotImplementedError(op.path);
       const result = await op.handle(body, ctx);
       if (op.response === null || result === undefined) {
-        return c.body(null, 200, { "Content-Type": "application/json" });
+        return c.body(null, 200, { ...corsHeaders, "Content-Type": "application/json" });
       }
-      return c.json(result as object);
+      return c.json(result as object, 200, corsHeaders);
     });
     app.options(path, (c) =>
       c.body(null, 204, {
+        ...corsHeaders,
         "Allow": [...methods, "OPTIONS"].join(", "),
         "Access-Control-Allow-Methods": [...methods, "OPTIONS"].join(", "),
         "Access-Control-Allow-Headers": c.req.header("Access-Control-Request-Headers") ??
@@ -83,20 +106,28 @@ export function createRestApp({ services, operations }: RestAppOptions): Hono {
       c.json(
         { error: "method not allowed", message: `${op.path} answers ${methods.join(", ")}` },
         405,
-        { "Allow": methods.join(", ") },
+        { ...corsHeaders, "Allow": methods.join(", ") },
       ));
   }
 
   app.notFound((c) =>
-    c.json({ error: "not found", message: `no operation at ${c.req.method} ${c.req.path}` }, 404)
+    c.json(
+      { error: "not found", message: `no operation at ${c.req.method} ${c.req.path}` },
+      404,
+      corsHeaders,
+    )
   );
   app.onError((err, c) => {
     if (err instanceof MediaServerError) {
       if (err.status >= 500 && err.status !== 501) log.error("operation failed", { err });
-      return c.json(err.toJSON(), err.status as 400);
+      return c.json(err.toJSON(), err.status as 400, corsHeaders);
     }
     log.error("unexpected error", { path: c.req.path, err, stack: (err as Error).stack });
-    return c.json({ error: "internal error", message: String((err as Error).message) }, 500);
+    return c.json(
+      { error: "internal error", message: String((err as Error).message) },
+      500,
+      corsHeaders,
+    );
   });
   return app;
 }
