@@ -244,7 +244,7 @@ export class SignalingSession implements ClientSession {
       const streams = services.streams.list().filter((s) =>
         s.record().sessionId === this.sessionId
       );
-      await Promise.allSettled(streams.map((s) => s.terminate("Session closed")));
+      await Promise.allSettled(streams.map((s) => s.terminate("Stopped by session disconnect")));
       await this.clientLog.disable();
     })();
     if (wasEstablished) {

@@ -258,7 +258,7 @@ Deno.test("/connection/terminate closes the socket and ends the session's stream
     await res.body?.cancel();
     const closed = await client.closed;
     assert.equal(closed.code, 1000);
-    assert.deepEqual(ended, ["m1: Session closed"]);
+    assert.deepEqual(ended, ["m1: Stopped by session disconnect"]);
     assert.deepEqual((await findAll(server)).map((r) => r.sessionId), [keep.userData.sessionId]);
     const again = await server.post("/connection/terminate", { sessionId: userData.sessionId });
     assert.equal(again.status, 404);

@@ -1,2 +1,76 @@
-/** Environment variable websdk_test.ts sets for the scenarios it runs inside the namespace. */
+/**
+ * Runs a browser scenario file inside a network namespace that has only loopback, so neither
+ * the server nor Chromium (nor the peers a scenario starts) can reach or leak to any other
+ * interface. Needs root, /usr/bin/chromium, unshare and ip; a missing one fails the test by
+ * name (scripts/test.sh installs them from scripts/peers.txt as root on Debian).
+ */
+import assert from "node:assert/strict";
+
+/** Environment variable set for scenarios run inside the namespace. */
 export const netnsEnv = "MEDIASERVER_E2E_NETNS";
+
+const repoRoot = new URL("../..", import.meta.url).pathname;
+
+function onPath(command: string): boolean {
+  const dirs = (Deno.env.get("PATH") ?? "").split(":").concat(["/usr/sbin", "/sbin"]);
+  return dirs.some((dir) => {
+    try {
+      return Deno.statSync(`${dir}/${command}`).isFile;
+    } catch {
+      return false;
+    }
+  });
+}
+
+/** What the run needs that this machine lacks, named so the failure says what to install. */
+function missingPrerequisites(): string[] {
+  const missing: string[] = [];
+  if (Deno.uid() !== 0) missing.push("root (unshare -n needs it)");
+  try {
+    Deno.statSync("/usr/bin/chromium");
+  } catch {
+    missing.push("/usr/bin/chromium (Debian package chromium)");
+  }
+  if (!onPath("unshare")) missing.push("unshare (Debian package util-linux)");
+  if (!onPath("ip")) missing.push("ip (Debian package iproute2)");
+  return missing;
+}
+
+async function run(args: string[], env: Record<string, string> = {}) {
+  const out = await new Deno.Command(args[0], {
+    args: args.slice(1),
+    cwd: repoRoot,
+    env: { NO_COLOR: "1", ...env },
+    stdin: "null",
+  }).output();
+  const text = new TextDecoder().decode(out.stdout) + new TextDecoder().decode(out.stderr);
+  return { code: out.code, text };
+}
+
+/**
+ * Runs `scenarios` (a test file of one test with steps, path from the repository root) with
+ * `deno test` inside the namespace and asserts it passed; prints its step lines.
+ */
+export async function runInNetns(scenarios: string): Promise<void> {
+  const missing = missingPrerequisites();
+  assert.deepEqual(missing, [], `cannot run the browser suite, missing: ${missing.join(", ")}`);
+  // npm packages are fetched here: inside the namespace there is no route to any registry.
+  const cached = await run([Deno.execPath(), "cache", scenarios]);
+  assert.equal(cached.code, 0, `deno cache ${scenarios} failed:\n${cached.text}`);
+  const inner = await run([
+    "unshare",
+    "-n",
+    "--",
+    "sh",
+    "-c",
+    // Types are checked by `deno check`; the namespace run only executes.
+    'ip link set lo up && exec "$0" test -A --no-check "$1"',
+    Deno.execPath(),
+    scenarios,
+  ], { [netnsEnv]: "1", PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin" });
+  assert.equal(inner.code, 0, `browser scenarios failed:\n${inner.text}`);
+  assert.match(inner.text, /ok \| 1 passed \(\d+ steps\) \| 0 failed/, inner.text);
+  console.log(
+    inner.text.split("\n").filter((l) => /\.\.\. ok|\.\.\. FAILED/.test(l)).join("\n"),
+  );
+}
