@@ -16,7 +16,6 @@ import { silentLogger } from "../core/log.ts";
 import { openPeerCount } from "../media/protocols/webrtc/peer.ts";
 import { WebRtcPublisher } from "../media/providers/webrtc_publisher.ts";
 import { startServer } from "../server.ts";
-import { registerWebRtcStreams } from "../signaling/webrtc_streams.ts";
 import { WcsClient } from "../tests/helpers/wcs_client.ts";
 import { nextStatus, TestPlayer, TestPublisher } from "../tests/webrtc_helpers.ts";
 
@@ -48,7 +47,6 @@ async function* lines(stream: ReadableStream<Uint8Array>): AsyncGenerator<string
 async function serve(): Promise<void> {
   const config = configSchema.parse({ ports: { rest: 0, ws: 0, wss: 0, hls: 0, rtmp: 0 } });
   const server = await startServer(config, silentLogger);
-  registerWebRtcStreams(server.signaling.handlers);
   console.log(JSON.stringify({ ws: `ws://127.0.0.1:${server.wsPort}` }));
   for await (const line of lines(Deno.stdin.readable)) {
     const publisher = server.services.streams.published("bench");

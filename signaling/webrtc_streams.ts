@@ -204,6 +204,7 @@ async function handlePublish(
       clientStream,
       () => services.streams.remove(publisher),
     ),
+    onPublishing: stream.record === true ? () => recordFromStart(publisher, ctx) : undefined,
   });
   try {
     services.streams.add(publisher);
@@ -215,6 +216,19 @@ async function handlePublish(
     return;
   }
   await answerOrFail(session, publisher, () => publisher.answer(), ctx);
+}
+
+/**
+ * Honours `record: true` of a publish: the recording starts with the media and ends with the
+ * stream. A stream the recorder cannot hold (VP8) keeps publishing, unrecorded, with a warning.
+ */
+function recordFromStart(publisher: WebRtcPublisher, ctx: SignalingContext): void {
+  ctx.services.recorders.startup(publisher.mediaSessionId).catch((err) =>
+    ctx.log.warn("recording of a publish with record: true failed", {
+      name: publisher.name,
+      err,
+    })
+  );
 }
 
 async function handlePlay(

@@ -16,7 +16,6 @@ import { openPeerCount } from "../media/protocols/webrtc/peer.ts";
 import { FrameDepacketizer } from "../media/rtp/frame_depacketizer.ts";
 import { H264Depacketizer } from "../media/rtp/h264_depacketizer.ts";
 import { RtpReorderBuffer } from "../media/rtp/reorder.ts";
-import { registerWebRtcStreams } from "../signaling/webrtc_streams.ts";
 import { publishRtmp, stopPublisher } from "./helpers/ffmpeg_rtmp.ts";
 import { childrenNamed } from "./helpers/children.ts";
 import { startGstRtsp } from "./helpers/gst_rtsp.ts";
@@ -134,10 +133,8 @@ function mediaConfig() {
   return testConfig({ media: { udpPortMin, udpPortMax: udpPortMin + 199 } });
 }
 
-async function server(config = mediaConfig()): Promise<TestServer> {
-  const s = await startTestServer(config);
-  registerWebRtcStreams(s.signaling.handlers);
-  return s;
+function server(config = mediaConfig()): Promise<TestServer> {
+  return startTestServer(config);
 }
 
 /** Plays `name` with a werift player for `ms` and checks what it got; returns the player. */
@@ -270,7 +267,6 @@ Deno.test({
   fn: async () => {
     const camera = await startGstRtsp({ audio: "pcmu" });
     await withServer(async (s) => {
-      registerWebRtcStreams(s.signaling.handlers);
       const res = await s.post("/rtsp/startup", { uri: camera.url, localStreamName: "cam" });
       assert.equal(res.status, 200, await res.text());
       await waitFor(() => s.services.streams.published("cam") !== undefined, 10_000, "pull");

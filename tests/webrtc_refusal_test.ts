@@ -5,7 +5,6 @@
  */
 import assert from "node:assert/strict";
 import { openPeerCount } from "../media/protocols/webrtc/peer.ts";
-import { registerWebRtcStreams } from "../signaling/webrtc_streams.ts";
 import { startHookBackend } from "./helpers/hook_backend.ts";
 import { startTestServer, testConfig, type TestServer } from "./helpers/test_server.ts";
 import { sdkConnectionObject, WcsClient } from "./helpers/wcs_client.ts";
@@ -24,10 +23,8 @@ async function postOk(server: TestServer, path: string, body: unknown): Promise<
   assert.equal(res.status, 200, `${path}: ${text}`);
 }
 
-async function server(config = testConfig()): Promise<TestServer> {
-  const s = await startTestServer(config);
-  registerWebRtcStreams(s.signaling.handlers);
-  return s;
+function server(config = testConfig()): Promise<TestServer> {
+  return startTestServer(config);
 }
 
 const minimalOffer = (codecs: string) =>

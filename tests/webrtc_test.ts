@@ -6,7 +6,6 @@
 import assert from "node:assert/strict";
 import { openPeerCount } from "../media/protocols/webrtc/peer.ts";
 import type { WebRtcPublisher } from "../media/providers/webrtc_publisher.ts";
-import { registerWebRtcStreams } from "../signaling/webrtc_streams.ts";
 import { startTestServer, type TestServer } from "./helpers/test_server.ts";
 import { WcsClient } from "./helpers/wcs_client.ts";
 import {
@@ -25,10 +24,8 @@ async function postOk(server: TestServer, path: string, body: unknown): Promise<
   assert.equal(res.status, 200, `${path}: ${text}`);
 }
 
-async function server(): Promise<TestServer> {
-  const s = await startTestServer();
-  registerWebRtcStreams(s.signaling.handlers);
-  return s;
+function server(): Promise<TestServer> {
+  return startTestServer();
 }
 
 async function findStreams(s: TestServer, filter: Record<string, unknown>) {
@@ -252,6 +249,50 @@ Deno.test({
       await second.close();
       await pubClient.close();
       await playClient.close();
+      await s.stop();
+    }
+  },
+});
+
+Deno.test({
+  name: "webrtc: a publish with record: true is recorded from its start to its end",
+  ...weriftSanitizers,
+  fn: async () => {
+    const s = await server();
+    const { client } = await WcsClient.connect(s.wsUrl);
+    const publisher = new TestPublisher("H264");
+    try {
+      const id = crypto.randomUUID();
+      await publisher.publish(client, { mediaSessionId: id, name: "rec", record: true });
+      publisher.start();
+      assert.equal((await nextStatus(client, id)).status, "PUBLISHING");
+      await waitFor(() => s.services.recorders.list().length === 1, 5000, "the recorder");
+      const [live] = await findStreams(s, { mediaSessionId: id });
+      assert.equal(live.record, true);
+      assert.match(String(live.recordName), /^rec-\d+-\{endTime\}\.mp4$/);
+      await new Promise((r) => setTimeout(r, 2500));
+      client.send("unPublishStream", { mediaSessionId: id, name: "rec" });
+      assert.equal((await nextStatus(client, id)).status, "UNPUBLISHED");
+      const folder = s.services.config.folders.records;
+      const finished = () =>
+        [...Deno.readDirSync(folder)].map((e) => e.name).filter((n) => !n.includes("{endTime}"));
+      await waitFor(() => finished().length === 1, 5000, "the file under its final name");
+      const probe = await new Deno.Command("ffprobe", {
+        args: [
+          ...["-v", "error", "-count_packets", "-show_entries"],
+          ...["stream=codec_name,width,height,nb_read_packets", "-of", "json"],
+          `${folder}/${finished()[0]}`,
+        ],
+      }).output();
+      assert.ok(probe.success, new TextDecoder().decode(probe.stderr));
+      const streams = JSON.parse(new TextDecoder().decode(probe.stdout)).streams;
+      const video = streams.find((x: Record<string, unknown>) => x.codec_name === "h264");
+      assert.deepEqual([video?.width, video?.height], [640, 480]);
+      assert.ok(Number(video.nb_read_packets) >= 40, JSON.stringify(streams));
+      assert.ok(streams.some((x: Record<string, unknown>) => x.codec_name === "opus"));
+    } finally {
+      await publisher.close();
+      await client.close();
       await s.stop();
     }
   },

@@ -53,6 +53,8 @@ export interface WebRtcPublisherOptions {
   codecs: NegotiatedCodec[];
   address: PeerAddress;
   client: StreamClient;
+  /** Called once when media starts flowing (the PUBLISHING status). */
+  onPublishing?: () => void;
 }
 
 /** A muted/unmuted state as the SDK reads it. */
@@ -103,12 +105,15 @@ export class WebRtcPublisher extends Stream {
   readonly #peer: Peer;
   readonly #sdp: string;
   readonly #client: StreamClient;
+  readonly #onPublishing?: () => void;
   readonly #forward: ForwardTrack[];
   readonly #players = new Set<PublisherPlayer>();
   #status: "PENDING" | "PUBLISHING" | "ENDED" = "PENDING";
   #lastPliMs = -Infinity;
   #timeline?: RtpTimeline;
   #startTimer?: ReturnType<typeof setTimeout>;
+  /** Frames are being made and no video keyframe has come since. */
+  #awaitingKeyframe = false;
 
   constructor(options: WebRtcPublisherOptions) {
     super({
@@ -133,6 +138,7 @@ export class WebRtcPublisher extends Stream {
     this.clientStream = options.clientStream;
     this.#sdp = options.sdp;
     this.#client = options.client;
+    this.#onPublishing = options.onPublishing;
     this.#forward = options.codecs.map((codec, i) => ({
       codec,
       track: this.tracks[i],
@@ -391,8 +397,11 @@ export class WebRtcPublisher extends Stream {
     if (!this.#timeline) {
       this.#timeline = new RtpTimeline(this.tracks);
       this.#timeline.startSession([]);
-      this.requestKeyframe();
+      this.#awaitingKeyframe = true;
     }
+    // Asked again (rate-limited) until one comes: a request before the first video packet,
+    // or a lost PLI, would otherwise leave new readers waiting a whole GOP.
+    if (this.#awaitingKeyframe) this.requestKeyframe();
     forward.depacketizer ??= depacketizerFor(forward.track);
     const { header } = packet;
     if (forward.expectedSeq >= 0 && header.sequenceNumber !== forward.expectedSeq) {
@@ -415,6 +424,9 @@ export class WebRtcPublisher extends Stream {
   }
 
   readonly #emit = (frame: MediaFrame): void => {
+    if (frame.keyframe && this.tracks[frame.trackId]?.kind === "video") {
+      this.#awaitingKeyframe = false;
+    }
     const pts = this.#timeline!.pts(frame.trackId, frame.pts);
     this.push({ ...frame, pts, dts: pts });
   };
@@ -459,6 +471,7 @@ export class WebRtcPublisher extends Stream {
     this.#status = "PUBLISHING";
     clearTimeout(this.#startTimer);
     this.#client.status("PUBLISHING", "", this.#muteFields());
+    this.#onPublishing?.();
   }
 
   #muteFields(): Record<string, unknown> {

@@ -11,7 +11,6 @@ import { chromium, type Page } from "playwright-core";
 // Importing the package's manifest makes Deno install the package (and so its bundle).
 import websdkPackage from "@flashphoner/websdk/package.json" with { type: "json" };
 import { openPeerCount } from "../../media/protocols/webrtc/peer.ts";
-import { registerWebRtcStreams } from "../../signaling/webrtc_streams.ts";
 import { publishRtmp, stopPublisher } from "../helpers/ffmpeg_rtmp.ts";
 import { startGstRtsp } from "../helpers/gst_rtsp.ts";
 import { startTestServer, type TestServer } from "../helpers/test_server.ts";
@@ -107,7 +106,6 @@ Deno.test("WebRTC publish and play with the Web SDK in Chromium", async (t) => {
   );
   const html = await Deno.readFile(new URL("./webrtc_page.html", import.meta.url));
   const server = await startTestServer();
-  registerWebRtcStreams(server.signaling.handlers);
   const pages = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, (req) => {
     const path = new URL(req.url).pathname;
     if (path === "/") return new Response(html, { headers: { "Content-Type": "text/html" } });
