@@ -28,24 +28,7 @@ export class NativeEngine implements CodecEngine {
 
   async run(job: EngineJob): Promise<Uint8Array> {
     if (this.#closed) throw new EngineError("the engine is closed");
-    const child = new Deno.Command(this.#command, {
-      args: [
-        "-hide_banner",
-        "-loglevel",
-        "error",
-        "-threads",
-        "1",
-        ...job.inputArgs,
-        "-i",
-        "pipe:0",
-        ...job.outputArgs,
-        "pipe:1",
-      ],
-      stdin: "piped",
-      stdout: "piped",
-      stderr: "piped",
-    }).spawn();
-    this.#running.add(child);
+    const child = this.#spawn(job);
     let timedOut = false;
     const timer = setTimeout(() => {
       timedOut = true;
@@ -76,16 +59,17 @@ export class NativeEngine implements CodecEngine {
 
   start(job: LiveJobOptions): LiveJob {
     if (this.#closed) throw new EngineError("the engine is closed");
+    const child = this.#spawn(job);
+    return new NativeLiveJob(child, () => this.#running.delete(child));
+  }
+
+  /** One ffmpeg reading `job`'s input from stdin and writing its output to stdout. */
+  #spawn(job: { inputArgs: string[]; outputArgs: string[] }): Deno.ChildProcess {
     const child = new Deno.Command(this.#command, {
       args: [
-        "-hide_banner",
-        "-loglevel",
-        "error",
-        "-threads",
-        "1",
+        ...["-hide_banner", "-loglevel", "error", "-threads", "1"],
         ...job.inputArgs,
-        "-i",
-        "pipe:0",
+        ...["-i", "pipe:0"],
         ...job.outputArgs,
         "pipe:1",
       ],
@@ -94,7 +78,7 @@ export class NativeEngine implements CodecEngine {
       stderr: "piped",
     }).spawn();
     this.#running.add(child);
-    return new NativeLiveJob(child, () => this.#running.delete(child));
+    return child;
   }
 
   async close(): Promise<void> {

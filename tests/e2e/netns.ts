@@ -9,6 +9,24 @@ import assert from "node:assert/strict";
 /** Environment variable set for scenarios run inside the namespace. */
 export const netnsEnv = "MEDIASERVER_E2E_NETNS";
 
+/** Chromium flags of shared/peers/README.md §6: no traffic off loopback, fake media. */
+export const chromiumArgs = [
+  "--headless",
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-quic",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+  "--use-fake-device-for-media-stream",
+  "--use-fake-ui-for-media-stream",
+  "--allow-loopback-in-peer-connection",
+  "--autoplay-policy=no-user-gesture-required",
+  "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE localhost , EXCLUDE 127.0.0.1",
+  "--disable-features=WebRtcHideLocalIpsWithMdns,MediaRouter,OptimizationHints,Translate",
+];
+
 const repoRoot = new URL("../..", import.meta.url).pathname;
 
 function onPath(command: string): boolean {

@@ -14,7 +14,7 @@ import { openPeerCount } from "../../media/protocols/webrtc/peer.ts";
 import { publishRtmp, stopPublisher } from "../helpers/ffmpeg_rtmp.ts";
 import { startGstRtsp } from "../helpers/gst_rtsp.ts";
 import { startTestServer, type TestServer } from "../helpers/test_server.ts";
-import { netnsEnv } from "./netns.ts";
+import { chromiumArgs, netnsEnv } from "./netns.ts";
 
 /** POSTs to the REST API and asserts 200 (reading the body, so no response is left open). */
 async function postOk(server: TestServer, path: string, body: unknown): Promise<void> {
@@ -22,24 +22,6 @@ async function postOk(server: TestServer, path: string, body: unknown): Promise<
   const text = await res.text();
   assert.equal(res.status, 200, `${path}: ${text}`);
 }
-
-/** Chromium flags of shared/peers/README.md §6: no traffic off loopback, fake media. */
-const chromiumArgs = [
-  "--headless",
-  "--no-sandbox",
-  "--disable-gpu",
-  "--disable-quic",
-  "--no-first-run",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync",
-  "--use-fake-device-for-media-stream",
-  "--use-fake-ui-for-media-stream",
-  "--allow-loopback-in-peer-connection",
-  "--autoplay-policy=no-user-gesture-required",
-  "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE localhost , EXCLUDE 127.0.0.1",
-  "--disable-features=WebRtcHideLocalIpsWithMdns,MediaRouter,OptimizationHints,Translate",
-];
 
 /** Longest wait for a state in a page, in ms. */
 const pageWaitMs = 15_000;

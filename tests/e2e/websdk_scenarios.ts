@@ -10,24 +10,7 @@ import { chromium } from "playwright-core";
 import websdkPackage from "@flashphoner/websdk/package.json" with { type: "json" };
 import { startHookBackend } from "../helpers/hook_backend.ts";
 import { startTestServer, testConfig } from "../helpers/test_server.ts";
-import { netnsEnv } from "./netns.ts";
-
-/** Chromium flags of shared/peers/README.md §6: no traffic off loopback, fake media. */
-const chromiumArgs = [
-  "--headless",
-  "--no-sandbox",
-  "--disable-gpu",
-  "--disable-quic",
-  "--no-first-run",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync",
-  "--use-fake-device-for-media-stream",
-  "--use-fake-ui-for-media-stream",
-  "--allow-loopback-in-peer-connection",
-  "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE localhost , EXCLUDE 127.0.0.1",
-  "--disable-features=WebRtcHideLocalIpsWithMdns,MediaRouter,OptimizationHints,Translate",
-];
+import { chromiumArgs, netnsEnv } from "./netns.ts";
 
 /** Longest wait for a state in the page, in ms. */
 const pageWaitMs = 10_000;
