@@ -6,6 +6,7 @@
 import { z } from "zod";
 import { BadRequestError, ConflictError, ParseError } from "../core/errors.ts";
 import type { Services } from "../core/services.ts";
+import type { RegisteredStream } from "../core/stream_registry.ts";
 import { type StreamClient, type StreamStatus } from "../media/protocols/webrtc/client.ts";
 import { convertedAudio } from "../media/engine/audio_conversion.ts";
 import {
@@ -270,30 +271,12 @@ async function handlePlay(
     codecs.push(match);
   }
   if (codecs.length === 0) return fail(streamInfo.noCodecs);
-  const player: WebRtcPlayer = new WebRtcPlayer({
-    publisher: source,
-    mediaSessionId: stream.mediaSessionId as string,
-    sessionId: session.sessionId,
-    appKey: session.record().appKey,
-    nodeId: services.nodeId,
-    clientStream,
-    sdp: stream.sdp as string,
-    codecs,
-    address: peerAddress(services),
-    client: new SessionStreamClient(
-      session,
-      services,
-      clientStream,
-      () => services.streams.remove(player),
-    ),
-  });
-  try {
-    services.streams.add(player);
-  } catch {
-    await player.terminate(streamInfo.idInUse);
-    return;
-  }
-  await answerOrFail(session, player, () => player.answer(), ctx);
+  await startPlayer(
+    session,
+    ctx,
+    stream,
+    (common) => new WebRtcPlayer({ ...common, publisher: source, codecs }),
+  );
 }
 
 /**
@@ -330,16 +313,48 @@ async function playFrames(
     convert ||= match.convertToOpus;
   }
   if (codecs.length === 0) return fail(streamInfo.noCodecs);
-  const player: WebRtcFramePlayer = new WebRtcFramePlayer({
-    source,
-    frames: convert ? convertedAudio(source, "OPUS", services.engine, ctx.log) : source,
+  const frames = convert ? convertedAudio(source, "OPUS", services.engine, ctx.log) : source;
+  await startPlayer(
+    session,
+    ctx,
+    stream,
+    (common) => new WebRtcFramePlayer({ ...common, source, frames, codecs }),
+  );
+}
+
+/** What every player is built from besides its source and codecs. */
+interface PlayerCommon {
+  mediaSessionId: string;
+  sessionId: string;
+  appKey: string;
+  nodeId: string;
+  clientStream: Record<string, unknown>;
+  sdp: string;
+  address: PeerAddress;
+  client: SessionStreamClient;
+}
+
+/** A player as signaling drives it. */
+interface Player extends RegisteredStream {
+  answer(): Promise<string>;
+}
+
+/** Builds a player of the session's play request, registers it and sends its answer. */
+async function startPlayer(
+  session: SignalingSession,
+  ctx: SignalingContext,
+  stream: Record<string, unknown>,
+  build: (common: PlayerCommon) => Player,
+): Promise<void> {
+  const { services } = ctx;
+  const clientStream = withoutSdp(stream);
+  const player = build({
     mediaSessionId: stream.mediaSessionId as string,
     sessionId: session.sessionId,
     appKey: session.record().appKey,
     nodeId: services.nodeId,
     clientStream,
     sdp: stream.sdp as string,
-    codecs,
     address: peerAddress(services),
     client: new SessionStreamClient(
       session,
