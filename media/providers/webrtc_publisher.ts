@@ -150,10 +150,7 @@ export class WebRtcPublisher extends Stream {
       srRtpTimestamp: 0,
       lastTimestamp: 0,
     }));
-    this.#peer = new Peer(options.address, {
-      video: options.codecs.filter((c) => c.kind === "video").map((c) => c.params),
-      audio: options.codecs.filter((c) => c.kind === "audio").map((c) => c.params),
-    });
+    this.#peer = new Peer(options.address, options.codecs);
   }
 
   /** The codec of the first track of `kind`, if the stream has one. */

@@ -90,10 +90,7 @@ export class WebRtcFramePlayer implements RegisteredStream {
     this.mediaSessionId = options.mediaSessionId;
     this.name = options.source.name;
     this.sessionId = options.sessionId;
-    this.#peer = new Peer(options.address, {
-      video: options.codecs.filter((c) => c.kind === "video").map((c) => c.params),
-      audio: options.codecs.filter((c) => c.kind === "audio").map((c) => c.params),
-    });
+    this.#peer = new Peer(options.address, options.codecs);
   }
 
   /** Answers the offer; sending and the PLAYING status start once the browser connects. */

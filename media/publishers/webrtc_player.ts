@@ -53,10 +53,7 @@ export class WebRtcPlayer implements RegisteredStream {
     this.mediaSessionId = options.mediaSessionId;
     this.name = options.publisher.name;
     this.sessionId = options.sessionId;
-    this.#peer = new Peer(options.address, {
-      video: options.codecs.filter((c) => c.kind === "video").map((c) => c.params),
-      audio: options.codecs.filter((c) => c.kind === "audio").map((c) => c.params),
-    });
+    this.#peer = new Peer(options.address, options.codecs);
   }
 
   /** Answers the offer; forwarding and the PLAYING status start once the browser connects. */

@@ -3,8 +3,9 @@
  * public one), host candidates only on the configured address and UDP port range, and a
  * complete (non-trickle) answer, because the Web SDK never exchanges candidates.
  */
-import { RTCPeerConnection, type RTCRtpCodecParameters } from "werift";
+import { RTCPeerConnection } from "werift";
 import { ParseError } from "../../../core/errors.ts";
+import type { NegotiatedCodec } from "./codecs.ts";
 
 /** Where the media sockets of a peer bind and what their candidates announce. */
 export interface PeerAddress {
@@ -35,10 +36,12 @@ export class Peer {
   readonly #announced: string | undefined;
   #closed = false;
 
-  constructor(
-    address: PeerAddress,
-    codecs: { video: RTCRtpCodecParameters[]; audio: RTCRtpCodecParameters[] },
-  ) {
+  /** `negotiated`: the codecs chosen for the offer's media lines, in offer order. */
+  constructor(address: PeerAddress, negotiated: readonly NegotiatedCodec[]) {
+    const codecs = {
+      video: negotiated.filter((c) => c.kind === "video").map((c) => c.params),
+      audio: negotiated.filter((c) => c.kind === "audio").map((c) => c.params),
+    };
     const wildcard = address.bind === "0.0.0.0" || address.bind === "::";
     this.#announced = address.announced ?? (wildcard ? undefined : address.bind);
     this.pc = new RTCPeerConnection({
