@@ -79,10 +79,74 @@ export const configSchema = z.strictObject({
     maxBodyBytes: z.int().min(1024).max(64 * 1024 * 1024).default(1024 * 1024).describe(
       "Largest REST request body accepted, in bytes.",
     ),
+    authTokens: z.array(z.string().min(16)).default([]).describe(
+      "Bearer tokens accepted by the REST API (comma-separated in the environment). With neither tokens nor users, REST is open, as in WCS.",
+    ),
+    basicUsers: z.array(z.string().regex(/^[^:]+:.+$/, "must be user:password")).default([])
+      .describe(
+        "`user:password` pairs accepted by the REST API with HTTP Basic (comma-separated in the environment).",
+      ),
+    corsOrigins: z.array(z.string().min(1)).default(["*"]).describe(
+      "Origins allowed to call the REST API from a browser; `*` allows any but never with credentials.",
+    ),
   }).prefault({}),
   rtsp: z.strictObject({
     transport: z.enum(["auto", "udp", "tcp"]).default("auto").describe(
       "How RTSP pulls receive media: UDP, TCP interleaved, or UDP falling back to TCP when no packet comes.",
+    ),
+  }).prefault({}),
+  binds: z.strictObject({
+    rest: z.ipv4().or(z.ipv6()).optional().describe(
+      "Address of the REST listener when it differs from `bind` (keep REST on 127.0.0.1 while media is public).",
+    ),
+    ws: z.ipv4().or(z.ipv6()).optional().describe(
+      "Address of the WS and WSS signaling listeners when it differs from `bind`.",
+    ),
+    rtmp: z.ipv4().or(z.ipv6()).optional().describe(
+      "Address of the RTMP listener when it differs from `bind`.",
+    ),
+    hls: z.ipv4().or(z.ipv6()).optional().describe(
+      "Address of the HLS listener when it differs from `bind`.",
+    ),
+    media: z.ipv4().or(z.ipv6()).optional().describe(
+      "Address WebRTC media (UDP) binds when it differs from `bind`.",
+    ),
+  }).prefault({}),
+  limits: z.strictObject({
+    connectionsPerListener: z.int().min(1).default(10_000).describe(
+      "Open connections one TCP listener (WS, WSS, RTMP) holds; more are refused.",
+    ),
+    connectionsPerAddress: z.int().min(1).default(1_000).describe(
+      "Open connections from one client address on one listener; more are refused.",
+    ),
+    sessions: z.int().min(1).default(10_000).describe("Web SDK sessions at once."),
+    streams: z.int().min(1).default(1_000).describe("Streams published at once."),
+    pulls: z.int().min(1).default(200).describe("RTSP and RTMP pulls at once."),
+    pushes: z.int().min(1).default(200).describe("RTMP pushes at once."),
+    vods: z.int().min(1).default(100).describe("VOD streams at once."),
+    recorders: z.int().min(1).default(200).describe("Recorders and multi-recorders at once."),
+    engineJobs: z.int().min(1).default(8).describe(
+      "Codec engine jobs (ffmpeg processes or Workers) running at once; snapshots queue behind them.",
+    ),
+    recordMinFreeMb: z.int().min(0).default(256).describe(
+      "Free space the records folder keeps, in MiB; new recordings are refused below it.",
+    ),
+  }).prefault({}),
+  ws: z.strictObject({
+    maxMessageBytes: z.int().min(1024).max(16 * 1024 * 1024).default(256 * 1024).describe(
+      "Largest WebSocket message of an established session, in bytes; a larger one closes with 1009.",
+    ),
+    maxHandshakeMessageBytes: z.int().min(1024).max(16 * 1024 * 1024).default(16 * 1024)
+      .describe(
+        "Largest WebSocket message before the `connection` message is accepted, in bytes.",
+      ),
+    handshakeTimeoutMs: z.int().min(100).max(600_000).default(10_000).describe(
+      "Time a new WebSocket has to upgrade and get its `connection` message accepted, in ms.",
+    ),
+  }).prefault({}),
+  outbound: z.strictObject({
+    allowedHosts: z.array(z.string().min(1)).default([]).describe(
+      "Host patterns RTSP/RTMP pulls and pushes may connect to (`cam*.example.com`, `10.0.0.*`, comma-separated in the environment); empty allows any.",
     ),
   }).prefault({}),
 });
@@ -218,6 +282,7 @@ function applyEnv(
 }
 
 function coerceEnv(raw: string, type: string): unknown {
+  if (type === "array") return raw.split(",").map((item) => item.trim()).filter((item) => item);
   if (type === "number" || type === "int") return raw.trim() === "" ? raw : Number(raw);
   if (type === "boolean") return raw === "true" ? true : raw === "false" ? false : raw;
   return raw;

@@ -59,6 +59,13 @@ export class BadGatewayError extends MediaServerError {
   }
 }
 
+/** A cap of the server (connections, streams, jobs, disk space) is reached; try again later. */
+export class ServiceUnavailableError extends MediaServerError {
+  constructor(message: string, options?: ErrorOptions) {
+    super(503, "service unavailable", message, options);
+  }
+}
+
 /** The capability behind an operation is not built yet. */
 export class NotImplementedError extends MediaServerError {
   /** The operation path, e.g. "/call/startup". */

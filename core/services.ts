@@ -15,6 +15,7 @@ import { RtspRegistry } from "./rtsp_registry.ts";
 import { VodRegistry } from "./vod_registry.ts";
 import { PushRegistry } from "./push_registry.ts";
 import { RtmpPullRegistry } from "./rtmp_pull_registry.ts";
+import { createLimits, type Limits } from "./limits.ts";
 
 /** Registries and services of one server. */
 export interface Services {
@@ -39,6 +40,8 @@ export interface Services {
   readonly pushes: PushRegistry;
   /** Remote RTMP streams played into local streams. */
   readonly rtmpPulls: RtmpPullRegistry;
+  /** Server-wide caps of `config.limits`. */
+  readonly limits: Limits;
 }
 
 /** Builds the services of a server. */
@@ -57,5 +60,6 @@ export function createServices(config: Config, log: Logger): Services {
     rtsp: new RtspRegistry(config, streams, log),
     pushes: new PushRegistry(config, streams, log),
     rtmpPulls: new RtmpPullRegistry(streams, log),
+    limits: createLimits(config.limits),
   };
 }
