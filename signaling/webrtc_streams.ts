@@ -24,6 +24,7 @@ import { Stream } from "../media/stream.ts";
 import type { HandlerTable, MessageHandler, SignalingContext } from "./handlers.ts";
 import { parsePayload } from "./payload.ts";
 import type { SignalingSession } from "./session.ts";
+import { registerStreamSnapshot } from "./stream_snapshot.ts";
 
 /** Standard `info` texts of the Web SDK (STREAM_STATUS_INFO) used here. */
 export const streamInfo = {
@@ -497,8 +498,9 @@ function withFinalStatus(handle: MessageHandler): MessageHandler {
   };
 }
 
-/** Registers the WebRTC stream handlers (over the placeholders). */
+/** Registers the stream handlers of the Web SDK (over the placeholders), snapshot included. */
 export function registerWebRtcStreams(handlers: HandlerTable): void {
+  registerStreamSnapshot(handlers);
   handlers.register("publishStream", withFinalStatus(handlePublish));
   handlers.register("playStream", withFinalStatus(handlePlay));
   handlers.register("unPublishStream", handleUnpublish);

@@ -1,0 +1,74 @@
+/**
+ * Web SDK features beyond publish and play, over the signaling protocol: `stream.snapshot()`
+ * and the record name of a `record: true` publish with its download at /client/records.
+ */
+import assert from "node:assert/strict";
+import { Buffer } from "node:buffer";
+import { makeClip, pngSize } from "./helpers/media_fixtures.ts";
+import { testConfig, withServer } from "./helpers/test_server.ts";
+import { WcsClient } from "./helpers/wcs_client.ts";
+
+/** The next frame named `message` whose data[0] has this mediaSessionId. */
+async function nextOf(
+  client: WcsClient,
+  message: string,
+  mediaSessionId: string,
+  timeoutMs = 15_000,
+): Promise<Record<string, unknown>> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const [body] = await client.next(message, deadline - Date.now()) as [Record<string, unknown>];
+    if (body.mediaSessionId === mediaSessionId) return body;
+  }
+}
+
+Deno.test("snapshot message: snapshotCompleted event and SNAPSHOT_COMPLETE status with the PNG", async () => {
+  const config = testConfig();
+  await Deno.mkdir(config.folders.media, { recursive: true });
+  await makeClip(`${config.folders.media}/clip.mp4`, { seconds: 4, width: 352, height: 288 });
+  await withServer(async (server) => {
+    const start = await server.post("/vod/startup", {
+      uri: "vod-live://clip.mp4",
+      localStreamName: "cam",
+    });
+    assert.equal(start.status, 200, await start.text());
+    const { client } = await WcsClient.connect(server.wsUrl);
+    try {
+      // As the SDK's stream-snapshot demo does: a NEW stream of the name, snapshot() at once.
+      const id = crypto.randomUUID();
+      client.send("snapshot", { name: "cam", mediaSessionId: id });
+      const event = await nextOf(client, "notifyStreamEvent", id);
+      assert.equal(event.type, "snapshotCompleted", JSON.stringify(event).slice(0, 300));
+      const snapshot = (event.payload as { snapshot: string }).snapshot;
+      const png = new Uint8Array(Buffer.from(snapshot, "base64"));
+      assert.deepEqual(pngSize(png), { width: 352, height: 288 });
+      const status = await nextOf(client, "notifyStreamStatusEvent", id);
+      assert.deepEqual([status.status, status.info], ["SNAPSHOT_COMPLETE", snapshot]);
+      assert.equal(client.frames.filter((f) => f.message === "fail").length, 0);
+    } finally {
+      await client.close();
+    }
+  }, config);
+});
+
+Deno.test("snapshot message: an unknown stream gets snapshotFailed and FAILED with the reason", async () => {
+  await withServer(async (server) => {
+    const { client } = await WcsClient.connect(server.wsUrl);
+    try {
+      const id = crypto.randomUUID();
+      client.send("snapshot", { name: "nobody", mediaSessionId: id });
+      const event = await nextOf(client, "notifyStreamEvent", id);
+      assert.deepEqual([event.type, event.payload], ["snapshotFailed", {
+        info: "Stream not found",
+      }]);
+      const status = await nextOf(client, "notifyStreamStatusEvent", id);
+      assert.deepEqual([status.status, status.info], ["FAILED", "Stream not found"]);
+      client.send("snapshot", { mediaSessionId: id });
+      const [fail] = await client.next("fail") as [Record<string, unknown>];
+      assert.equal(fail.apiMethod, "snapshot");
+      assert.match(String(fail.info), /name/);
+    } finally {
+      await client.close();
+    }
+  });
+});
