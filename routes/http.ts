@@ -11,6 +11,7 @@ import type { Services } from "../core/services.ts";
 import { serverVersion } from "../core/version.ts";
 import type { Operation, OperationContext } from "./operation.ts";
 import { buildOpenApi, openApiPath } from "./openapi.ts";
+import { clientRecordsPrefix, serveClientRecord } from "./client_records.ts";
 
 /** Prefix of every management operation. */
 export const restPrefix = "/rest-api";
@@ -77,6 +78,11 @@ function createRestApp({ services, operations }: RestAppOptions): Hono {
 
   const openApi = buildOpenApi(operations, serverVersion);
   app.get(openApiPath, (c) => c.json(openApi, 200, corsHeaders));
+  // GET also answers HEAD in Hono; the handler leaves the body out itself.
+  app.get(
+    `${clientRecordsPrefix}*`,
+    (c) => serveClientRecord(c.req.raw, services.config.folders.records, corsHeaders),
+  );
 
   for (const op of operations) {
     const path = restPrefix + op.path;

@@ -23,6 +23,7 @@ import { WebRtcPlayer } from "../media/publishers/webrtc_player.ts";
 import { Stream } from "../media/stream.ts";
 import type { HandlerTable, MessageHandler, SignalingContext } from "./handlers.ts";
 import { parsePayload } from "./payload.ts";
+import { PublishRecording } from "./publish_recording.ts";
 import type { SignalingSession } from "./session.ts";
 import { registerStreamSnapshot } from "./stream_snapshot.ts";
 
@@ -79,10 +80,23 @@ class SessionStreamClient implements StreamClient {
     /** The stream object as the client sent it (hook-overwritten fields applied), no sdp. */
     private readonly stream: Record<string, unknown>,
     private readonly onEnd: () => void = () => {},
+    /** Fields the final status waits for (the record name once the file is closed). */
+    private readonly finalFields?: () => Promise<Record<string, unknown>>,
   ) {}
 
   status(status: StreamStatus, info: string, fields: Record<string, unknown> = {}): void {
     if (this.#ended) return;
+    if (!terminal.has(status)) return this.#send(status, info, fields);
+    this.#ended = true;
+    this.onEnd();
+    if (!this.finalFields) return this.#send(status, info, fields);
+    this.finalFields().catch((err) => {
+      this.services.log.error("final fields of a stream status failed", { err });
+      return {};
+    }).then((extra) => this.#send(status, info, { ...fields, ...extra }));
+  }
+
+  #send(status: StreamStatus, info: string, fields: Record<string, unknown>): void {
     const { session, services } = this;
     const body = {
       ...this.stream,
@@ -95,10 +109,6 @@ class SessionStreamClient implements StreamClient {
     };
     session.send("notifyStreamStatusEvent", body);
     void services.hooks.invoke("StreamStatusEvent", body, session.restClientConfig);
-    if (terminal.has(status)) {
-      this.#ended = true;
-      this.onEnd();
-    }
   }
 
   event(event: Record<string, unknown>): void {
@@ -190,6 +200,7 @@ async function handlePublish(
     ctx.log.info("publish refused: no supported codec", { name, offered: describe(media) });
     return fail(streamInfo.noCodecs);
   }
+  const recording = stream.record === true ? new PublishRecording(services, ctx.log) : undefined;
   const publisher: WebRtcPublisher = new WebRtcPublisher({
     name,
     mediaSessionId: stream.mediaSessionId as string,
@@ -205,8 +216,9 @@ async function handlePublish(
       services,
       clientStream,
       () => services.streams.remove(publisher),
+      recording && (() => recording.finish(publisher.mediaSessionId)),
     ),
-    onPublishing: stream.record === true ? () => recordFromStart(publisher, ctx) : undefined,
+    onPublishing: recording && (() => recording.start(publisher)),
   });
   try {
     services.streams.add(publisher);
@@ -218,19 +230,6 @@ async function handlePublish(
     return;
   }
   await answerOrFail(session, publisher, () => publisher.answer(), ctx);
-}
-
-/**
- * Honours `record: true` of a publish: the recording starts with the media and ends with the
- * stream. A stream the recorder cannot hold (VP8) keeps publishing, unrecorded, with a warning.
- */
-function recordFromStart(publisher: WebRtcPublisher, ctx: SignalingContext): void {
-  ctx.services.recorders.startup(publisher.mediaSessionId).catch((err) =>
-    ctx.log.warn("recording of a publish with record: true failed", {
-      name: publisher.name,
-      err,
-    })
-  );
 }
 
 async function handlePlay(

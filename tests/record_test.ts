@@ -269,3 +269,73 @@ Deno.test("kill -9 of the server mid-recording leaves a playable file with all b
     await server.status;
   }
 });
+
+Deno.test("/client/records serves recordings read-only, with ranges, and nothing outside the folder", async () => {
+  const config = testConfig();
+  const records = config.folders.records;
+  await Deno.mkdir(records, { recursive: true });
+  await makeClip(`${records}/rec-1-2.mp4`, { seconds: 1 });
+  const file = await Deno.readFile(`${records}/rec-1-2.mp4`);
+  const secret = `${records}/../secret.txt`;
+  await Deno.writeTextFile(secret, "secret");
+  await Deno.symlink(secret, `${records}/link.mp4`);
+  await Deno.mkdir(`${records}/sub`);
+  await withServer(async (server) => {
+    const get = (path: string, headers?: HeadersInit) =>
+      fetch(`${server.restUrl}/client/records/${path}`, { headers });
+
+    const whole = await get("rec-1-2.mp4");
+    assert.equal(whole.status, 200);
+    assert.equal(whole.headers.get("Content-Type"), "video/mp4");
+    assert.equal(whole.headers.get("Accept-Ranges"), "bytes");
+    assert.equal(whole.headers.get("Content-Length"), String(file.length));
+    assert.deepEqual(new Uint8Array(await whole.arrayBuffer()), file);
+
+    const part = await get("rec-1-2.mp4", { Range: "bytes=100-199" });
+    assert.equal(part.status, 206);
+    assert.equal(part.headers.get("Content-Range"), `bytes 100-199/${file.length}`);
+    assert.deepEqual(new Uint8Array(await part.arrayBuffer()), file.subarray(100, 200));
+    const open = await get("rec-1-2.mp4", { Range: "bytes=100-" });
+    assert.deepEqual(new Uint8Array(await open.arrayBuffer()), file.subarray(100));
+    const tail = await get("rec-1-2.mp4", { Range: "bytes=-10" });
+    assert.deepEqual(new Uint8Array(await tail.arrayBuffer()), file.subarray(file.length - 10));
+    const beyond = await get("rec-1-2.mp4", { Range: `bytes=${file.length}-` });
+    await beyond.body?.cancel();
+    assert.equal(beyond.status, 416);
+    assert.equal(beyond.headers.get("Content-Range"), `bytes */${file.length}`);
+    const head = await fetch(`${server.restUrl}/client/records/rec-1-2.mp4`, { method: "HEAD" });
+    assert.equal(head.status, 200);
+    assert.equal(head.headers.get("Content-Length"), String(file.length));
+    assert.equal(await head.text(), "");
+    // A client that reads part of a body and goes away leaves no file open behind.
+    const cut = await get("rec-1-2.mp4");
+    await cut.body?.cancel();
+
+    for (
+      const [path, status] of [
+        ["nobody.mp4", 404],
+        ["..%2Fsecret.txt", 400],
+        // The URL parser resolves a `..` segment before routing: /client/ is no route.
+        ["%2E%2E", 404],
+        ["sub%2F..%2F..%2Fsecret.txt", 400],
+        ["a%5Cb.mp4", 400],
+        ["rec%00.mp4", 400],
+        ["%E0%A4%A", 400],
+        ["link.mp4", 400],
+        ["sub", 400],
+      ] as const
+    ) {
+      const res = await get(path);
+      const body = await res.text();
+      assert.equal(res.status, status, `${path}: ${body}`);
+      assert.doesNotMatch(body, /secret\b|mediaserver-test/, `${path} leaks nothing: ${body}`);
+    }
+    const put = await fetch(`${server.restUrl}/client/records/rec-1-2.mp4`, {
+      method: "PUT",
+      body: "x",
+    });
+    await put.body?.cancel();
+    assert.equal(put.status, 404);
+    assert.deepEqual(await Deno.readFile(`${records}/rec-1-2.mp4`), file);
+  }, config);
+});

@@ -7,6 +7,8 @@ import { Buffer } from "node:buffer";
 import { makeClip, pngSize } from "./helpers/media_fixtures.ts";
 import { testConfig, withServer } from "./helpers/test_server.ts";
 import { WcsClient } from "./helpers/wcs_client.ts";
+import { run } from "../media/formats/test_fixtures.ts";
+import { nextStatus, TestPublisher, weriftSanitizers } from "./webrtc_helpers.ts";
 
 /** The next frame named `message` whose data[0] has this mediaSessionId. */
 async function nextOf(
@@ -72,3 +74,54 @@ Deno.test("snapshot message: an unknown stream gets snapshotFailed and FAILED wi
     }
   });
 });
+
+for (const codec of ["H264", "VP8"] as const) {
+  Deno.test({
+    name:
+      `record: true ${codec} publish: UNPUBLISHED carries recordName, served at /client/records`,
+    ...weriftSanitizers,
+    fn: async () => {
+      const config = testConfig();
+      await withServer(async (server) => {
+        const { client } = await WcsClient.connect(server.wsUrl);
+        const publisher = new TestPublisher(codec);
+        try {
+          const id = crypto.randomUUID();
+          await publisher.publish(client, { mediaSessionId: id, name: "cam", record: true });
+          publisher.start();
+          assert.equal((await nextStatus(client, id)).status, "PUBLISHING");
+          await new Promise((r) => setTimeout(r, 2500));
+          client.send("unPublishStream", { mediaSessionId: id, name: "cam" });
+          const final = await nextStatus(client, id);
+          assert.equal(final.status, "UNPUBLISHED");
+          const recordName = String(final.recordName);
+          assert.match(recordName, /^cam-\d{13}-\d{13}\.mp4$/);
+          const res = await fetch(`${server.restUrl}/client/records/${recordName}`);
+          assert.equal(res.status, 200);
+          const served = new Uint8Array(await res.arrayBuffer());
+          const path = `${config.folders.records}/${recordName}`;
+          assert.deepEqual(served, await Deno.readFile(path));
+          const { out } = await run("ffprobe", [
+            "-v",
+            "error",
+            "-show_entries",
+            "stream=codec_name,width,height:format=duration",
+            "-of",
+            "json",
+            path,
+          ]);
+          const probed = JSON.parse(out);
+          const codecs = probed.streams.map((s: { codec_name: string }) => s.codec_name).sort();
+          assert.deepEqual(codecs, [codec.toLowerCase(), "opus"].sort());
+          const video = probed.streams.find((s: { width?: number }) => s.width);
+          assert.deepEqual([video.width, video.height], [640, 480]);
+          const duration = Number(probed.format.duration);
+          assert.ok(duration > 1.5 && duration < 4, `duration ${duration}`);
+        } finally {
+          await publisher.close();
+          await client.close();
+        }
+      }, config);
+    },
+  });
+}

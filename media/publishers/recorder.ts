@@ -107,6 +107,7 @@ export class Recorder {
   #originMs = performance.now();
   #rotatePending = false;
   #stopped = false;
+  #closedFiles: string[] = [];
   #timer: ReturnType<typeof setInterval>;
   /** Called once when every recorded stream has ended by itself. */
   onStreamsEnded: (() => void) | undefined;
@@ -119,6 +120,11 @@ export class Recorder {
   /** Name of the file being written (relative to the folder, {endTime} unreplaced), or "". */
   get fileName(): string {
     return this.#output?.name ?? "";
+  }
+
+  /** Final names (relative to the folder) of the files closed so far, oldest first. */
+  get closedFiles(): readonly string[] {
+    return this.#closedFiles;
   }
 
   /** mediaSessionIds of the recorded streams. */
@@ -350,6 +356,7 @@ export class Recorder {
       }
       await Deno.rename(output.path, finalPath);
     }
+    this.#closedFiles.push(finalName);
     this.#options.log.info("recording closed", { file: finalName, bytes: output.bytes });
   }
 
