@@ -38,6 +38,23 @@ export class BadRequestError extends MediaServerError {
   }
 }
 
+/** The request is understood but refused by policy (a host not allowed, a foreign Host). */
+export class ForbiddenError extends MediaServerError {
+  /** Dotted path of the field that named the refused target, when a field did. */
+  readonly field?: string;
+
+  constructor(message: string, field?: string, options?: ErrorOptions) {
+    super(403, "forbidden", message, options);
+    this.field = field;
+  }
+
+  override toJSON(): Record<string, unknown> {
+    return this.field === undefined
+      ? { error: this.code, message: this.message }
+      : { error: this.code, field: this.field, message: this.message };
+  }
+}
+
 /** The target of an operation does not exist. */
 export class NotFoundError extends MediaServerError {
   constructor(message: string, options?: ErrorOptions) {
