@@ -5,6 +5,7 @@
  * for `ports.rest`, `MEDIASERVER_HOOKS_URL` for `hooks.url`).
  */
 import { z } from "zod";
+import { isHostPattern } from "./core/outbound.ts";
 
 /** Prefix of the environment variables that override configuration fields. */
 export const envPrefix = "MEDIASERVER_";
@@ -145,7 +146,9 @@ export const configSchema = z.strictObject({
     ),
   }).prefault({}),
   outbound: z.strictObject({
-    allowedHosts: z.array(z.string().min(1)).default([]).describe(
+    allowedHosts: z.array(
+      z.string().refine(isHostPattern, "a host glob (`cam*.example.com`) or an IPv4 CIDR"),
+    ).default([]).describe(
       "Host patterns RTSP/RTMP pulls and pushes may connect to (`cam*.example.com`, `10.0.0.*`, comma-separated in the environment); empty allows any.",
     ),
   }).prefault({}),

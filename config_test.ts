@@ -81,3 +81,31 @@ Deno.test("a missing --config file is an error; a missing default file is not", 
   assert.throws(() => loadConfig({ args: ["--config"], readTextFile: noFile }), ConfigError);
   assert.doesNotThrow(() => loadConfig({ readTextFile: noFile }));
 });
+
+Deno.test("list fields come comma-separated from the environment", () => {
+  const config = loadConfig({
+    readTextFile: noFile,
+    env: {
+      MEDIASERVER_REST_AUTH_TOKENS: "0123456789abcdef0123, fedcba9876543210fedc",
+      MEDIASERVER_REST_BASIC_USERS: "admin:pa:ss,ops:x",
+      MEDIASERVER_REST_CORS_ORIGINS: "https://a.example,https://b.example",
+      MEDIASERVER_OUTBOUND_ALLOWED_HOSTS: "cam*.example.com,10.0.0.0/8,",
+      MEDIASERVER_BINDS_REST: "127.0.0.2",
+    },
+  });
+  assert.deepEqual(config.rest.authTokens, ["0123456789abcdef0123", "fedcba9876543210fedc"]);
+  assert.deepEqual(config.rest.basicUsers, ["admin:pa:ss", "ops:x"]);
+  assert.deepEqual(config.rest.corsOrigins, ["https://a.example", "https://b.example"]);
+  assert.deepEqual(config.outbound.allowedHosts, ["cam*.example.com", "10.0.0.0/8"]);
+  assert.equal(config.binds.rest, "127.0.0.2");
+  assert.equal(config.binds.ws, undefined);
+  assert.throws(
+    () =>
+      loadConfig({ readTextFile: noFile, env: { MEDIASERVER_OUTBOUND_ALLOWED_HOSTS: "10.0/8" } }),
+    (err: unknown) => err instanceof ConfigError && err.field === "outbound.allowedHosts.0",
+  );
+  assert.throws(
+    () => loadConfig({ readTextFile: noFile, env: { MEDIASERVER_REST_AUTH_TOKENS: "short" } }),
+    (err: unknown) => err instanceof ConfigError && err.field === "rest.authTokens.0",
+  );
+});
