@@ -134,7 +134,7 @@ export class RecorderRegistry {
     }
     if (!stream.tracks.some((t) => recordableCodecs.has(t.codec))) {
       throw new ConflictError(
-        `stream ${stream.name} has no track an MP4 recording holds (H.264, H.265, AAC, Opus)`,
+        `stream ${stream.name} has no track an MP4 recording holds (H.264, H.265, VP8, AAC, Opus)`,
       );
     }
     return stream;

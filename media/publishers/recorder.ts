@@ -20,7 +20,7 @@ export const defaultFileTemplate = "{streamName}-{startTime}-{endTime}";
 /** Placeholder left in the name of a file being written, replaced when it closes. */
 const endTimePlaceholder = "{endTime}";
 /** Codecs an MP4 recording holds; tracks of other codecs are left out of the file. */
-export const recordableCodecs: ReadonlySet<Codec> = new Set(["H264", "H265", "AAC", "OPUS"]);
+export const recordableCodecs: ReadonlySet<Codec> = new Set(["H264", "H265", "VP8", "AAC", "OPUS"]);
 
 /** Bytes of a rotation size like "20M" (K, M, G are powers of 1024). */
 export function parseRotationBytes(rotation: string): number {
@@ -260,7 +260,13 @@ export class Recorder {
     for (const input of this.#inputs.values()) {
       input.needKeyframe = input.hasVideo;
       input.fileTrackIds = input.stream.tracks.map((t) => {
-        if (!recordableCodecs.has(t.codec)) return -1;
+        if (!recordableCodecs.has(t.codec)) {
+          this.#options.log.warn("recording leaves out a track MP4 cannot hold here", {
+            stream: input.stream.name,
+            codec: t.codec,
+          });
+          return -1;
+        }
         tracks.push({ ...t, id: tracks.length });
         return tracks.length - 1;
       });

@@ -8,6 +8,7 @@ import { ParseError } from "../../../core/errors.ts";
 import type { MediaFrame, Track } from "../../frame.ts";
 import { findH264ParameterSets, parseH264Sps } from "../../codecs/h264.ts";
 import { findH265ParameterSets, parseH265Sps } from "../../codecs/h265.ts";
+import { vp8KeyframeInfo } from "../../codecs/vp8.ts";
 import { BoxWriter } from "./box_writer.ts";
 import { writeSampleEntry } from "./sample_entry.ts";
 
@@ -37,7 +38,7 @@ export const moofBoxType: Uint8Array = new Uint8Array([0x6d, 0x6f, 0x6f, 0x66]);
 export const defaultFragmentDurationMs = 1000;
 
 /** Codecs with a sample entry in sample_entry.ts. */
-const writableCodecs = new Set(["H264", "H265", "AAC", "OPUS"]);
+const writableCodecs = new Set(["H264", "H265", "VP8", "AAC", "OPUS"]);
 /** Sample flags (§8.8.3.1): a sync sample depends on nothing. */
 const syncSampleFlags = 0x02000000;
 /** Sample flags: depends on others, and is_non_sync_sample. */
@@ -254,9 +255,18 @@ function writeMatrix(w: BoxWriter): void {
   w.u32(0x00010000).u32(0).u32(0).u32(0).u32(0x00010000).u32(0).u32(0).u32(0).u32(0x40000000);
 }
 
-/** The track with its config and size filled from in-band parameter sets when missing. */
+/**
+ * The track with its config and size filled from in-band parameter sets when missing; a VP8
+ * track takes its size from its first keyframe, which is what decoders go by.
+ */
 function completeTrack(state: TrackState): Track {
   const track = state.track;
+  if (track.codec === "VP8") {
+    const keyframe = state.ready.find((sample) => sample.keyframe);
+    const info = keyframe && vp8KeyframeInfo(keyframe.data);
+    if (info) Object.assign(track, { width: info.width, height: info.height });
+    return track;
+  }
   if (track.codec !== "H264" && track.codec !== "H265") return track;
   if (!track.config) {
     for (const sample of state.ready) {

@@ -8,8 +8,11 @@ import {
   fixture,
   probeDuration,
   probeStreams,
+  probeVideoKeyflags,
+  run,
   tempPath,
 } from "../test_fixtures.ts";
+import { vp8IsKeyframe } from "../../codecs/vp8.ts";
 
 async function demux(name: Fixture): Promise<{ tracks: Track[]; frames: MediaFrame[] }> {
   const demuxer = await Mp4Demuxer.open(
@@ -145,4 +148,76 @@ Deno.test("Fmp4Writer puts two streams (4 tracks) in one file that ffprobe accep
   assert.deepEqual(streams.map((s) => s.nb_read_packets), ["50", "95", "50", "95"]);
   const decoded = await decode(path);
   assert.equal(decoded.errors, "");
+});
+
+/** VP8 frames of a 2 s 320x240 25 fps libvpx clip, read from IVF, on a 90 kHz clock. */
+async function vp8Frames(): Promise<MediaFrame[]> {
+  const path = await tempPath("vp8.ivf");
+  await run("ffmpeg", [
+    "-v",
+    "error",
+    "-f",
+    "lavfi",
+    "-i",
+    "testsrc2=size=320x240:rate=25",
+    "-t",
+    "2",
+    "-c:v",
+    "libvpx",
+    "-deadline",
+    "realtime",
+    "-g",
+    "25",
+    "-f",
+    "ivf",
+    path,
+  ]);
+  const ivf = await Deno.readFile(path);
+  const view = new DataView(ivf.buffer);
+  const [rate, scale] = [view.getUint32(16, true), view.getUint32(20, true)];
+  const frames: MediaFrame[] = [];
+  for (let at = view.getUint16(6, true); at + 12 <= ivf.length;) {
+    const size = view.getUint32(at, true);
+    const pts = Math.round(Number(view.getBigUint64(at + 4, true)) * 90000 * scale / rate);
+    const data = ivf.subarray(at + 12, at + 12 + size);
+    frames.push({ trackId: 0, codec: "VP8", pts, dts: pts, keyframe: vp8IsKeyframe(data), data });
+    at += 12 + size;
+  }
+  return frames;
+}
+
+Deno.test("Fmp4Writer writes VP8 (vp08 + vpcC) with Opus: ffprobe and ffmpeg decode it cleanly", async () => {
+  const video = await vp8Frames();
+  assert.equal(video.length, 50);
+  assert.deepEqual(video.filter((f) => f.keyframe).length, 2);
+  const opus = await demux("h264_opus");
+  const audioTrack = opus.tracks.find((t) => t.codec === "OPUS")!;
+  // No size on the track: the writer reads it from the first keyframe.
+  const tracks: Track[] = [
+    { id: 0, kind: "video", codec: "VP8", clockRate: 90000 },
+    { ...audioTrack, id: 1 },
+  ];
+  const frames = [
+    ...video,
+    ...opus.frames.filter((f) => f.trackId === audioTrack.id).map((f) => ({ ...f, trackId: 1 })),
+  ].sort((x, y) => x.dts / tracks[x.trackId].clockRate - y.dts / tracks[y.trackId].clockRate);
+  const writer = new Fmp4Writer({ tracks });
+  const chunks: Uint8Array[] = [];
+  for (const frame of frames) {
+    const out = writer.push(frame);
+    if (out) chunks.push(out);
+  }
+  chunks.push(writer.finish()!);
+  const path = await tempPath("vp8_opus.mp4");
+  await Deno.writeFile(path, concat(chunks));
+  const streams = await probeStreams(path);
+  assert.deepEqual(streams.map((s) => s.codec_name), ["vp8", "opus"]);
+  assert.deepEqual([streams[0].width, streams[0].height], [320, 240]);
+  assert.equal(streams[0].nb_read_packets, "50");
+  const duration = await probeDuration(path);
+  assert.ok(Math.abs(duration - 2) < 0.1, `duration ${duration}`);
+  const decoded = await decode(path);
+  assert.deepEqual([decoded.errors, decoded.video], ["", 50]);
+  assert.ok(decoded.audio > 90, `${decoded.audio} audio frames`);
+  assert.deepEqual(await probeVideoKeyflags(path), video.map((f) => f.keyframe));
 });

@@ -1,7 +1,7 @@
 /**
  * Sample entries of the stsd box for the codecs of the media plane: avc1/avcC, hvc1/hvcC
- * (ISO 14496-15), mp4a/esds (ISO 14496-14) and Opus/dOps ("Encapsulation of Opus in ISO
- * Base Media File Format").
+ * (ISO 14496-15), vp08/vpcC ("VP Codec ISO Media File Format Binding"), mp4a/esds (ISO
+ * 14496-14) and Opus/dOps ("Encapsulation of Opus in ISO Base Media File Format").
  */
 
 import { ParseError } from "../../../core/errors.ts";
@@ -43,6 +43,12 @@ export function writeSampleEntry(w: BoxWriter, track: Track): void {
       w.end();
       return;
     }
+    case "VP8": {
+      writeVisualEntry(w, "vp08", track);
+      writeVpcC(w);
+      w.end();
+      return;
+    }
     case "AAC": {
       const asc = config?.codec === "AAC"
         ? config.asc
@@ -79,6 +85,20 @@ function writeVisualEntry(w: BoxWriter, type: string, track: Track): void {
   w.zeros(16).u16(track.width ?? 0).u16(track.height ?? 0);
   w.u32(0x00480000).u32(0x00480000).u32(0).u16(1); // 72 dpi, reserved, frame_count
   w.zeros(32).u16(0x18).i16(-1); // compressorname, depth, pre_defined
+}
+
+/**
+ * The VP codec configuration box (version 1) of a VP8 track, per "VP Codec ISO Media File
+ * Format Binding": profile 0 (the only VP8 version browsers send), level and colour
+ * unspecified, 8-bit 4:2:0, and no initialization data (VP8 has none).
+ */
+function writeVpcC(w: BoxWriter): void {
+  const bitDepth = 8;
+  const chroma420Colocated = 1;
+  const unspecified = 2; // colour primaries, transfer and matrix: "unspecified" (ISO 23091-2)
+  w.fullBox("vpcC", 1, 0).u8(0).u8(0); // profile, level
+  w.u8((bitDepth << 4) | (chroma420Colocated << 1)); // bitDepth, chromaSubsampling, fullRange 0
+  w.u8(unspecified).u8(unspecified).u8(unspecified).u16(0).end();
 }
 
 function writeAudioEntry(w: BoxWriter, type: string, track: Track, rate: number): void {

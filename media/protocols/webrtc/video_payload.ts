@@ -4,6 +4,7 @@
  * RFC 7741. Nothing is allocated unless an SPS is parsed.
  */
 import { parseH264Sps } from "../../codecs/h264.ts";
+import { vp8IsKeyframe, vp8KeyframeInfo } from "../../codecs/vp8.ts";
 
 /** Frame type as counted by the metrics. */
 export type FrameType = "key" | "p" | "b" | "unknown";
@@ -41,19 +42,14 @@ export function vp8StartsFrame(p: Uint8Array): boolean {
 export function vp8FrameType(p: Uint8Array): FrameType {
   const offset = vp8PayloadOffset(p);
   if (offset < 0 || !vp8StartsFrame(p)) return "unknown";
-  return (p[offset] & 0x01) === 0 ? "key" : "p";
+  return vp8IsKeyframe(p, offset) ? "key" : "p";
 }
 
 /** Picture size of a VP8 keyframe starting in this packet. */
 export function vp8PictureSize(p: Uint8Array): PictureSize | undefined {
-  const o = vp8PayloadOffset(p);
-  if (o < 0 || p.length < o + 10 || p[o + 3] !== 0x9d || p[o + 4] !== 0x01 || p[o + 5] !== 0x2a) {
-    return undefined;
-  }
-  return {
-    width: (p[o + 6] | (p[o + 7] << 8)) & 0x3fff,
-    height: (p[o + 8] | (p[o + 9] << 8)) & 0x3fff,
-  };
+  const offset = vp8PayloadOffset(p);
+  const info = offset < 0 ? undefined : vp8KeyframeInfo(p, offset);
+  return info && { width: info.width, height: info.height };
 }
 
 /** H.264 NAL type of the first NAL unit this packet carries (or continues). */

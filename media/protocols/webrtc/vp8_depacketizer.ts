@@ -3,6 +3,7 @@
  * VP8 yet): a frame starts at a packet with S=1 and partition 0 and ends at the marker bit.
  */
 import { ParseError, TruncatedError } from "../../../core/errors.ts";
+import { vp8IsKeyframe } from "../../codecs/vp8.ts";
 import type { MediaFrame } from "../../frame.ts";
 import { type Depacketizer, maxAccessUnitBytes } from "../../rtp/depacketizer.ts";
 import type { RtpPacket } from "../../rtp/packet.ts";
@@ -28,7 +29,7 @@ export class Vp8Depacketizer implements Depacketizer {
     if (vp8StartsFrame(p)) {
       this.reset();
       this.#timestamp = packet.timestamp;
-      this.#keyframe = (p[offset] & 0x01) === 0;
+      this.#keyframe = vp8IsKeyframe(p, offset);
     } else if (this.#parts.length === 0 || packet.timestamp !== this.#timestamp) {
       // The frame's first packet was lost: nothing to append to until the next start.
       this.reset();
