@@ -36,6 +36,14 @@ export interface H264Sps {
   width: number;
   /** Displayed height in pixels, after cropping. */
   height: number;
+  /** pic_order_cnt_type: 2 means pictures are output in decode order. */
+  pocType: number;
+  /** Pictures decoded ahead of output at most, from the VUI's bitstream_restriction. */
+  maxNumReorderFrames?: number;
+  /** Frames per second from the VUI timing info, when given. */
+  frameRate?: number;
+  /** Macroblocks of one frame (PicWidthInMbs × FrameHeightInMbs), for DPB sizes. */
+  frameMbs: number;
 }
 
 /** Profiles whose SPS carries chroma format, bit depth and scaling matrices. */
@@ -107,6 +115,13 @@ export function parseH264Sps(nal: Uint8Array): H264Sps {
   if (width <= 0 || height <= 0 || width > 16384 || height > 16384) {
     throw new ParseError("H.264 SPS picture size out of range");
   }
+  let vui: H264Vui = {};
+  // Some cameras cut their VUI short: the fields above are still good.
+  try {
+    if (r.readBit()) vui = readVui(r);
+  } catch (err) {
+    if (!(err instanceof TruncatedError)) throw err;
+  }
   return {
     profileIdc,
     constraintFlags,
@@ -116,7 +131,117 @@ export function parseH264Sps(nal: Uint8Array): H264Sps {
     bitDepthChroma,
     width,
     height,
+    pocType,
+    ...vui,
+    frameMbs: widthMbs * (2 - frameMbsOnly) * heightMapUnits,
   };
+}
+
+/** The VUI fields the media plane uses. */
+type H264Vui = Pick<H264Sps, "maxNumReorderFrames" | "frameRate">;
+
+/** Reads vui_parameters() (ISO 14496-10 §E.1.1) up to bitstream_restriction. */
+function readVui(r: BitReader): H264Vui {
+  const vui: H264Vui = {};
+  if (r.readBit()) { // aspect_ratio_info_present_flag
+    if (r.readBits(8) === extendedSar) r.skipBits(32);
+  }
+  if (r.readBit()) r.readBit(); // overscan_info_present_flag, overscan_appropriate_flag
+  if (r.readBit()) { // video_signal_type_present_flag
+    r.skipBits(4); // video_format, video_full_range_flag
+    if (r.readBit()) r.skipBits(24); // colour_description_present_flag
+  }
+  if (r.readBit()) { // chroma_loc_info_present_flag
+    r.readUE();
+    r.readUE();
+  }
+  if (r.readBit()) { // timing_info_present_flag
+    const unitsInTick = r.readBits(32);
+    const timeScale = r.readBits(32);
+    r.readBit(); // fixed_frame_rate_flag
+    // A frame is two ticks (fields) of the clock.
+    if (unitsInTick > 0 && timeScale > 0) vui.frameRate = timeScale / (2 * unitsInTick);
+  }
+  const nalHrd = r.readBit();
+  if (nalHrd) skipHrd(r);
+  const vclHrd = r.readBit();
+  if (vclHrd) skipHrd(r);
+  if (nalHrd || vclHrd) r.readBit(); // low_delay_hrd_flag
+  r.readBit(); // pic_struct_present_flag
+  if (r.readBit()) { // bitstream_restriction_flag
+    r.readBit(); // motion_vectors_over_pic_boundaries_flag
+    for (let i = 0; i < 4; i++) r.readUE(); // bytes/bits limits, mv lengths
+    vui.maxNumReorderFrames = r.readUE();
+    r.readUE(); // max_dec_frame_buffering
+  }
+  return vui;
+}
+
+/** aspect_ratio_idc of a SAR given as width and height. */
+const extendedSar = 255;
+
+function skipHrd(r: BitReader): void {
+  const cpbCount = r.readUE() + 1;
+  if (cpbCount > 32) throw new ParseError("bad H.264 cpb_cnt_minus1");
+  r.skipBits(8); // bit_rate_scale, cpb_size_scale
+  for (let i = 0; i < cpbCount; i++) {
+    r.readUE(); // bit_rate_value_minus1
+    r.readUE(); // cpb_size_value_minus1
+    r.readBit(); // cbr_flag
+  }
+  r.skipBits(20); // four delay/offset lengths, 5 bits each
+}
+
+/** Most frames the DPB holds, by level_idc (ISO 14496-10 Table A-1, MaxDpbMbs). */
+const maxDpbMbsByLevel: Record<number, number> = {
+  9: 396,
+  10: 396,
+  11: 900,
+  12: 2376,
+  13: 2376,
+  20: 2376,
+  21: 4752,
+  22: 8100,
+  30: 8100,
+  31: 18000,
+  32: 20480,
+  40: 32768,
+  41: 32768,
+  42: 34816,
+  50: 110400,
+  51: 184320,
+  52: 184320,
+  60: 696320,
+  61: 696320,
+  62: 696320,
+};
+
+/** Largest picture reorder depth H.264 allows (the DPB's 16 frames). */
+export const h264MaxReorderFrames = 16;
+
+/** Profiles whose bitstreams never reorder: baseline (no B slices). */
+const baselineProfileIdc = 66;
+/** Intra-only profiles (with constraint_set3_flag): every picture stands alone. */
+const intraCapableProfiles = new Set([44, 100, 110, 122, 244]);
+
+/**
+ * How many pictures may precede a picture in decode order and follow it in output order:
+ * max_num_reorder_frames when the VUI gives it; 0 for baseline, intra-only and
+ * pic_order_cnt_type 2 streams; else its inferred value, the DPB size of the level
+ * (§E.2.1), an upper bound that is safe for any conforming stream.
+ */
+export function h264ReorderDepth(sps: H264Sps): number {
+  if (sps.maxNumReorderFrames !== undefined) {
+    return Math.min(sps.maxNumReorderFrames, h264MaxReorderFrames);
+  }
+  const constraintSet3 = (sps.constraintFlags & 0x10) !== 0;
+  if (
+    sps.pocType === 2 || sps.profileIdc === baselineProfileIdc ||
+    (constraintSet3 && intraCapableProfiles.has(sps.profileIdc))
+  ) return 0;
+  const maxDpbMbs = maxDpbMbsByLevel[sps.levelIdc];
+  if (maxDpbMbs === undefined) return h264MaxReorderFrames;
+  return Math.min(Math.floor(maxDpbMbs / sps.frameMbs), h264MaxReorderFrames);
 }
 
 function skipScalingList(r: BitReader, size: number): void {

@@ -50,7 +50,12 @@ export interface H265Sps extends H265ProfileTierLevel {
   width: number;
   /** Displayed height in pixels, after the conformance window. */
   height: number;
+  /** sps_max_num_reorder_pics of the highest sub-layer: the picture reorder depth. */
+  maxNumReorderPics: number;
 }
+
+/** Largest picture reorder depth H.265 allows (MaxDpbSize - 1). */
+export const h265MaxReorderPics = 15;
 
 /** Parses an SPS NAL unit (with its 2-byte header, emulation prevention still in). */
 export function parseH265Sps(nal: Uint8Array): H265Sps {
@@ -104,6 +109,18 @@ export function parseH265Sps(nal: Uint8Array): H265Sps {
     throw new ParseError("H.265 SPS picture size out of range");
   }
   if (bitDepthLuma > 16 || bitDepthChroma > 16) throw new ParseError("bad H.265 bit depth");
+  r.readUE(); // log2_max_pic_order_cnt_lsb_minus4
+  const orderingPerSubLayer = r.readBit(); // sps_sub_layer_ordering_info_present_flag
+  let maxNumReorderPics = 0;
+  // Without per-layer info only the highest layer's values are coded.
+  for (let i = orderingPerSubLayer ? 0 : maxSubLayersMinus1; i <= maxSubLayersMinus1; i++) {
+    r.readUE(); // sps_max_dec_pic_buffering_minus1
+    maxNumReorderPics = r.readUE();
+    r.readUE(); // sps_max_latency_increase_plus1
+  }
+  if (maxNumReorderPics > h265MaxReorderPics) {
+    throw new ParseError("bad H.265 sps_max_num_reorder_pics");
+  }
   return {
     profileSpace,
     tierFlag,
@@ -118,6 +135,7 @@ export function parseH265Sps(nal: Uint8Array): H265Sps {
     bitDepthChroma,
     width,
     height,
+    maxNumReorderPics,
   };
 }
 

@@ -7,6 +7,7 @@
 import { ParseError } from "../../core/errors.ts";
 import type { Logger } from "../../core/log.ts";
 import type { MediaFrame, Track } from "../frame.ts";
+import { VideoDtsDeriver } from "../codecs/dts_deriver.ts";
 import { findH264ParameterSets, parseH264Sps } from "../codecs/h264.ts";
 import { attribute } from "../formats/sdp/sdp.ts";
 import { RtspClient, type RtspTransport } from "../protocols/rtsp/client.ts";
@@ -74,6 +75,8 @@ export class RtspPullProvider {
   #client: RtspClient | undefined;
   #byMedia: (SessionTrack | undefined)[] = [];
   #timeline: RtpTimeline | undefined;
+  /** Decode times of each video track, by track id: RTP carries only presentation times. */
+  #dts = new Map<number, VideoDtsDeriver>();
   #waitKeyframe = true;
   #status: RtspPullStatus = "PLAYING";
   #stopped = false;
@@ -128,6 +131,7 @@ export class RtspPullProvider {
       malformed: this.malformed,
       sequenceGaps: this.#sequenceGaps,
       syncCorrections: this.#timeline?.corrections ?? 0,
+      dtsCorrections: [...this.#dts.values()].reduce((n, d) => n + d.corrections, 0),
     });
   }
 
@@ -190,6 +194,7 @@ export class RtspPullProvider {
         );
         this.#client = client;
         this.#waitKeyframe = true;
+        for (const deriver of this.#dts.values()) deriver.restart();
         await client.play();
         await client.firstPacket(last ? firstPacketTimeoutMs : udpFallbackTimeoutMs);
         this.transport = transport;
@@ -216,6 +221,9 @@ export class RtspPullProvider {
         stopProvider: () => this.stop(),
       });
       this.#timeline = new RtpTimeline(tracks);
+      for (const track of tracks) {
+        if (track.kind === "video") this.#dts.set(track.id, new VideoDtsDeriver(track));
+      }
       return;
     }
     const old = this.#stream.tracks;
@@ -271,6 +279,7 @@ export class RtspPullProvider {
     }
     frame.pts = pts;
     frame.dts = pts;
+    this.#dts.get(frame.trackId)?.derive(frame);
     this.#stream!.push(frame);
   }
 

@@ -16,6 +16,7 @@ import { RtcpSrPacket } from "werift";
 import type { StreamRecord } from "../../core/records.ts";
 import type { MediaFrame, Track } from "../frame.ts";
 import { ParseError } from "../../core/errors.ts";
+import { VideoDtsDeriver } from "../codecs/dts_deriver.ts";
 import type { Depacketizer } from "../rtp/depacketizer.ts";
 import { FrameDepacketizer } from "../rtp/frame_depacketizer.ts";
 import { H264Depacketizer } from "../rtp/h264_depacketizer.ts";
@@ -111,6 +112,8 @@ export class WebRtcPublisher extends Stream {
   #status: "PENDING" | "PUBLISHING" | "ENDED" = "PENDING";
   #lastPliMs = -Infinity;
   #timeline?: RtpTimeline;
+  /** Decode times of the video tracks (RTP carries presentation times only), with the timeline. */
+  #dts = new Map<number, VideoDtsDeriver>();
   #startTimer?: ReturnType<typeof setTimeout>;
   /** Frames are being made and no video keyframe has come since. */
   #awaitingKeyframe = false;
@@ -394,6 +397,10 @@ export class WebRtcPublisher extends Stream {
     if (!this.#timeline) {
       this.#timeline = new RtpTimeline(this.tracks);
       this.#timeline.startSession([]);
+      this.#dts.clear();
+      for (const track of this.tracks) {
+        if (track.kind === "video") this.#dts.set(track.id, new VideoDtsDeriver(track));
+      }
       this.#awaitingKeyframe = true;
     }
     // Asked again (rate-limited) until one comes: a request before the first video packet,
@@ -425,7 +432,9 @@ export class WebRtcPublisher extends Stream {
       this.#awaitingKeyframe = false;
     }
     const pts = this.#timeline!.pts(frame.trackId, frame.pts);
-    this.push({ ...frame, pts, dts: pts });
+    const timed = { ...frame, pts, dts: pts };
+    this.#dts.get(frame.trackId)?.derive(timed);
+    this.push(timed);
   };
 
   /** Keeps the latest SPS and PPS on the track, so a reader attaching later can start at once. */
