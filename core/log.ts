@@ -1,7 +1,9 @@
 /**
  * Structured logging: one JSON object a line, with a level, a message and fields. Components
  * take a child logger carrying their context (`{component: "rest"}`) so lines stay greppable.
+ * Secrets of URIs in the message, string fields and errors are redacted (core/redact.ts).
  */
+import { redactText } from "./redact.ts";
 
 /** Log levels, most severe first. */
 export const logLevels = ["error", "warn", "info", "debug", "trace"] as const;
@@ -92,10 +94,16 @@ export function createLogger(options: LoggerOptions): Logger {
   const write = options.write ??
     ((line: string, level: LogLevel) =>
       (stdoutSink ??= new StdoutSink()).write(line, level === "error"));
-  const base = options.fields ?? {};
+  const base = redactFields(options.fields ?? {});
   const emit = (level: LogLevel, msg: string, fields?: LogFields) => {
     if (logLevels.indexOf(level) > threshold) return;
-    const line: LogFields = { time: new Date().toISOString(), level, msg, ...base, ...fields };
+    const line: LogFields = {
+      time: new Date().toISOString(),
+      level,
+      msg: redactText(msg),
+      ...base,
+      ...(fields && redactFields(fields)),
+    };
     write(JSON.stringify(line, needsReplacer(fields) ? errorReplacer : undefined), level);
   };
   return {
@@ -110,6 +118,22 @@ export function createLogger(options: LoggerOptions): Logger {
   };
 }
 
+/**
+ * `fields` with the secrets of URIs in string values redacted (a camera's password, a token
+ * in a query); the same object when no value holds a URI, which is the common case.
+ */
+function redactFields(fields: LogFields): LogFields {
+  let out: LogFields | undefined;
+  for (const key in fields) {
+    const value = fields[key];
+    if (typeof value === "string" && value.includes("://")) {
+      out ??= { ...fields };
+      out[key] = redactText(value);
+    }
+  }
+  return out ?? fields;
+}
+
 /** A replacer function slows JSON.stringify down; only fields holding errors or bigints need it. */
 function needsReplacer(fields: LogFields | undefined): boolean {
   if (!fields) return false;
@@ -122,7 +146,7 @@ function needsReplacer(fields: LogFields | undefined): boolean {
 
 /** Errors have no enumerable fields; log their name and message instead of `{}`. */
 function errorReplacer(_key: string, value: unknown): unknown {
-  if (value instanceof Error) return `${value.name}: ${value.message}`;
+  if (value instanceof Error) return redactText(`${value.name}: ${value.message}`);
   if (typeof value === "bigint") return value.toString();
   return value;
 }
