@@ -33,9 +33,11 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
   const services = createServices(config, log);
   const restHandler = createRestHandler({ services, operations });
   const restRequests = new InflightTracker();
+  const restHost = config.binds.rest ?? config.bind;
+  const wsHost = config.binds.ws ?? config.bind;
   const { promise: listening, resolve } = Promise.withResolvers<number>();
   const rest = Deno.serve({
-    hostname: config.bind,
+    hostname: restHost,
     port: config.ports.rest,
     onListen: ({ port }) => resolve(port),
     onError: (err) => {
@@ -44,18 +46,18 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
     },
   }, restRequests.wrap(restHandler));
   const restPort = await listening;
-  log.info("listening", { service: "rest", address: config.bind, port: restPort });
+  log.info("listening", { service: "rest", address: restHost, port: restPort });
 
   const signaling = new SignalingServer(services);
   let wsPort: number;
   let wssPort: number | undefined;
   let rtmp: RunningRtmpServer;
   try {
-    wsPort = await signaling.listen({ hostname: config.bind, port: config.ports.ws });
+    wsPort = await signaling.listen({ hostname: wsHost, port: config.ports.ws });
     const { certFile, keyFile } = config.tls;
     if (certFile && keyFile) {
       wssPort = await signaling.listen({
-        hostname: config.bind,
+        hostname: wsHost,
         port: config.ports.wss,
         tls: { certFile, keyFile },
       });

@@ -12,14 +12,11 @@ import { serverVersion } from "../core/version.ts";
 import type { Operation, OperationContext } from "./operation.ts";
 import { buildOpenApi, openApiPath } from "./openapi.ts";
 import { clientRecordsPrefix, serveClientRecord } from "./client_records.ts";
+import { createRestAccess } from "./rest_access.ts";
+import { redactPaths, redactText } from "../core/redact.ts";
 
 /** Prefix of every management operation. */
 export const restPrefix = "/rest-api";
-
-const corsHeaders = {
-  "Access-Control-Allow-Origin": "*",
-  "Access-Control-Allow-Credentials": "true",
-} as const;
 
 /** Seconds a browser may cache a preflight answer. */
 const preflightMaxAgeSeconds = 86_400;
@@ -32,17 +29,20 @@ export interface RestAppOptions {
 
 /**
  * The request handler serving /health, the OpenAPI document and every operation, with a log
- * line per request. CORS headers go into each response and the log wraps the app from the
- * outside: a Hono middleware awaiting `next()` costs about a quarter of the throughput.
+ * line per request. Access checks (auth, Host) run first, for every route; CORS headers go
+ * into each response and the log wraps the app from the outside: a Hono middleware awaiting
+ * `next()` costs about a quarter of the throughput.
  */
 export function createRestHandler(
   { services, operations }: RestAppOptions,
 ): (req: Request) => Promise<Response> {
   const app = createRestApp({ services, operations });
   const log = services.log.child({ component: "rest" });
+  const access = createRestAccess(services.config);
   return async (req) => {
     const started = performance.now();
-    const res = await app.fetch(req);
+    const res = access.refuse(req, pathOf(req.url)) ?? await app.fetch(req);
+    access.addCors(req, res.headers);
     if (log.enabled("info")) {
       log.info("request", {
         method: req.method,
@@ -62,7 +62,7 @@ function pathOf(url: string): string {
   return url.slice(start, query < 0 ? undefined : query);
 }
 
-/** Builds the Hono app; every response carries the CORS headers of the contract. */
+/** Builds the Hono app; the CORS headers are added around it. */
 function createRestApp({ services, operations }: RestAppOptions): Hono {
   const app = new Hono();
   const log = services.log.child({ component: "rest" });
@@ -73,15 +73,14 @@ function createRestApp({ services, operations }: RestAppOptions): Hono {
     c.json(
       { status: "ok", version: serverVersion, uptimeMs: Date.now() - startedAt },
       200,
-      corsHeaders,
     ));
 
   const openApi = buildOpenApi(operations, serverVersion);
-  app.get(openApiPath, (c) => c.json(openApi, 200, corsHeaders));
+  app.get(openApiPath, (c) => c.json(openApi, 200));
   // GET also answers HEAD in Hono; the handler leaves the body out itself.
   app.get(
     `${clientRecordsPrefix}*`,
-    (c) => serveClientRecord(c.req.raw, services.config.folders.records, corsHeaders),
+    (c) => serveClientRecord(c.req.raw, services.config.folders.records, {}),
   );
 
   for (const op of operations) {
@@ -95,13 +94,12 @@ function createRestApp({ services, operations }: RestAppOptions): Hono {
       if (!op.handle) throw new NotImplementedError(op.path);
       const result = await op.handle(body, ctx);
       if (op.response === null || result === undefined) {
-        return c.body(null, 200, { ...corsHeaders, "Content-Type": "application/json" });
+        return c.body(null, 200, { "Content-Type": "application/json" });
       }
-      return c.json(result as object, 200, corsHeaders);
+      return c.json(result as object, 200);
     });
     app.options(path, (c) =>
       c.body(null, 204, {
-        ...corsHeaders,
         "Allow": [...methods, "OPTIONS"].join(", "),
         "Access-Control-Allow-Methods": [...methods, "OPTIONS"].join(", "),
         "Access-Control-Allow-Headers": c.req.header("Access-Control-Request-Headers") ??
@@ -112,7 +110,7 @@ function createRestApp({ services, operations }: RestAppOptions): Hono {
       c.json(
         { error: "method not allowed", message: `${op.path} answers ${methods.join(", ")}` },
         405,
-        { ...corsHeaders, "Allow": methods.join(", ") },
+        { "Allow": methods.join(", ") },
       ));
   }
 
@@ -120,22 +118,30 @@ function createRestApp({ services, operations }: RestAppOptions): Hono {
     c.json(
       { error: "not found", message: `no operation at ${c.req.method} ${c.req.path}` },
       404,
-      corsHeaders,
     )
   );
   app.onError((err, c) => {
     if (err instanceof MediaServerError) {
       if (err.status >= 500 && err.status !== 501) log.error("operation failed", { err });
-      return c.json(err.toJSON(), err.status as 400, corsHeaders);
+      return c.json(clientSafe(err.toJSON()), err.status as 400);
     }
     log.error("unexpected error", { path: c.req.path, err, stack: (err as Error).stack });
     return c.json(
-      { error: "internal error", message: String((err as Error).message) },
+      clientSafe({ error: "internal error", message: String((err as Error).message) }),
       500,
-      corsHeaders,
     );
   });
   return app;
+}
+
+/**
+ * An error body as a client may see it: URIs in its message without their secrets, and no
+ * absolute path of the server's disk (fs errors name the file they failed on).
+ */
+function clientSafe(body: Record<string, unknown>): Record<string, unknown> {
+  return typeof body.message === "string"
+    ? { ...body, message: redactPaths(redactText(body.message)) }
+    : body;
 }
 
 /** Reads the body as JSON: empty means no parameters; another media type is a 415. */

@@ -56,9 +56,9 @@ const streamEventObject = z.looseObject({
 
 /** The media address of the configuration. */
 function peerAddress(services: Services): PeerAddress {
-  const { media, bind } = services.config;
+  const { media, bind, binds } = services.config;
   return {
-    bind,
+    bind: binds.media ?? bind,
     announced: media.announcedAddress,
     portMin: media.udpPortMin,
     portMax: media.udpPortMax,

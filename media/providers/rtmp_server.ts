@@ -12,7 +12,7 @@ export interface RunningRtmpServer {
   close(): Promise<void>;
 }
 
-/** Starts RTMP on `config.bind`:`config.ports.rtmp`. */
+/** Starts RTMP on `config.binds.rtmp` (else `config.bind`):`config.ports.rtmp`. */
 export function startRtmpServer(services: Services): RunningRtmpServer {
   const log = services.log.child({ component: "rtmp" });
   const ingest = new RtmpIngest(services.streams, log);
@@ -21,7 +21,8 @@ export function startRtmpServer(services: Services): RunningRtmpServer {
     play: (name, _app, target) =>
       playRtmp({ streams: services.streams, engine: services.engine, log }, name, target),
   }, log);
-  const port = server.listen(services.config.bind, services.config.ports.rtmp);
-  log.info("listening", { service: "rtmp", address: services.config.bind, port });
+  const address = services.config.binds.rtmp ?? services.config.bind;
+  const port = server.listen(address, services.config.ports.rtmp);
+  log.info("listening", { service: "rtmp", address, port });
   return { port, close: () => server.close() };
 }

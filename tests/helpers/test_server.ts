@@ -26,11 +26,11 @@ export function testConfig(overrides: Record<string, unknown> = {}): Config {
 /** Starts a server; the caller must `await server.stop()`. */
 export async function startTestServer(config: Config = testConfig()): Promise<TestServer> {
   const server = await startServer(config, silentLogger);
-  const restUrl = `http://${config.bind}:${server.restPort}`;
+  const restUrl = `http://${hostOf(config.binds.rest ?? config.bind)}:${server.restPort}`;
   return {
     ...server,
     restUrl,
-    wsUrl: `ws://${config.bind}:${server.wsPort}`,
+    wsUrl: `ws://${hostOf(config.binds.ws ?? config.bind)}:${server.wsPort}`,
     post(path, body, headers) {
       const text = body === undefined
         ? undefined
@@ -44,6 +44,11 @@ export async function startTestServer(config: Config = testConfig()): Promise<Te
       });
     },
   };
+}
+
+/** An address as the host of a URL (IPv6 in brackets). */
+function hostOf(address: string): string {
+  return address.includes(":") ? `[${address}]` : address;
 }
 
 /** Runs `fn` with a fresh server and stops it afterwards, whatever happens. */
