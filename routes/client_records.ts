@@ -23,14 +23,9 @@ interface ByteRange {
 
 /**
  * Serves the recording named by the request's path (after `clientRecordsPrefix`) from
- * `folder`, with `headers` (CORS) added. Bad names are BadRequestError, missing files
- * NotFoundError.
+ * `folder`. Bad names are BadRequestError, missing files NotFoundError.
  */
-export async function serveClientRecord(
-  req: Request,
-  folder: string,
-  headers: Record<string, string>,
-): Promise<Response> {
+export async function serveClientRecord(req: Request, folder: string): Promise<Response> {
   const name = fileName(req.url);
   const path = await existingFileInside(folder, name, field);
   const file = await Deno.open(path, { read: true });
@@ -43,7 +38,6 @@ export async function serveClientRecord(
     throw err;
   }
   const common: Record<string, string> = {
-    ...headers,
     "Content-Type": name.toLowerCase().endsWith(".mp4") ? "video/mp4" : "application/octet-stream",
     "Accept-Ranges": "bytes",
     "X-Content-Type-Options": "nosniff",

@@ -80,7 +80,7 @@ function createRestApp({ services, operations }: RestAppOptions): Hono {
   // GET also answers HEAD in Hono; the handler leaves the body out itself.
   app.get(
     `${clientRecordsPrefix}*`,
-    (c) => serveClientRecord(c.req.raw, services.config.folders.records, {}),
+    (c) => serveClientRecord(c.req.raw, services.config.folders.records),
   );
 
   for (const op of operations) {

@@ -219,6 +219,7 @@ async function handlePublish(
       recording && (() => recording.finish(publisher.mediaSessionId)),
     ),
     onPublishing: recording && (() => recording.start(publisher)),
+    log: ctx.log,
   });
   try {
     services.streams.add(publisher);

@@ -339,3 +339,19 @@ Deno.test("/client/records serves recordings read-only, with ranges, and nothing
     assert.deepEqual(await Deno.readFile(`${records}/rec-1-2.mp4`), file);
   }, config);
 });
+
+Deno.test("/client/records is behind REST auth when it is on", async () => {
+  const token = "records-token-0123456789";
+  const config = testConfig({ rest: { authTokens: [token] } });
+  await Deno.mkdir(config.folders.records, { recursive: true });
+  await Deno.writeFile(`${config.folders.records}/rec.mp4`, new Uint8Array([1, 2, 3]));
+  await withServer(async (server) => {
+    const url = `${server.restUrl}/client/records/rec.mp4`;
+    const refused = await fetch(url);
+    await refused.body?.cancel();
+    assert.equal(refused.status, 401);
+    const allowed = await fetch(url, { headers: { Authorization: `Bearer ${token}` } });
+    assert.equal(allowed.status, 200);
+    assert.deepEqual(new Uint8Array(await allowed.arrayBuffer()), new Uint8Array([1, 2, 3]));
+  }, config);
+});

@@ -13,9 +13,10 @@ import type {
   RtpPacket,
 } from "werift";
 import { RtcpSrPacket } from "werift";
-import type { StreamRecord } from "../../core/records.ts";
+import type { StreamRecord } from "../stream_record.ts";
 import type { MediaFrame, Track } from "../frame.ts";
 import { ParseError } from "../../core/errors.ts";
+import { type Logger, silentLogger } from "../../core/log.ts";
 import { VideoDtsDeriver } from "../codecs/dts_deriver.ts";
 import type { Depacketizer } from "../rtp/depacketizer.ts";
 import { FrameDepacketizer } from "../rtp/frame_depacketizer.ts";
@@ -56,6 +57,10 @@ export interface WebRtcPublisherOptions {
   client: StreamClient;
   /** Called once when media starts flowing (the PUBLISHING status). */
   onPublishing?: () => void;
+  /** Where connection failures are logged (info, with what ICE and DTLS reached). */
+  log?: Logger;
+  /** Time the browser has to connect and send media; `mediaStartTimeoutMs` by default. */
+  mediaStartTimeoutMs?: number;
 }
 
 /** A muted/unmuted state as the SDK reads it. */
@@ -115,6 +120,10 @@ export class WebRtcPublisher extends Stream {
   /** Decode times of the video tracks (RTP carries presentation times only), with the timeline. */
   #dts = new Map<number, VideoDtsDeriver>();
   #startTimer?: ReturnType<typeof setTimeout>;
+  /** performance.now() when the answer was made, for the time media took to start. */
+  #answeredMs = 0;
+  readonly #log: Logger;
+  readonly #mediaStartTimeoutMs: number;
   /** Frames are being made and no video keyframe has come since. */
   #awaitingKeyframe = false;
 
@@ -142,6 +151,8 @@ export class WebRtcPublisher extends Stream {
     this.#sdp = options.sdp;
     this.#client = options.client;
     this.#onPublishing = options.onPublishing;
+    this.#log = options.log ?? silentLogger;
+    this.#mediaStartTimeoutMs = options.mediaStartTimeoutMs ?? mediaStartTimeoutMs;
     this.#forward = options.codecs.map((codec, i) => ({
       codec,
       track: this.tracks[i],
@@ -164,12 +175,14 @@ export class WebRtcPublisher extends Stream {
   /** Answers the offer; media and the PUBLISHING status follow once the browser connects. */
   async answer(): Promise<string> {
     const pc = this.#peer.pc;
-    pc.connectionStateChange.subscribe((state) => {
-      if (state === "failed") {
-        void this.terminate(
-          this.#status === "PUBLISHING" ? "Failed by ICE keep alive" : "Failed by ICE error",
-        );
-      }
+    this.#peer.onFailed((phase, diagnostics) => {
+      const info = phase === "dtls"
+        ? "Failed by DTLS error"
+        : this.#status === "PUBLISHING"
+        ? "Failed by ICE keep alive"
+        : "Failed by ICE error";
+      this.#log.info("WebRTC publish failed", { ...this.#logFields(), info, diagnostics });
+      void this.terminate(info);
     });
     const answer = await this.#peer.answer(this.#sdp, () => {
       for (const transceiver of pc.getTransceivers()) {
@@ -177,11 +190,22 @@ export class WebRtcPublisher extends Stream {
         this.#bind(transceiver);
       }
     });
-    this.#startTimer = setTimeout(
-      () => void this.terminate("Failed by ICE timeout"),
-      mediaStartTimeoutMs,
-    );
+    this.#answeredMs = performance.now();
+    this.#startTimer = setTimeout(() => {
+      this.#log.info("WebRTC publish failed: no media from the browser", {
+        ...this.#logFields(),
+        info: "Failed by ICE timeout",
+        timeoutMs: this.#mediaStartTimeoutMs,
+        diagnostics: this.#peer.diagnostics(),
+      });
+      void this.terminate("Failed by ICE timeout");
+    }, this.#mediaStartTimeoutMs);
     return answer;
+  }
+
+  /** Fields naming this stream in log lines. */
+  #logFields(): Record<string, unknown> {
+    return { name: this.name, mediaSessionId: this.mediaSessionId, sessionId: this.sessionId };
   }
 
   /** Attaches a player's send path of `kind`; it gets a keyframe soon. */
@@ -476,6 +500,10 @@ export class WebRtcPublisher extends Stream {
   #started(): void {
     this.#status = "PUBLISHING";
     clearTimeout(this.#startTimer);
+    this.#log.debug("WebRTC publish: media started", {
+      ...this.#logFields(),
+      afterAnswerMs: Math.round(performance.now() - this.#answeredMs),
+    });
     this.#client.status("PUBLISHING", "", this.#muteFields());
     this.#onPublishing?.();
   }

@@ -1,11 +1,13 @@
 /**
  * werift peer connections as the server needs them: no STUN server (werift's default is a
- * public one), host candidates only on the configured address and UDP port range, and a
- * complete (non-trickle) answer, because the Web SDK never exchanges candidates.
+ * public one), host candidates only on the configured address and on ports of the UDP range
+ * no other peer of this process holds (port_pool.ts), and a complete (non-trickle) answer,
+ * because the Web SDK never exchanges candidates.
  */
 import { RTCPeerConnection } from "werift";
 import { ParseError } from "../../../core/errors.ts";
 import type { NegotiatedCodec } from "./codecs.ts";
+import { portPoolOf, type UdpPortPool } from "./port_pool.ts";
 
 /** Where the media sockets of a peer bind and what their candidates announce. */
 export interface PeerAddress {
@@ -34,9 +36,15 @@ export class Peer {
   readonly pc: RTCPeerConnection;
   /** Address the answer's candidates must carry; undefined keeps every candidate. */
   readonly #announced: string | undefined;
+  readonly #ports: UdpPortPool;
+  /** Ports of the pool this peer holds: two while it gathers, then those it bound. */
+  #heldPorts: number[];
   #closed = false;
 
-  /** `negotiated`: the codecs chosen for the offer's media lines, in offer order. */
+  /**
+   * `negotiated`: the codecs chosen for the offer's media lines, in offer order. A
+   * ServiceUnavailableError when the media port range has no free port left.
+   */
   constructor(address: PeerAddress, negotiated: readonly NegotiatedCodec[]) {
     const codecs = {
       video: negotiated.filter((c) => c.kind === "video").map((c) => c.params),
@@ -44,13 +52,16 @@ export class Peer {
     };
     const wildcard = address.bind === "0.0.0.0" || address.bind === "::";
     this.#announced = address.announced ?? (wildcard ? undefined : address.bind);
+    this.#ports = portPoolOf(address.portMin, address.portMax);
+    const port = this.#ports.acquirePair();
+    this.#heldPorts = [port, port + 1];
     this.pc = new RTCPeerConnection({
       iceServers: [],
       codecs,
       // No header extensions: werift's transport-cc feedback made Chrome cut its bitrate to
       // ~40 kbit/s here, while loss-based estimation alone reaches the capture's full rate.
       headerExtensions: { video: [], audio: [] },
-      icePortRange: [address.portMin, address.portMax],
+      icePortRange: [port, port + 1],
       // werift skips loopback and other "internal" interfaces, so the configured address is
       // added explicitly and the interface scan is turned off unless the bind is a wildcard.
       iceUseIpv4: wildcard && address.announced === undefined,
@@ -84,7 +95,73 @@ export class Peer {
     }
     const sdp = this.pc.localDescription?.sdp;
     if (!sdp) throw new Error("werift produced no local description");
+    const bound = new Set(
+      this.pc.dtlsTransports.flatMap((t) =>
+        t.iceTransport.connection.localCandidates.map((c) => c.port)
+      ),
+    );
+    this.#keepPorts(bound);
+    if (bound.size === 0) {
+      // Both ports were taken by another process: without a candidate the browser could
+      // only time out.
+      throw new Error("no UDP port could be bound for media (taken by another process)");
+    }
     return this.#announced === undefined ? sdp : keepCandidatesOf(sdp, this.#announced);
+  }
+
+  /** Gives back the held ports not in `bound`. */
+  #keepPorts(bound: ReadonlySet<number>): void {
+    for (const port of this.#heldPorts) if (!bound.has(port)) this.#ports.release(port);
+    this.#heldPorts = this.#heldPorts.filter((port) => bound.has(port));
+  }
+
+  /**
+   * Where the connection got to, for the log line of one that failed or stalled: the
+   * states of ICE and DTLS, whether the browser's connectivity checks arrived (remote
+   * candidates are learnt from them, as the SDK sends none), and each candidate pair.
+   */
+  diagnostics(): PeerDiagnostics {
+    const pc = this.pc;
+    return {
+      connectionState: pc.connectionState,
+      iceConnectionState: pc.iceConnectionState,
+      iceGatheringState: pc.iceGatheringState,
+      transports: pc.dtlsTransports.map((dtls) => {
+        const ice = dtls.iceTransport.connection;
+        return {
+          dtls: dtls.state,
+          dtlsRole: dtls.role,
+          ice: ice.state,
+          iceRole: ice.iceControlling ? "controlling" : "controlled",
+          remoteCandidates: ice.remoteCandidates.length,
+          nominated: ice.nominated !== undefined,
+          pairs: ice.candidatePairs.map((pair) =>
+            `${pair.remoteCandidate.host}:${pair.remoteCandidate.port} ${
+              pairStates[pair.state] ?? pair.state
+            }`
+          ),
+        };
+      }),
+    };
+  }
+
+  /**
+   * Calls `onFailed` once when ICE or DTLS fails, with the phase that failed and the
+   * diagnostics at that moment.
+   */
+  onFailed(onFailed: (phase: "ice" | "dtls", diagnostics: PeerDiagnostics) => void): void {
+    let reported = false;
+    const report = (phase: "ice" | "dtls") => {
+      if (reported || this.#closed) return;
+      reported = true;
+      onFailed(phase, this.diagnostics());
+    };
+    this.pc.iceConnectionStateChange.subscribe((state) => state === "failed" && report("ice"));
+    this.pc.connectionStateChange.subscribe((state) => {
+      if (state !== "failed") return;
+      const iceFailed = this.pc.dtlsTransports.some((t) => t.iceTransport.state === "failed");
+      report(iceFailed ? "ice" : "dtls");
+    });
   }
 
   /** Closes the connection (idempotent). */
@@ -92,8 +169,34 @@ export class Peer {
     if (this.#closed) return;
     this.#closed = true;
     openPeers--;
-    await this.pc.close();
+    try {
+      await this.pc.close();
+    } finally {
+      this.#keepPorts(new Set());
+    }
   }
+}
+
+/** Names of werift's candidate pair states, by value. */
+const pairStates = ["frozen", "waiting", "in-progress", "succeeded", "failed"];
+
+/** What `Peer.diagnostics` reports. */
+export interface PeerDiagnostics {
+  connectionState: string;
+  iceConnectionState: string;
+  iceGatheringState: string;
+  /** One entry per transport (one with BUNDLE). */
+  transports: {
+    dtls: string;
+    dtlsRole: string;
+    ice: string;
+    iceRole: string;
+    /** Remote candidates known; 0 means no connectivity check of the browser arrived. */
+    remoteCandidates: number;
+    nominated: boolean;
+    /** "address:port state" of each candidate pair. */
+    pairs: string[];
+  }[];
 }
 
 /** The SDP without candidate lines of other addresses (werift may add interface addresses). */
