@@ -11,6 +11,8 @@ import { Stream } from "../media/stream.ts";
 import { NotFoundError } from "./errors.ts";
 import type { Config } from "../config.ts";
 import type { Logger } from "./log.ts";
+import { OutboundPolicy } from "./outbound.ts";
+import { redactUri } from "./redact.ts";
 import { existingFileInside } from "./paths.ts";
 import type { PushRecord } from "./records.ts";
 import type { StreamRegistry } from "./stream_registry.ts";
@@ -26,17 +28,20 @@ export class PushRegistry {
   #streams: StreamRegistry;
   #mediaFolder: string;
   #log: Logger;
+  #outbound: OutboundPolicy;
 
   constructor(config: Config, streams: StreamRegistry, log: Logger) {
     this.#mediaFolder = config.folders.media;
     this.#streams = streams;
     this.#log = log.child({ component: "rtmp-push" });
+    this.#outbound = new OutboundPolicy(config.outbound.allowedHosts);
   }
 
   /**
    * Publishes the stream `streamName` to `rtmpUrl` (to `rtmpUrl/streamName` unless
    * `fullUrl`), Opus audio converted to AAC by `engine`. Resolves once the remote accepted
-   * the publish.
+   * the publish. A host outside `outbound.allowedHosts` is a 403; the record's rtmpUrl
+   * shows no secret.
    */
   async startup(
     streamName: string,
@@ -46,6 +51,7 @@ export class PushRegistry {
   ): Promise<PushRecord> {
     const address = fullUrl ? rtmpUrl : `${rtmpUrl.replace(/\/+$/, "")}/${streamName}`;
     const url = parseRtmpUrl(address, "rtmpUrl");
+    this.#outbound.check(url.hostname, "rtmpUrl");
     const stream = this.#streams.published(streamName);
     if (!(stream instanceof Stream) || stream.ended) {
       throw new NotFoundError(`stream ${streamName} not found`);
@@ -57,7 +63,11 @@ export class PushRegistry {
       sendable: (s) => aacStreamFor(s, engine, this.#log),
     });
     const { ended } = await push.start();
-    const record = { mediaSessionId: crypto.randomUUID(), streamName, rtmpUrl: address };
+    const record = {
+      mediaSessionId: crypto.randomUUID(),
+      streamName,
+      rtmpUrl: redactUri(address),
+    };
     this.#entries.set(record.mediaSessionId, { record, push });
     this.#log.info("push started", { stream: streamName, url: address });
     ended.then(() => {

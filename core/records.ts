@@ -5,6 +5,17 @@
  */
 import { z } from "zod";
 
+/**
+ * A string without control characters (NUL, line breaks, escapes): every field that becomes
+ * a file name, a path or a URI, so such input is a 400 naming the field rather than an fs
+ * error (a 500) or a forged log line.
+ */
+export const plainString = z.string().regex(
+  // deno-lint-ignore no-control-regex
+  /^[^\u0000-\u001f\u007f]*$/,
+  "must not contain control characters",
+);
+
 const nullableString = z.string().nullable();
 const muteState = z.object({ muted: z.boolean() });
 
@@ -142,7 +153,7 @@ export type CallRecord = z.infer<typeof callRecord>;
 
 /** An RTSP pull. */
 export const rtspPullRecord = z.object({
-  uri: z.string(),
+  uri: plainString,
   toStream: z.string(),
   status: z.string(),
 });
@@ -152,8 +163,8 @@ export type RtspPullRecord = z.infer<typeof rtspPullRecord>;
 /** An RTMP re-publication of a local stream. */
 export const pushRecord = z.object({
   mediaSessionId: z.string(),
-  streamName: z.string(),
-  rtmpUrl: z.string(),
+  streamName: plainString,
+  rtmpUrl: plainString,
 });
 /** A Push record. */
 export type PushRecord = z.infer<typeof pushRecord>;
@@ -161,8 +172,8 @@ export type PushRecord = z.infer<typeof pushRecord>;
 /** Fields shared by the records of locally processed streams (VOD, mixer, transcoder, ...). */
 const processedStream = {
   localMediaSessionId: z.string(),
-  localStreamName: z.string(),
-  uri: z.string(),
+  localStreamName: plainString,
+  uri: plainString,
   status: z.string(),
   hasAudio: z.boolean(),
   hasVideo: z.boolean(),
@@ -178,9 +189,9 @@ export type RtmpPullRecord = z.infer<typeof rtmpPullRecord>;
 export const remotePullRecord = z.object({
   localMediaSessionId: z.string(),
   remoteMediaSessionId: nullableString,
-  localStreamName: z.string(),
-  remoteStreamName: z.string(),
-  uri: z.string(),
+  localStreamName: plainString,
+  remoteStreamName: plainString,
+  uri: plainString,
   status: z.string(),
 });
 /** A remote-server pull record. */
@@ -205,7 +216,7 @@ export const transcoderEncoder = z.object({
   height: z.int().min(0),
   keyFrameInterval: z.int().min(0),
   fps: z.int().min(0),
-  watermark: z.string().optional(),
+  watermark: plainString.optional(),
 });
 
 /** Encoder settings of a transcoder2. */
@@ -258,15 +269,15 @@ export const mpegtsRecord = z.object({
 export type MpegtsRecord = z.infer<typeof mpegtsRecord>;
 
 /** A recorder of one stream. */
-export const recorderRecord = z.object({ fileName: z.string(), mediaSessionId: z.string() });
+export const recorderRecord = z.object({ fileName: plainString, mediaSessionId: z.string() });
 /** A Recorder record. */
 export type RecorderRecord = z.infer<typeof recorderRecord>;
 
 /** A recorder of several streams into one file. */
 export const multiRecorderRecord = z.object({
   mediaSessionsId: z.array(z.string()),
-  uri: z.string(),
-  fileName: z.string(),
+  uri: plainString,
+  fileName: plainString,
 });
 /** A multi-recorder record. */
 export type MultiRecorderRecord = z.infer<typeof multiRecorderRecord>;
@@ -394,7 +405,7 @@ export const cdnProfile = z.object({
 /** Recording settings of `startRecording` and `/recorder/startup`. */
 export const recordingConfig = z.object({
   /** File name with placeholders {streamName}, {startTime}, {endTime}, {mediaSessionId}. */
-  fileTemplate: z.string().min(1).optional(),
+  fileTemplate: plainString.min(1).optional(),
   /** Size at which a new file starts, e.g. "20M" (K, M or G). */
   rotation: z.string().regex(/^[1-9][0-9]*[KMG]$/, "a size like 20M (K, M or G)")
     .meta({ examples: ["20M"] }).optional(),

@@ -4,8 +4,11 @@
  */
 import { RtmpPull } from "../media/providers/rtmp_pull.ts";
 import { parseRtmpUrl } from "../media/protocols/rtmp/url.ts";
+import type { Config } from "../config.ts";
 import { ConflictError, NotFoundError } from "./errors.ts";
 import type { Logger } from "./log.ts";
+import { OutboundPolicy } from "./outbound.ts";
+import { redactUri } from "./redact.ts";
 import type { RtmpPullRecord } from "./records.ts";
 import type { StreamRegistry } from "./stream_registry.ts";
 
@@ -19,18 +22,24 @@ export class RtmpPullRegistry {
   #starting = new Set<string>();
   #streams: StreamRegistry;
   #log: Logger;
+  #outbound: OutboundPolicy;
 
-  constructor(streams: StreamRegistry, log: Logger) {
+  constructor(config: Config, streams: StreamRegistry, log: Logger) {
     this.#streams = streams;
     this.#log = log.child({ component: "rtmp-pull" });
+    this.#outbound = new OutboundPolicy(config.outbound.allowedHosts);
   }
 
-  /** Plays `uri` into the local stream `localStreamName` (default: the remote stream name). */
+  /**
+   * Plays `uri` into the local stream `localStreamName` (default: the remote stream name,
+   * without its query); a host outside `outbound.allowedHosts` is a 403.
+   */
   async pull(uri: string, localStreamName?: string): Promise<void> {
     const url = parseRtmpUrl(uri, "uri");
+    this.#outbound.check(url.hostname, "uri");
     const name = localStreamName || url.streamName.split("?")[0];
     if (this.#entries.has(uri) || this.#starting.has(uri)) {
-      throw new ConflictError(`${uri} is already pulled`);
+      throw new ConflictError(`${redactUri(uri)} is already pulled`);
     }
     if (this.#streams.published(name)) {
       throw new ConflictError(`stream ${name} is already published`);
@@ -57,22 +66,34 @@ export class RtmpPullRegistry {
     });
   }
 
-  /** Stops the pull of `uri`; its stream ends. */
+  /**
+   * Stops the pull of `uri` (the one pulled, or the redacted one the records show when it
+   * names one pull); its stream ends.
+   */
   async terminate(uri: string): Promise<void> {
-    const pull = this.#entries.get(uri);
-    if (!pull) throw new NotFoundError(`RTMP pull ${uri} not found`);
-    this.#entries.delete(uri);
+    const key = this.#entries.has(uri) ? uri : this.#byRedacted(uri);
+    const pull = key === undefined ? undefined : this.#entries.get(key);
+    if (key === undefined || !pull) {
+      throw new NotFoundError(`RTMP pull ${redactUri(uri)} not found`);
+    }
+    this.#entries.delete(key);
     await pull.stream.terminate("Stopped by rest /pull/rtmp/terminate");
   }
 
-  /** The RTMP pull records. */
+  /** The one pulled uri whose redacted form is `redacted`. */
+  #byRedacted(redacted: string): string | undefined {
+    const matches = [...this.#entries.keys()].filter((uri) => redactUri(uri) === redacted);
+    return matches.length === 1 ? matches[0] : undefined;
+  }
+
+  /** The RTMP pull records; uris show no secret. */
   list(): RtmpPullRecord[] {
     return [...this.#entries].map(([uri, pull]) => {
       const record = pull.stream.record();
       return {
         localMediaSessionId: pull.stream.mediaSessionId,
         localStreamName: pull.stream.name,
-        uri,
+        uri: redactUri(uri),
         status: pullStatus,
         hasAudio: record.hasAudio,
         hasVideo: record.hasVideo,

@@ -15,6 +15,8 @@ import {
   ParseError,
 } from "./errors.ts";
 import type { Logger } from "./log.ts";
+import { OutboundPolicy } from "./outbound.ts";
+import { redactUri, withoutSecrets } from "./redact.ts";
 import type { RtspPullRecord } from "./records.ts";
 import type { StreamRegistry } from "./stream_registry.ts";
 
@@ -30,28 +32,35 @@ export class RtspRegistry {
   #config: Config;
   #streams: StreamRegistry;
   #log: Logger;
+  #outbound: OutboundPolicy;
   #closed = false;
 
   constructor(config: Config, streams: StreamRegistry, log: Logger) {
     this.#config = config;
     this.#streams = streams;
     this.#log = log.child({ component: "rtsp" });
+    this.#outbound = new OutboundPolicy(config.outbound.allowedHosts);
   }
 
   /**
-   * Plays `uri` and publishes it as `localStreamName` (the uri when none). Resolves once
-   * media flows. A malformed uri is a 400, a uri already pulled or a name already published
-   * a 409, a camera that cannot be reached or refuses a 502 naming the reason.
+   * Plays `uri` and publishes it as `localStreamName` (when none, the uri without its
+   * credentials and secret parameters). Resolves once media flows. A malformed uri is a
+   * 400, a host outside `outbound.allowedHosts` a 403, a uri already pulled or a name
+   * already published a 409, a camera that cannot be reached or refuses a 502 naming the
+   * reason.
    */
   async startup(uri: string, localStreamName?: string): Promise<void> {
+    let hostname: string;
     try {
-      parseRtspUrl(uri);
+      ({ hostname } = parseRtspUrl(uri));
     } catch (err) {
       throw new BadRequestError("uri", (err as Error).message);
     }
-    const name = localStreamName || uri;
+    const checkHost = (host: string) => this.#outbound.check(host, "uri");
+    checkHost(hostname);
+    const name = localStreamName || withoutSecrets(uri);
     if (this.#pulls.has(uri) || this.#starting.has(uri)) {
-      throw new ConflictError(`${uri} is already pulled`);
+      throw new ConflictError(`${redactUri(uri)} is already pulled`);
     }
     if (this.#streams.published(name)) {
       throw new ConflictError(`stream ${name} is already published`);
@@ -65,15 +74,16 @@ export class RtspRegistry {
         mediaSessionId: crypto.randomUUID(),
         transport: this.#config.rtsp.transport,
         udp: {
-          hostname: this.#config.bind,
+          hostname: this.#config.binds.media ?? this.#config.bind,
           min: this.#config.media.udpPortMin,
           max: this.#config.media.udpPortMax,
         },
+        checkHost,
         log: this.#log,
       });
     } catch (err) {
       if (err instanceof RtspError || err instanceof ParseError) {
-        throw new BadGatewayError(`camera ${uri}: ${err.message}`, { cause: err });
+        throw new BadGatewayError(`camera ${redactUri(uri)}: ${err.message}`, { cause: err });
       }
       throw err;
     } finally {
@@ -94,18 +104,27 @@ export class RtspRegistry {
     });
   }
 
-  /** Tears the pull of `uri` down and ends its stream; an unknown uri is a 404. */
+  /**
+   * Tears the pull of `uri` down and ends its stream. `uri` is the one pulled or the
+   * redacted one the records show, when it names one pull; an unknown uri is a 404.
+   */
   async terminate(uri: string): Promise<void> {
-    const pull = this.#pulls.get(uri);
-    if (!pull) throw new NotFoundError(`RTSP pull of ${uri} not found`);
+    const pull = this.#pulls.get(uri) ?? this.#byRedacted(uri);
+    if (!pull) throw new NotFoundError(`RTSP pull of ${redactUri(uri)} not found`);
     await pull.provider.stop();
-    this.#forget(uri, pull.provider);
+    this.#forget(pull.uri, pull.provider);
   }
 
-  /** The RTSP pull records. */
+  /** The one pull whose redacted uri is `redacted`. */
+  #byRedacted(redacted: string): RtspPull | undefined {
+    const matches = [...this.#pulls.values()].filter((p) => redactUri(p.uri) === redacted);
+    return matches.length === 1 ? matches[0] : undefined;
+  }
+
+  /** The RTSP pull records; uris show no secret. */
   list(): RtspPullRecord[] {
     return [...this.#pulls.values()].map(({ uri, provider }) => ({
-      uri,
+      uri: redactUri(uri),
       toStream: provider.stream.name,
       status: provider.status,
     }));

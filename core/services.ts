@@ -59,7 +59,7 @@ export function createServices(config: Config, log: Logger): Services {
     engine: createEngine(config.media.engine),
     rtsp: new RtspRegistry(config, streams, log),
     pushes: new PushRegistry(config, streams, log),
-    rtmpPulls: new RtmpPullRegistry(streams, log),
+    rtmpPulls: new RtmpPullRegistry(config, streams, log),
     limits: createLimits(config.limits),
   };
 }

@@ -1,7 +1,7 @@
 /** The `call` group: SIP calls, optionally bridged to RTMP. */
 import { z } from "zod";
 import { callRecord } from "../core/records.ts";
-import { findFilter, noParams, operation, requiredString } from "./operation.ts";
+import { findFilter, noParams, operation, plainString, requiredString } from "./operation.ts";
 
 /** `/call/startup` sends booleans as text; both forms are accepted. */
 const textBoolean = z.union([z.boolean(), z.enum(["true", "false"])]);
@@ -16,7 +16,7 @@ export const callOperations = [
     body: z.object({
       callId: z.string().optional(),
       callee: requiredString,
-      rtmpUrl: z.string().optional(),
+      rtmpUrl: plainString.optional(),
       rtmpStream: z.string().optional(),
       hasAudio: textBoolean.optional(),
       hasVideo: textBoolean.optional(),

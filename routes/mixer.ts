@@ -1,7 +1,7 @@
 /** The `mixer` group: compose several streams into one. */
 import { z } from "zod";
 import { mixerRecord } from "../core/records.ts";
-import { noParams, operation, requiredString, uriWithScheme } from "./operation.ts";
+import { noParams, operation, plainString, requiredString, uriWithScheme } from "./operation.ts";
 
 const mixerUri = uriWithScheme("mixer");
 const position = { x: z.int(), y: z.int() };
@@ -22,10 +22,10 @@ export const mixerOperations = [
       localStreamName: requiredString,
       hasVideo: z.boolean().optional(),
       hasAudio: z.boolean().optional(),
-      watermark: z.string().optional(),
+      watermark: plainString.optional(),
       background: z.string().optional(),
       mixerLayoutClass: z.string().optional(),
-      mixerLayoutDir: z.string().optional(),
+      mixerLayoutDir: plainString.optional(),
     }),
     response: null,
   }),
@@ -96,7 +96,7 @@ export const mixerOperations = [
   operation({
     path: "/mixer/set_parameter",
     summary: "Change the layout folder of a mixer on the fly.",
-    body: z.object({ uri: mixerUri, mixerLayoutDir: z.string() }),
+    body: z.object({ uri: mixerUri, mixerLayoutDir: plainString }),
     response: null,
   }),
   operation({

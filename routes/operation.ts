@@ -5,6 +5,7 @@
  * them, and the contract test walks the same list.
  */
 import { z } from "zod";
+import { plainString } from "../core/records.ts";
 import type { Services } from "../core/services.ts";
 
 /** What a handler gets besides its body. */
@@ -41,13 +42,15 @@ export function operation<S extends z.ZodType>(
 /** Body of operations without parameters: nothing, or an empty object. */
 export const noParams = z.strictObject({});
 
-/** A required non-empty string. */
-export const requiredString = z.string().min(1, "must not be empty");
+export { plainString };
+
+/** A required non-empty string without control characters. */
+export const requiredString = plainString.min(1, "must not be empty");
 
 /** A string URI with the given scheme, e.g. `uriWithScheme("mixer")` for mixer://name. */
 export function uriWithScheme(...schemes: string[]): z.ZodString {
   const pattern = new RegExp(`^(${schemes.join("|")})://[^\\s]+$`);
-  return z.string()
+  return plainString
     .regex(pattern, `must be a ${schemes.map((s) => s + "://").join(" or ")} URI`)
     .meta({ examples: [exampleUri(schemes[0])] });
 }

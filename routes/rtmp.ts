@@ -2,7 +2,15 @@
 import { z } from "zod";
 import { filterRecords } from "../core/filter.ts";
 import { pushRecord, rtmpPullRecord } from "../core/records.ts";
-import { findFilter, noParams, operation, requiredString, uriWithScheme } from "./operation.ts";
+import { redactUri } from "../core/redact.ts";
+import {
+  findFilter,
+  noParams,
+  operation,
+  plainString,
+  requiredString,
+  uriWithScheme,
+} from "./operation.ts";
 
 const rtmpUri = uriWithScheme("rtmp", "rtmps");
 const byMediaSession = z.object({ mediaSessionId: requiredString });
@@ -32,7 +40,12 @@ export const rtmpOperations = [
     summary: "List the pushes whose fields equal the given values.",
     body: findFilter(pushRecord),
     response: z.array(pushRecord),
-    handle: (body, { services }) => filterRecords(services.pushes.list(), body),
+    // Records show redacted URLs; a filter with the full URL matches them once redacted too.
+    handle: (body, { services }) =>
+      filterRecords(
+        services.pushes.list(),
+        body.rtmpUrl === undefined ? body : { ...body, rtmpUrl: redactUri(body.rtmpUrl) },
+      ),
   }),
   operation({
     path: "/push/find_all",
@@ -94,7 +107,7 @@ export const rtmpOperations = [
     path: "/pull/rtmp/pull",
     group: "pull/rtmp",
     summary: "Play a remote RTMP stream into a local stream.",
-    body: z.object({ uri: rtmpUri, localStreamName: z.string().optional() }),
+    body: z.object({ uri: rtmpUri, localStreamName: plainString.optional() }),
     response: null,
     handle: (body, { services }) => services.rtmpPulls.pull(body.uri, body.localStreamName),
   }),

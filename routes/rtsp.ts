@@ -2,7 +2,8 @@
 import { z } from "zod";
 import { filterRecords } from "../core/filter.ts";
 import { rtspPullRecord } from "../core/records.ts";
-import { findFilter, noParams, operation, uriWithScheme } from "./operation.ts";
+import { redactUri } from "../core/redact.ts";
+import { findFilter, noParams, operation, plainString, uriWithScheme } from "./operation.ts";
 
 const rtspUri = uriWithScheme("rtsp", "rtsps");
 
@@ -10,8 +11,9 @@ const rtspUri = uriWithScheme("rtsp", "rtsps");
 export const rtspOperations = [
   operation({
     path: "/rtsp/startup",
-    summary: "Pull an RTSP source into a local stream (named after the uri when no name is given).",
-    body: z.object({ uri: rtspUri, localStreamName: z.string().optional() }),
+    summary:
+      "Pull an RTSP source into a local stream (named after the uri without credentials and secret parameters when no name is given).",
+    body: z.object({ uri: rtspUri, localStreamName: plainString.optional() }),
     response: null,
     handle: ({ uri, localStreamName }, { services }) => services.rtsp.startup(uri, localStreamName),
   }),
@@ -27,7 +29,12 @@ export const rtspOperations = [
     summary: "List the RTSP pulls whose fields equal the given values.",
     body: findFilter(rtspPullRecord),
     response: z.array(rtspPullRecord),
-    handle: (filter, { services }) => filterRecords(services.rtsp.list(), filter),
+    // Records show redacted uris; a filter with the full uri matches them once redacted too.
+    handle: (filter, { services }) =>
+      filterRecords(
+        services.rtsp.list(),
+        filter.uri === undefined ? filter : { ...filter, uri: redactUri(filter.uri) },
+      ),
   }),
   operation({
     path: "/rtsp/terminate",

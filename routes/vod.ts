@@ -2,7 +2,7 @@
 import { z } from "zod";
 import { filterRecords } from "../core/filter.ts";
 import { vodRecord } from "../core/records.ts";
-import { findFilter, noParams, operation, uriWithScheme } from "./operation.ts";
+import { findFilter, noParams, operation, plainString, uriWithScheme } from "./operation.ts";
 
 const vodUri = uriWithScheme("vod-live", "vod");
 
@@ -11,7 +11,7 @@ export const vodOperations = [
   operation({
     path: "/vod/startup",
     summary: "Play a file of the media folder as a live stream.",
-    body: z.object({ uri: vodUri, localStreamName: z.string().optional() }),
+    body: z.object({ uri: vodUri, localStreamName: plainString.optional() }),
     response: null,
     handle: ({ uri, localStreamName }, { services }) => services.vod.startup(uri, localStreamName),
   }),
@@ -32,7 +32,7 @@ export const vodOperations = [
   operation({
     path: "/vod/terminate",
     summary: "End a VOD stream.",
-    body: z.object({ uri: vodUri, localStreamName: z.string().optional() }),
+    body: z.object({ uri: vodUri, localStreamName: plainString.optional() }),
     response: null,
     handle: ({ uri, localStreamName }, { services }) =>
       services.vod.terminate(uri, localStreamName),

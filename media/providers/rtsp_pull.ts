@@ -6,6 +6,7 @@
  */
 import { ParseError } from "../../core/errors.ts";
 import type { Logger } from "../../core/log.ts";
+import { redactUri } from "../../core/redact.ts";
 import type { MediaFrame, Track } from "../frame.ts";
 import { VideoDtsDeriver } from "../codecs/dts_deriver.ts";
 import { findH264ParameterSets, parseH264Sps } from "../codecs/h264.ts";
@@ -51,6 +52,8 @@ export interface RtspPullOptions {
   transport: RtspTransportPolicy;
   /** Address and ports of UDP media sockets. */
   udp: UdpPortRange;
+  /** Throws when a host (the camera's, or a redirect's) may not be reached. */
+  checkHost?: (hostname: string) => void;
   log: Logger;
 }
 
@@ -146,6 +149,7 @@ export class RtspPullProvider {
       const opened = await RtspClient.open({
         url: this.#options.uri,
         udp: this.#options.udp,
+        checkHost: this.#options.checkHost,
         onRtp: (media, data) => {
           if (own.client === this.#client) this.#onRtp(media, data);
         },
@@ -346,9 +350,9 @@ export class RtspPullProvider {
     });
   }
 
-  /** The camera URL without its password, for logs. */
+  /** The camera URL without its secrets, for logs. */
   #redacted(): string {
-    return this.#options.uri.replace(/\/\/([^:@/]*):[^@/]*@/, "//$1:***@");
+    return redactUri(this.#options.uri);
   }
 }
 

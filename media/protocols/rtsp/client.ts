@@ -47,6 +47,11 @@ export interface RtspClientOptions {
   url: string;
   /** Address and ports for UDP media sockets. */
   udp: UdpPortRange;
+  /**
+   * Throws when a host may not be reached; asked before every connection, redirects
+   * included, so a camera cannot send the client where the caller could not.
+   */
+  checkHost?: (hostname: string) => void;
   /** Receives the RTP packets of media `media` (index of the SDP media section). */
   onRtp: (media: number, data: Uint8Array) => void;
   /** Receives the RTCP packets of media `media`. */
@@ -152,6 +157,7 @@ export class RtspClient {
   ): Promise<{ client: RtspClient; description: RtspDescription }> {
     let url = parseRtspUrl(options.url);
     for (let redirects = 0;; redirects++) {
+      options.checkHost?.(url.hostname);
       const client = new RtspClient(options, url, await connectTcp(url));
       try {
         const location = await client.#describe();
