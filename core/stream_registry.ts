@@ -4,24 +4,12 @@
  * other.
  */
 import { ConflictError, NotFoundError } from "./errors.ts";
-import type { StreamRecord } from "./records.ts";
+import type { RegisteredStream, StreamDirectory } from "../media/stream_record.ts";
 
-/** What the registry needs of a stream. */
-export interface RegisteredStream {
-  /** Identifies the stream for terminate, recording, mixer and recorder operations. */
-  readonly mediaSessionId: string;
-  /** The stream name. */
-  readonly name: string;
-  /** True for a published (provided) stream, false for a played one. */
-  readonly published: boolean;
-  /** The Stream record of the API; `metrics` filled only when asked for. */
-  record(options?: { metrics?: boolean }): StreamRecord;
-  /** Ends the stream; `info` is the reason its clients are told. */
-  terminate(info: string): Promise<void>;
-}
+export type { RegisteredStream } from "../media/stream_record.ts";
 
 /** Streams by mediaSessionId, with lookup of the published stream of a name. */
-export class StreamRegistry {
+export class StreamRegistry implements StreamDirectory {
   #byId = new Map<string, RegisteredStream>();
   #publishedByName = new Map<string, RegisteredStream>();
 

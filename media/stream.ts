@@ -7,8 +7,7 @@
  * keeps the frames since the last video keyframe (bounded) so a reader that joins late starts
  * with a decodable picture at once.
  */
-import type { RegisteredStream } from "../core/stream_registry.ts";
-import type { StreamRecord } from "../core/records.ts";
+import type { RegisteredStream, StreamRecord } from "./stream_record.ts";
 import type { MediaFrame, Track } from "./frame.ts";
 
 /** Frames a reader may have queued before it drops (about 4 s of 30 fps video + 50 fps audio). */

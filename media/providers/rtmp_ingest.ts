@@ -5,7 +5,7 @@
  */
 import { ConflictError, ParseError } from "../../core/errors.ts";
 import type { Logger } from "../../core/log.ts";
-import type { StreamRegistry } from "../../core/stream_registry.ts";
+import type { StreamDirectory } from "../stream_record.ts";
 import type { RtmpConn } from "../protocols/rtmp/conn.ts";
 import type { RtmpMessage } from "../protocols/rtmp/message.ts";
 import type { PublishSink } from "../protocols/rtmp/server.ts";
@@ -17,12 +17,12 @@ export const rtmpMediaProvider = "RTMP";
 
 /** Accepts RTMP publishers into the stream registry. */
 export class RtmpIngest {
-  #streams: StreamRegistry;
+  #streams: StreamDirectory;
   #log: Logger;
   /** Names published over RTMP whose codecs are still being probed. */
   #probing = new Set<string>();
 
-  constructor(streams: StreamRegistry, log: Logger) {
+  constructor(streams: StreamDirectory, log: Logger) {
     this.#streams = streams;
     this.#log = log;
   }
@@ -52,7 +52,7 @@ class IngestSession implements PublishSink {
   constructor(
     readonly name: string,
     readonly conn: RtmpConn,
-    readonly streams: StreamRegistry,
+    readonly streams: StreamDirectory,
     readonly log: Logger,
     readonly releaseName: () => void,
   ) {

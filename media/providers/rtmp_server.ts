@@ -1,8 +1,20 @@
 /** The RTMP listener of a server: publishers become streams, players play any published stream. */
-import type { Services } from "../../core/services.ts";
+import type { Config } from "../../config.ts";
+import type { Logger } from "../../core/log.ts";
+import type { CodecEngine } from "../engine/engine.ts";
 import { RtmpServer } from "../protocols/rtmp/server.ts";
 import { playRtmp } from "../publishers/rtmp_play.ts";
+import type { StreamDirectory } from "../stream_record.ts";
 import { RtmpIngest } from "./rtmp_ingest.ts";
+
+/** What the RTMP listener needs of the server (the server's services satisfy it). */
+export interface RtmpServerDeps {
+  log: Logger;
+  streams: StreamDirectory;
+  /** Converts Opus audio to AAC for players. */
+  engine: CodecEngine;
+  config: Pick<Config, "bind" | "binds" | "ports">;
+}
 
 /** A listening RTMP server. */
 export interface RunningRtmpServer {
@@ -13,7 +25,7 @@ export interface RunningRtmpServer {
 }
 
 /** Starts RTMP on `config.binds.rtmp` (else `config.bind`):`config.ports.rtmp`. */
-export function startRtmpServer(services: Services): RunningRtmpServer {
+export function startRtmpServer(services: RtmpServerDeps): RunningRtmpServer {
   const log = services.log.child({ component: "rtmp" });
   const ingest = new RtmpIngest(services.streams, log);
   const server = new RtmpServer({

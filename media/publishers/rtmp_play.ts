@@ -8,7 +8,7 @@
  */
 import { NotFoundError } from "../../core/errors.ts";
 import type { Logger } from "../../core/log.ts";
-import type { StreamRegistry } from "../../core/stream_registry.ts";
+import type { StreamDirectory } from "../stream_record.ts";
 import type { CodecEngine } from "../engine/engine.ts";
 import { StatusCode } from "../protocols/rtmp/command.ts";
 import type { RtmpConn } from "../protocols/rtmp/conn.ts";
@@ -19,7 +19,7 @@ import { RtmpPackager } from "./rtmp_packager.ts";
 
 /** What playing needs of the server. */
 export interface RtmpPlayContext {
-  streams: StreamRegistry;
+  streams: StreamDirectory;
   /** Converts Opus audio to AAC. */
   engine: CodecEngine;
   log: Logger;

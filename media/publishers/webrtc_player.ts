@@ -5,8 +5,7 @@
  */
 import type { RTCRtpSender, RTCRtpTransceiver } from "werift";
 import { GenericNack } from "werift";
-import type { StreamRecord } from "../../core/records.ts";
-import type { RegisteredStream } from "../../core/stream_registry.ts";
+import type { RegisteredStream, StreamRecord } from "../stream_record.ts";
 import { finalStatus, type StreamClient } from "../protocols/webrtc/client.ts";
 import type { NegotiatedCodec } from "../protocols/webrtc/codecs.ts";
 import { Peer, type PeerAddress } from "../protocols/webrtc/peer.ts";
