@@ -4,6 +4,9 @@
  * contract (shared/reference/management-api.md, "Resources and their fields").
  */
 import { z } from "zod";
+import { streamRecord } from "../media/stream_record.ts";
+
+export { streamMetricKeys, type StreamRecord, streamRecord } from "../media/stream_record.ts";
 
 /**
  * A string without control characters (NUL, line breaks, escapes): every field that becomes
@@ -17,73 +20,6 @@ export const plainString = z.string().regex(
 );
 
 const nullableString = z.string().nullable();
-const muteState = z.object({ muted: z.boolean() });
-
-/** Keys of the `metrics` object of a Stream when `display` has "metrics". */
-export const streamMetricKeys = [
-  "VIDEO_SYNC",
-  "VIDEO_K_FRAMES",
-  "AUDIO_SYNC",
-  "VIDEO_NACK",
-  "AUDIO_RATE",
-  "AUDIO_LOST",
-  "VIDEO_LOST",
-  "VIDEO_CODEC",
-  "VIDEO_B_FRAMES",
-  "VIDEO_PLI",
-  "AUDIO_CODEC",
-  "VIDEO_RATE",
-  "VIDEO_WIDTH",
-  "VIDEO_GOP_SIZE",
-  "VIDEO_HEIGHT",
-  "VIDEO_FPS",
-  "VIDEO_P_FRAMES",
-] as const;
-
-/** A media session: a published or played stream. */
-export const streamRecord = z.object({
-  custom: z.record(z.string(), z.unknown()),
-  nodeId: nullableString,
-  appKey: z.string(),
-  sessionId: z.string(),
-  mediaSessionId: z.string(),
-  remoteMediaElementId: nullableString,
-  name: z.string(),
-  published: z.boolean(),
-  hasVideo: z.boolean(),
-  hasAudio: z.boolean(),
-  status: z.string(),
-  sdp: z.string(),
-  info: nullableString,
-  record: z.boolean(),
-  recordName: nullableString,
-  width: z.int(),
-  height: z.int(),
-  bitrate: z.int(),
-  minBitrate: z.int(),
-  maxBitrate: z.int(),
-  quality: z.int(),
-  rtmpUrl: nullableString,
-  mediaProvider: z.string(),
-  audioCodec: z.string(),
-  videoCodec: z.string(),
-  history: z.boolean(),
-  gop: z.int(),
-  fps: z.int(),
-  audioBitrate: z.int(),
-  codecImpl: z.string(),
-  transport: z.string(),
-  cvoExtension: z.boolean(),
-  createDate: z.int(),
-  mediaType: z.string(),
-  parentMediaSessionId: z.string().optional(),
-  audioState: muteState,
-  videoState: muteState,
-  metrics: z.partialRecord(z.enum(streamMetricKeys), z.int()).optional(),
-});
-/** A Stream record. */
-export type StreamRecord = z.infer<typeof streamRecord>;
-
 const clientInfo = z.object({
   architecture: z.string(),
   bitness: z.string(),
