@@ -10,8 +10,10 @@ const script = new URL("../peers/gst_rtsp_server.py", import.meta.url).pathname;
 
 /** What the camera serves. */
 export interface GstRtspOptions {
-  /** Audio codec next to the H.264 video. */
+  /** Audio codec next to the video. */
   audio?: "aac" | "pcmu" | "opus";
+  /** Video: H.264 baseline (default), or H.264 / H.265 with 2 B-frames. */
+  video?: "baseline" | "h264-bframes" | "h265-bframes";
   /** Path of the stream. */
   mount?: string;
   /** Require Digest authentication with these credentials. */
@@ -40,6 +42,7 @@ export async function startGstRtsp(options: GstRtspOptions = {}): Promise<GstRts
   if (options.user !== undefined) args.push(options.user, options.password ?? "");
   const child = new Deno.Command("/usr/bin/python3", {
     args: ["-u", ...args],
+    env: { GST_RTSP_VIDEO: options.video ?? "baseline" },
     stdin: "null",
     stdout: "piped",
     stderr: "null",
