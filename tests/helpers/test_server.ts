@@ -1,6 +1,6 @@
 /** Starts a server in-process on ephemeral ports for integration tests. */
 import { type Config, configSchema } from "../../config.ts";
-import { silentLogger } from "../../core/log.ts";
+import { type Logger, silentLogger } from "../../core/log.ts";
 import { type RunningServer, startServer } from "../../server.ts";
 
 /** A running test server and the base URL of its REST API. */
@@ -23,9 +23,12 @@ export function testConfig(overrides: Record<string, unknown> = {}): Config {
   });
 }
 
-/** Starts a server; the caller must `await server.stop()`. */
-export async function startTestServer(config: Config = testConfig()): Promise<TestServer> {
-  const server = await startServer(config, silentLogger);
+/** Starts a server (logging to `log`, silent by default); the caller must `await server.stop()`. */
+export async function startTestServer(
+  config: Config = testConfig(),
+  log: Logger = silentLogger,
+): Promise<TestServer> {
+  const server = await startServer(config, log);
   const restUrl = `http://${hostOf(config.binds.rest ?? config.bind)}:${server.restPort}`;
   return {
     ...server,
