@@ -1,16 +1,31 @@
 /**
- * The WebSocket signaling listeners (WS, and WSS when a certificate is configured): upgrade
- * every request on `/` to a session, run the shared keepalive, and close everything on stop.
+ * The WebSocket signaling listeners (WS, and WSS when a certificate is configured): our own
+ * accept loop and RFC 6455 handshake, so that no accept error ends the process, connection
+ * caps refuse with 503 before any upgrade, and the handshake (upgrade and an accepted
+ * `connection` message) has a deadline. Every upgraded socket carries one session.
  */
 import { drainTimeoutMs } from "../core/inflight.ts";
+import { Cap, KeyedCap } from "../core/limits.ts";
 import type { Services } from "../core/services.ts";
 import { registerConnection } from "./connection.ts";
 import { registerData } from "./data.ts";
 import { HandlerTable, type SignalingContext } from "./handlers.ts";
 import { KeepAlive, registerKeepAlive } from "./keepalive.ts";
 import { registerPushLogs } from "./push_logs.ts";
-import { closeCodes, SignalingSession } from "./session.ts";
+import { closeCodes, closeHandshakeTimeoutMs, SignalingSession } from "./session.ts";
 import { registerWebRtcStreams } from "./webrtc_streams.ts";
+import { acceptLoop } from "./websocket/accept_loop.ts";
+import {
+  checkUpgrade,
+  errorResponse,
+  HandshakeError,
+  switchingProtocols,
+} from "./websocket/handshake.ts";
+import { ServerWebSocket } from "./websocket/socket.ts";
+import { readRequestHead, writeAll } from "./websocket/upgrade.ts";
+
+/** Time a refused connection has to send its request head before it is cut, in ms. */
+export const refusalReadTimeoutMs = 1000;
 
 /** The handlers of every message built so far. */
 export function defaultHandlers(): HandlerTable {
@@ -32,13 +47,32 @@ export interface ListenOptions {
   tls?: { certFile: string; keyFile: string };
 }
 
+/** The connection caps of one listener, as `/health` shows them. */
+export interface ListenerLimits {
+  readonly connections: ReturnType<Cap["toJSON"]>;
+  readonly connectionsPerAddress: ReturnType<KeyedCap["toJSON"]>;
+}
+
+/** One open listener, its caps and its accept loop. */
+interface Listener {
+  readonly service: string;
+  readonly hostname: string;
+  readonly port: number;
+  readonly listener: Deno.Listener;
+  readonly connections: Cap;
+  readonly perAddress: KeyedCap;
+  loop?: Promise<void>;
+}
+
 /** Every signaling listener of a server and the sessions they carry. */
 export class SignalingServer {
   /** Message handlers; later modules register theirs here before clients connect. */
   readonly handlers: HandlerTable;
   readonly #ctx: SignalingContext;
   readonly #sessions = new Set<SignalingSession>();
-  readonly #listeners: Deno.HttpServer[] = [];
+  readonly #listeners: Listener[] = [];
+  /** Connections not upgraded yet, so a stop can cut them, and their handling to wait for. */
+  readonly #handshakes = new Map<Deno.Conn, Promise<void>>();
   readonly #keepAlive: KeepAlive;
   #stopping = false;
 
@@ -54,40 +88,57 @@ export class SignalingServer {
     return this.#sessions.size;
   }
 
+  /** The connection caps of every listener by service (`ws`, `wss`): held, max, refused. */
+  limitsSnapshot(): Record<string, ListenerLimits> {
+    return Object.fromEntries(this.#listeners.map((l) => [l.service, {
+      connections: l.connections.toJSON(),
+      connectionsPerAddress: l.perAddress.toJSON(),
+    }]));
+  }
+
   /** Opens a listener and resolves with its port. */
   async listen(options: ListenOptions): Promise<number> {
-    const tls = options.tls && {
-      cert: await Deno.readTextFile(options.tls.certFile),
-      key: await Deno.readTextFile(options.tls.keyFile),
+    const { hostname } = options;
+    const listener: Deno.Listener = options.tls
+      ? Deno.listenTls({
+        hostname,
+        port: options.port,
+        cert: await Deno.readTextFile(options.tls.certFile),
+        key: await Deno.readTextFile(options.tls.keyFile),
+      })
+      : Deno.listen({ hostname, port: options.port });
+    const service = options.tls ? "wss" : "ws";
+    const { port } = listener.addr as Deno.NetAddr;
+    const limits = this.#ctx.services.config.limits;
+    const entry: Listener = {
+      service,
+      hostname,
+      port,
+      listener,
+      connections: new Cap(`${service} connections`, limits.connectionsPerListener),
+      perAddress: new KeyedCap(`${service} connections per address`, limits.connectionsPerAddress),
     };
-    const { promise: listening, resolve } = Promise.withResolvers<number>();
-    const service = tls ? "wss" : "ws";
-    let port = options.port;
-    const listener = Deno.serve({
-      hostname: options.hostname,
-      port: options.port,
-      ...tls,
-      onListen: (addr) => resolve(addr.port),
-      onError: (err) => {
-        this.#ctx.log.error("signaling listener error", {
-          service,
-          err,
-          stack: (err as Error).stack,
-        });
-        return new Response("internal error", { status: 500 });
-      },
-    }, (req, info) => this.#accept(req, info, options.hostname, port));
-    this.#listeners.push(listener);
-    port = await listening;
+    this.#listeners.push(entry);
+    const log = this.#ctx.log.child({ service });
+    entry.loop = acceptLoop(
+      listener,
+      (conn) => this.#track(conn, entry),
+      log,
+      () => this.#stopping,
+    );
     this.#keepAlive.start();
-    this.#ctx.log.info("listening", { service, address: options.hostname, port });
+    this.#ctx.log.info("listening", { service, address: hostname, port });
     return port;
   }
 
-  /** Closes every session (their streams end), waits for them, then closes the listeners. */
+  /** Stops accepting, closes every session (their streams end) and waits for them. */
   async stop(): Promise<void> {
     this.#stopping = true;
     this.#keepAlive.stop();
+    for (const l of this.#listeners) l.listener.close();
+    await Promise.all(this.#listeners.map((l) => l.loop));
+    for (const conn of this.#handshakes.keys()) closeQuietly(conn);
+    await Promise.all(this.#handshakes.values());
     const ended = [...this.#sessions].map((s) => {
       s.close(closeCodes.goingAway, "server stopping");
       return s.ended;
@@ -98,37 +149,122 @@ export class SignalingServer {
       new Promise((resolve) => timer = setTimeout(resolve, drainTimeoutMs)),
     ]);
     clearTimeout(timer);
-    await Promise.all(this.#listeners.map((l) => l.shutdown()));
     await this.#ctx.services.hooks.drain();
   }
 
-  #accept(req: Request, info: Deno.ServeHandlerInfo, serverAddress: string, serverPort: number) {
-    if (this.#stopping) return new Response("server stopping", { status: 503 });
-    if (req.headers.get("upgrade")?.toLowerCase() !== "websocket") {
-      return new Response("WebSocket signaling endpoint\n", {
-        status: 426,
-        headers: { "Upgrade": "websocket" },
-      });
-    }
-    // Read before the upgrade: the request (headers, remoteAddr) is gone after it.
-    const remote = info.remoteAddr as Deno.NetAddr;
-    const origin = req.headers.get("origin") ?? "";
-    // Our own ping/pong (config.keepAlive) is the liveness check; Deno's would double it.
-    const { socket, response } = Deno.upgradeWebSocket(req, { idleTimeout: 0 });
-    const session = new SignalingSession(
-      socket,
-      {
-        clientAddress: remote.hostname,
-        clientPort: remote.port,
-        serverAddress,
-        serverPort,
-        origin,
-      },
-      this.#ctx,
-      this.handlers,
-    );
-    this.#sessions.add(session);
-    session.ended.then(() => this.#sessions.delete(session));
-    return response;
+  /** Runs the handshake of a new connection, tracked until it is upgraded or refused. */
+  #track(conn: Deno.Conn, listener: Listener): void {
+    const handling = this.#handshake(conn, listener)
+      .catch((err) => {
+        this.#ctx.log.error("signaling handshake failed", { err, stack: (err as Error).stack });
+        closeQuietly(conn);
+      })
+      .finally(() => this.#handshakes.delete(conn));
+    this.#handshakes.set(conn, handling);
   }
+
+  async #handshake(conn: Deno.Conn, listener: Listener): Promise<void> {
+    const remote = conn.remoteAddr as Deno.NetAddr;
+    const refusal = this.#takeConnectionSlot(listener, remote.hostname);
+    const releaseSlot = () => {
+      listener.connections.release();
+      listener.perAddress.release(remote.hostname);
+    };
+    const { handshakeTimeoutMs } = this.#ctx.services.config.ws;
+    // One deadline per connection for the whole handshake: until upgraded it cuts the
+    // connection; after, it closes a session whose `connection` was not accepted in time.
+    let onDeadline = () => closeQuietly(conn);
+    const deadline = setTimeout(
+      () => onDeadline(),
+      refusal === undefined ? handshakeTimeoutMs : refusalReadTimeoutMs,
+    );
+    let sessionSlot = false;
+    let upgraded = false;
+    try {
+      // Signaling messages are small and answered at once: no Nagle delay (TLS has no setter).
+      if ("setNoDelay" in conn) (conn as Deno.TcpConn).setNoDelay(true);
+      const read = await readRequestHead(conn);
+      if (read === undefined) return;
+      const { head, rest } = read;
+      if (refusal !== undefined) throw new HandshakeError(503, refusal);
+      const key = checkUpgrade(head);
+      if (this.#stopping) throw new HandshakeError(503, "server stopping");
+      const sessions = this.#ctx.services.limits.sessions;
+      if (!sessions.tryAcquire()) throw new HandshakeError(503, sessions.refusal());
+      sessionSlot = true;
+      await writeAll(conn, await switchingProtocols(key));
+      const socket = new ServerWebSocket(conn, {
+        maxMessageBytes: this.#ctx.services.config.ws.maxHandshakeMessageBytes,
+        closeTimeoutMs: closeHandshakeTimeoutMs,
+      });
+      const session = new SignalingSession(
+        socket,
+        {
+          clientAddress: remote.hostname,
+          clientPort: remote.port,
+          serverAddress: listener.hostname,
+          serverPort: listener.port,
+          origin: head.headers.get("origin") ?? "",
+        },
+        this.#ctx,
+        this.handlers,
+      );
+      upgraded = true;
+      this.#sessions.add(session);
+      socket.closed.then(releaseSlot);
+      session.ended.then(() => {
+        clearTimeout(deadline);
+        this.#sessions.delete(session);
+        sessions.release();
+      });
+      onDeadline = () => {
+        if (session.state === "established") return;
+        session.close(
+          closeCodes.policy,
+          `no connection message accepted within ${handshakeTimeoutMs} ms`,
+        );
+      };
+      socket.start(rest);
+    } catch (err) {
+      if (err instanceof HandshakeError) {
+        await writeAll(conn, errorResponse(err.status, err.message, err.headers)).catch(() => {});
+      } else if (!isConnectionError(err)) {
+        throw err;
+      }
+    } finally {
+      if (!upgraded) {
+        clearTimeout(deadline);
+        closeQuietly(conn);
+        if (sessionSlot) this.#ctx.services.limits.sessions.release();
+        if (refusal === undefined) releaseSlot();
+      }
+    }
+  }
+
+  /** Takes a connection slot of the listener and of the client address; the refusal if not. */
+  #takeConnectionSlot(listener: Listener, address: string): string | undefined {
+    if (!listener.connections.tryAcquire()) return listener.connections.refusal();
+    if (!listener.perAddress.tryAcquire(address)) {
+      listener.connections.release();
+      return listener.perAddress.refusal();
+    }
+    return undefined;
+  }
+}
+
+/** Closes a connection that may already be closed. */
+function closeQuietly(conn: Deno.Conn): void {
+  try {
+    conn.close();
+  } catch {
+    // Closed already (by the deadline or the peer's reset).
+  }
+}
+
+/** True for the errors of a connection that broke or that we closed (deadline, stop). */
+function isConnectionError(err: unknown): boolean {
+  return err instanceof Deno.errors.BadResource || err instanceof Deno.errors.ConnectionReset ||
+    err instanceof Deno.errors.BrokenPipe || err instanceof Deno.errors.Interrupted ||
+    err instanceof Deno.errors.UnexpectedEof || err instanceof Deno.errors.ConnectionAborted ||
+    err instanceof Deno.errors.InvalidData || err instanceof Deno.errors.TimedOut;
 }

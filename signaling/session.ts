@@ -9,26 +9,22 @@ import type { Logger } from "../core/log.ts";
 import type { ConnectionRecord } from "../core/records.ts";
 import type { ClientLogLevel, ClientSession } from "../core/session_registry.ts";
 import { ClientLog } from "./client_log.ts";
-import { encodeFrame, exceedsFrameLimit, maxFrameBytes, parseFrame } from "./frame.ts";
+import { encodeFrame, parseFrame } from "./frame.ts";
 import type { HandlerTable, SignalingContext } from "./handlers.ts";
+import { closeCodes } from "./websocket/frame_reader.ts";
+import type { ServerWebSocket, SocketCloseInfo } from "./websocket/socket.ts";
+
+/** WebSocket close codes (RFC 6455 §7.4.1), for the handlers that close sessions. */
+export { closeCodes };
 
 /** Bytes a client may leave unread in our send buffer before it is cut off as too slow. */
 export const maxBufferedBytes = 4 * 1024 * 1024;
 
 /**
- * Time a client has to answer our close frame, in ms. Deno waits for that answer without
- * limit, so past this the session ends on our side (a client that stopped reading must not
- * keep its session, streams and REST terminate call hanging).
+ * Time a client has to answer our close frame, in ms; past it TCP is cut (a client that
+ * stopped reading must not keep its session, streams and REST terminate call hanging).
  */
 export const closeHandshakeTimeoutMs = 2000;
-
-/** WebSocket close codes we use (RFC 6455 §7.4.1). */
-export const closeCodes = {
-  normal: 1000,
-  goingAway: 1001,
-  policy: 1008,
-  tooBig: 1009,
-} as const;
 
 /** Where a session stands: `new` until `connection`, `connecting` while the hook runs. */
 export type SessionState = "new" | "connecting" | "established" | "closed";
@@ -56,19 +52,19 @@ export class SignalingSession implements ClientSession {
   awaitingPong = false;
 
   #state: SessionState = "new";
-  #socket: WebSocket;
+  #socket: ServerWebSocket;
   #ctx: SignalingContext;
   #handlers: HandlerTable;
   #log: Logger;
   #record?: ConnectionRecord;
   #connection?: Record<string, unknown>;
   #restClientConfig?: RestClientConfig;
-  #endReason = "closed by the client";
-  #closeTimer?: ReturnType<typeof setTimeout>;
+  /** Set when we close the session; otherwise the socket tells why it ended. */
+  #endReason?: string;
   #ended = Promise.withResolvers<void>();
 
   constructor(
-    socket: WebSocket,
+    socket: ServerWebSocket,
     endpoints: SessionEndpoints,
     ctx: SignalingContext,
     handlers: HandlerTable,
@@ -83,11 +79,8 @@ export class SignalingSession implements ClientSession {
     this.#log = ctx.log.child({ sessionId: this.sessionId });
     this.clientLog = new ClientLog(ctx.services.config.folders.logs, this.sessionId);
     this.ended = this.#ended.promise;
-    socket.onmessage = (ev) => this.#onMessage(ev);
-    socket.onclose = (ev) => this.#onClose(ev);
-    socket.onerror = () => {
-      // The close event follows; it carries the end of the session.
-    };
+    socket.onmessage = (data) => this.#onMessage(data);
+    socket.closed.then((info) => this.#onClose(info));
   }
 
   /** Where the session stands. */
@@ -117,7 +110,9 @@ export class SignalingSession implements ClientSession {
     restClientConfig: RestClientConfig | undefined,
     clientObject: Record<string, unknown>,
   ): boolean {
-    if (this.#state !== "connecting") return false;
+    if (this.#state !== "connecting" || this.#socket.state !== "open") return false;
+    // From now on the larger limit of an established session applies.
+    this.#socket.maxMessageBytes = this.#ctx.services.config.ws.maxMessageBytes;
     this.#connection = connection;
     this.#record = record;
     this.#restClientConfig = restClientConfig;
@@ -137,7 +132,7 @@ export class SignalingSession implements ClientSession {
 
   /** Sends a message; dropped once the socket is closing. */
   send(message: string, ...data: unknown[]): void {
-    if (this.#socket.readyState !== WebSocket.OPEN) return;
+    if (this.#socket.state !== "open") return;
     if (this.#socket.bufferedAmount > maxBufferedBytes) {
       this.close(closeCodes.policy, "client does not read its messages");
       return;
@@ -148,14 +143,14 @@ export class SignalingSession implements ClientSession {
     else this.clientLog.write("TRACE", `>>> ${text}`);
   }
 
-  /** Starts closing the socket; the end path runs on the close event. */
+  /**
+   * Starts closing the socket; the end path runs once it has closed, which the socket
+   * guarantees within closeHandshakeTimeoutMs.
+   */
   close(code: number, reason: string): void {
-    if (this.#state === "closed" || this.#closeTimer !== undefined) return;
+    if (this.#socket.state !== "open") return;
     this.#endReason = reason;
-    if (this.#socket.readyState === WebSocket.OPEN) {
-      this.#socket.close(code, reason);
-      this.#closeTimer = setTimeout(() => this.#onClose(), closeHandshakeTimeoutMs);
-    } else if (this.#socket.readyState === WebSocket.CONNECTING) this.#onClose();
+    this.#socket.close(code, reason);
   }
 
   /** Closes the session and waits until it has ended. */
@@ -174,21 +169,15 @@ export class SignalingSession implements ClientSession {
     return this.clientLog.disable();
   }
 
-  #onMessage(ev: MessageEvent): void {
-    if (typeof ev.data !== "string") {
+  #onMessage(data: string | Uint8Array): void {
+    if (typeof data !== "string") {
       // The core protocol is text only; binary belongs to media sockets not built yet.
       this.#log.debug("binary frame ignored");
       return;
     }
-    if (exceedsFrameLimit(ev.data)) {
-      this.#log.warn("frame too large, closing", { maxFrameBytes, chars: ev.data.length });
-      this.clientLog.write("WARN", `frame over ${maxFrameBytes} bytes, session closed`);
-      this.close(closeCodes.tooBig, `frame exceeds ${maxFrameBytes} bytes`);
-      return;
-    }
     let frame;
     try {
-      frame = parseFrame(ev.data);
+      frame = parseFrame(data);
     } catch (err) {
       const info = `malformed frame: ${(err as Error).message}`;
       this.#log.warn("malformed frame", { reason: (err as Error).message });
@@ -199,7 +188,7 @@ export class SignalingSession implements ClientSession {
     const { message } = frame;
     const payload = frame.data[0];
     if (message !== "pushLogs") {
-      this.clientLog.write(message === "pong" ? "TRACE" : "DEBUG", `<<< ${ev.data}`);
+      this.clientLog.write(message === "pong" ? "TRACE" : "DEBUG", `<<< ${data}`);
     }
     const entry = this.#handlers.get(message);
     if (!entry) {
@@ -228,17 +217,19 @@ export class SignalingSession implements ClientSession {
     this.send("fail", { apiMethod: message, info });
   }
 
-  #onClose(ev?: CloseEvent): void {
-    clearTimeout(this.#closeTimer);
-    if (this.#state === "closed") return;
+  #onClose(info: SocketCloseInfo): void {
     const wasEstablished = this.#state === "established";
     this.#state = "closed";
     const { services } = this.#ctx;
     services.sessions.remove(this);
-    const reason = ev && ev.reason !== "" && this.#endReason === "closed by the client"
-      ? `closed by the client: ${ev.reason}`
-      : this.#endReason;
-    this.#log.info("session ended", { reason, code: ev?.code, established: wasEstablished });
+    let reason = this.#endReason;
+    if (reason === undefined && info.byServer) {
+      // The socket failed the connection: a protocol error or a message over the limit.
+      reason = info.reason;
+      this.#log.warn("connection failed", { code: info.code, reason });
+    }
+    reason ??= info.reason === "" ? "closed by the client" : `closed by the client: ${info.reason}`;
+    this.#log.info("session ended", { reason, code: info.code, established: wasEstablished });
     this.clientLog.write("INFO", `session ended: ${reason}`);
     const cleanup = (async () => {
       const streams = services.streams.list().filter((s) =>

@@ -391,9 +391,9 @@ Deno.test("messages before the handshake are refused; a second connection messag
   });
 });
 
-Deno.test("a frame over maxFrameBytes closes that session with 1009; others are untouched", async () => {
-  const { maxFrameBytes } = await import("../signaling/frame.ts");
+Deno.test("a message over ws.maxMessageBytes closes that session with 1009; others are untouched", async () => {
   await withSignaling(async (server, clients) => {
+    const maxFrameBytes = server.services.config.ws.maxMessageBytes;
     const big = await connect(server, clients);
     const other = await connect(server, clients);
     big.client.send("sendData", {
