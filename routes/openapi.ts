@@ -9,7 +9,10 @@ const errorBody = {
   type: "object",
   properties: {
     error: { type: "string" },
-    field: { type: "string", description: "dotted path of the offending field (400 only)" },
+    field: {
+      type: "string",
+      description: "dotted path of the offending field (400; 403 when a field named the target)",
+    },
     operation: { type: "string", description: "the operation not built yet (501 only)" },
     message: { type: "string" },
   },
@@ -18,6 +21,15 @@ const errorBody = {
 
 const errorResponses = {
   "400": { description: "Malformed JSON, a wrong type or a missing field", ref: "Error" },
+  "401": {
+    description: "REST auth is on (rest.authTokens, rest.basicUsers) and no valid credentials came",
+    ref: "Error",
+  },
+  "403": {
+    description:
+      "Refused by policy: a host outside outbound.allowedHosts, or a foreign Host header",
+    ref: "Error",
+  },
   "404": { description: "The target does not exist", ref: "Error" },
   "409": { description: "The entry exists already", ref: "Error" },
   "415": { description: "The body is not application/json", ref: "Error" },
@@ -75,7 +87,15 @@ export function buildOpenApi(operations: readonly Operation[], version: string):
       version,
       description: "WCS-compatible management REST API. Every operation is POST with a JSON body.",
     },
+    // No credentials is an option: REST auth is off unless configured, as in WCS.
+    security: [{}, { bearer: [] }, { basic: [] }],
     paths,
-    components: { schemas: { Error: errorBody } },
+    components: {
+      schemas: { Error: errorBody },
+      securitySchemes: {
+        bearer: { type: "http", scheme: "bearer", description: "a token of rest.authTokens" },
+        basic: { type: "http", scheme: "basic", description: "a user of rest.basicUsers" },
+      },
+    },
   };
 }

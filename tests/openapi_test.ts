@@ -25,5 +25,13 @@ Deno.test("GET /rest-api/openapi.json is a valid OpenAPI 3.1 document listing ev
       startup.requestBody.content["application/json"].schema.properties.uri.type,
       "string",
     );
+    assert.deepEqual(Object.keys(startup.responses).filter((c) => c.startsWith("40")).sort(), [
+      "400",
+      "401",
+      "403",
+      "404",
+      "409",
+    ]);
+    assert.deepEqual(Object.keys(doc.components.securitySchemes).sort(), ["basic", "bearer"]);
   });
 });
