@@ -165,3 +165,59 @@ Deno.test("vod/startup refuses bad names (400), missing files (404), unplayable 
     await unknown.body?.cancel();
   }, config);
 });
+
+/** Per stream of a file: the packets' decode and presentation times, in decode order, in s. */
+async function packetTimes(path: string): Promise<{ dts: number; pts: number }[][]> {
+  const { out } = await run("ffprobe", [
+    ...["-v", "error", "-show_entries", "packet=stream_index,dts_time,pts_time"],
+    ...["-of", "json", path],
+  ]);
+  const byStream: { dts: number; pts: number }[][] = [[], []];
+  for (const p of JSON.parse(out).packets) {
+    byStream[p.stream_index].push({ dts: Number(p.dts_time), pts: Number(p.pts_time) });
+  }
+  return byStream;
+}
+
+Deno.test("a file starting before 0 (B-frames, AAC priming) plays over RTMP shifted, not clamped", async () => {
+  const config = testConfig();
+  await Deno.mkdir(config.folders.media, { recursive: true });
+  // Its edit lists start video decoding 2 frames and the AAC priming 1024 samples before 0.
+  await run("ffmpeg", [
+    ...["-v", "error", "-f", "lavfi", "-i", "testsrc=size=320x240:rate=25"],
+    ...["-f", "lavfi", "-i", "sine", "-c:v", "libx264", "-bf", "2", "-c:a", "aac", "-t", "3"],
+    `${config.folders.media}/early.mp4`,
+  ]);
+  const flv = await Deno.makeTempFile({ suffix: ".flv" });
+  try {
+    await withServer(async (server) => {
+      const res = await server.post("/vod/startup", {
+        uri: "vod-live://early.mp4",
+        localStreamName: "early",
+      });
+      assert.equal(res.status, 200, await res.text());
+      // The whole file is one GOP: a player joining now gets it from its first frame.
+      await run("ffmpeg", [
+        ...["-v", "error", "-y", "-rw_timeout", "10000000"],
+        ...["-i", `rtmp://127.0.0.1:${server.rtmpPort}/live/early`, "-c", "copy", flv],
+      ]);
+    }, config);
+    const [video, audio] = await packetTimes(flv);
+    assert.ok(Math.abs(video.length - 75) <= 1, `video frames: ${video.length}`);
+    for (const [name, packets] of [["video", video], ["audio", audio]] as const) {
+      for (let i = 1; i < packets.length; i++) {
+        assert.ok(packets[i].dts > packets[i - 1].dts, `${name} dts repeats at packet ${i}`);
+      }
+    }
+    const videoStart = Math.min(...video.map((p) => p.pts));
+    const audioStart = audio[0].pts;
+    assert.ok(
+      Math.abs(videoStart - audioStart) < 0.05,
+      `A/V start apart: video ${videoStart} s, audio ${audioStart} s`,
+    );
+    const { err } = await run("ffmpeg", ["-v", "error", "-i", flv, "-f", "null", "-"]);
+    assert.equal(err.trim(), "");
+  } finally {
+    await Deno.remove(flv);
+  }
+});

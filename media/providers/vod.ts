@@ -1,6 +1,10 @@
 /**
  * VOD provider: an MP4 file published as a live stream, its frames pushed at the pace of
  * their decode times. The stream ends when the file does.
+ *
+ * A file whose edit lists start it before 0 (B-frames decoded ahead of the first picture,
+ * AAC priming) is moved later as a whole, every track by the same time: readers like RTMP
+ * cannot carry negative times and would clamp them to 0, repeating timestamps.
  */
 import { BadRequestError, ParseError } from "../../core/errors.ts";
 import type { Logger } from "../../core/log.ts";
@@ -102,12 +106,20 @@ export class VodProvider {
     const tracks = this.#demuxer.tracks;
     const startMs = performance.now();
     let firstSec: number | undefined;
+    // Ticks added to each track's timestamps so the earliest decode time is not below 0.
+    let shiftTicks: number[] = [];
     try {
       for (const sample of this.#demuxer.samples()) {
         if (this.#stopped) break;
         const frame = await this.#demuxer.readFrame(sample);
         const sec = sample.dts / tracks[sample.trackId].clockRate;
-        firstSec ??= sec;
+        if (firstSec === undefined) {
+          // Samples come in decode-time order over all tracks: the first is the earliest.
+          firstSec = sec;
+          shiftTicks = tracks.map((t) => sec < 0 ? Math.round(-sec * t.clockRate) : 0);
+        }
+        frame.pts += shiftTicks[frame.trackId];
+        frame.dts += shiftTicks[frame.trackId];
         const waitMs = startMs + (sec - firstSec) * 1000 - performance.now();
         if (waitMs > paceSlackMs) await this.#sleep(waitMs);
         if (this.#stopped) break;
