@@ -32,8 +32,19 @@ const errorResponses = {
   },
   "404": { description: "The target does not exist", ref: "Error" },
   "409": { description: "The entry exists already", ref: "Error" },
+  "405": { description: "A method other than the ones the operation answers", ref: "Error" },
+  "413": { description: "The body is larger than rest.maxBodyBytes", ref: "Error" },
   "415": { description: "The body is not application/json", ref: "Error" },
+  "500": { description: "An unexpected failure of the server (logged)", ref: "Error" },
   "501": { description: "The capability is not built yet", ref: "Error" },
+  "502": {
+    description: "The upstream source (a camera, a remote server, a peer) failed or refused",
+    ref: "Error",
+  },
+  "503": {
+    description: "A cap of the server (limits.*) is reached; retry later",
+    ref: "Error",
+  },
 };
 
 function jsonSchema(schema: z.ZodType, io: "input" | "output"): Record<string, unknown> {

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { Validator } from "@seriousme/openapi-schema-validator";
+import * as errors from "../core/errors.ts";
 import { contractPaths } from "./contract_paths.ts";
 import { withServer } from "./helpers/test_server.ts";
 
@@ -30,8 +31,37 @@ Deno.test("GET /rest-api/openapi.json is a valid OpenAPI 3.1 document listing ev
       "401",
       "403",
       "404",
+      "405",
       "409",
     ]);
     assert.deepEqual(Object.keys(doc.components.securitySchemes).sort(), ["basic", "bearer"]);
+  });
+});
+
+Deno.test("every operation documents every error status the server answers", async () => {
+  // Each typed error of core/errors.ts, plus what the routes answer themselves (401 without
+  // credentials, 405 wrong method, 413 body too large, 415 not JSON, 500 unexpected failure).
+  const statuses = new Set(["401", "405", "413", "415", "500"]);
+  for (const value of Object.values(errors)) {
+    if (typeof value !== "function" || !(value.prototype instanceof errors.MediaServerError)) {
+      continue;
+    }
+    const ErrorClass = value as unknown as new (message: string) => errors.MediaServerError;
+    statuses.add(String(new ErrorClass("probe").status));
+  }
+  for (const code of ["400", "403", "404", "409", "501", "502", "503"]) {
+    assert.ok(statuses.has(code), code);
+  }
+  await withServer(async (server) => {
+    const doc = await (await fetch(`${server.restUrl}/rest-api/openapi.json`)).json();
+    for (const path of contractPaths) {
+      const responses = doc.paths[`/rest-api${path}`].post.responses;
+      const missing = [...statuses].filter((code) => !(code in responses));
+      assert.deepEqual(missing, [], path);
+      assert.equal(
+        responses["502"].content["application/json"].schema.$ref,
+        "#/components/schemas/Error",
+      );
+    }
   });
 });
