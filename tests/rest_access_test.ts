@@ -39,6 +39,9 @@ Deno.test("REST auth: 401 with both challenges and a JSON body; tokens and Basic
         ["/rest-api/no/such/path", { method: "POST" }],
         ["/client/records/a.mp4", {}],
         ["/rest-api/stream/find_all", { headers: { Authorization: `Bearer ${token}x` } }],
+        ["/rest-api/stream/find_all", {
+          headers: { Authorization: `Bearer ${token.slice(0, -1)}` },
+        }],
         ["/rest-api/stream/find_all", { headers: { Authorization: basic("admin:pa:sX") } }],
         ["/rest-api/stream/find_all", { headers: { Authorization: `Basic ${token}` } }],
         ["/rest-api/stream/find_all", { headers: { Authorization: token } }],
