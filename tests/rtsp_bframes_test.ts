@@ -2,12 +2,14 @@
  * RTSP cameras whose video has B-frames (GStreamer x264enc / x265enc, 2 B-frames, 25 fps):
  * RTP gives only presentation times, so the pull derives decode times. Checked the way a
  * user would: the recording decodes without a word from ffmpeg, holds every frame with
- * rising decode times, an RTMP player gets every frame, and /stream/find tells 25 fps, GOP 25.
+ * rising decode times, an RTMP player and a /push to nginx-rtmp get every frame, and
+ * /stream/find tells 25 fps, GOP 25.
  */
 import assert from "node:assert/strict";
 import type { StreamRecord } from "../core/records.ts";
 import { run } from "../media/formats/test_fixtures.ts";
 import { startGstRtsp } from "./helpers/gst_rtsp.ts";
+import { startNginxRtmp } from "./helpers/nginx_rtmp.ts";
 import { probe } from "./helpers/media_fixtures.ts";
 import { testConfig, type TestServer, withServer } from "./helpers/test_server.ts";
 
@@ -50,6 +52,22 @@ async function checkFile(path: string, what: string): Promise<void> {
   }
   assert.ok(packets.some((p, i) => i > 0 && p.pts < packets[i - 1].pts), `${what} has B-frames`);
   assert.equal(await decodeErrors(path), "", `${what}: ffmpeg decodes without error`);
+}
+
+/** Pushes the stream to nginx-rtmp and checks 3 s of what nginx relays. */
+async function checkPush(server: TestServer, name: string, flv: string): Promise<void> {
+  const nginx = await startNginxRtmp();
+  try {
+    const push = await server.post("/push/startup", { streamName: name, rtmpUrl: nginx.liveUrl });
+    assert.equal(push.status, 200, await push.text());
+    await run("ffmpeg", [
+      ...["-v", "error", "-y", "-rw_timeout", "10000000", "-i", `${nginx.liveUrl}/${name}`],
+      ...["-t", "3", "-c", "copy", flv],
+    ]);
+    await checkFile(flv, "push");
+  } finally {
+    await nginx.stop();
+  }
 }
 
 async function findStream(server: TestServer, name: string): Promise<StreamRecord> {
@@ -95,6 +113,7 @@ for (const video of ["h264-bframes", "h265-bframes"] as const) {
         assert.equal(files.length, 1, files.join());
         await checkFile(`${config.folders.records}/${files[0]}`, "recording");
         if (player) await checkFile(flv, "RTMP play");
+        if (video === "h264-bframes") await checkPush(server, name, flv);
       }, config);
     } finally {
       await camera.stop();
