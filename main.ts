@@ -1,9 +1,12 @@
 /**
  * Entry point: reads the configuration, starts the server, stops cleanly on SIGINT/SIGTERM.
- * A bad configuration stops the start with a message naming the field and exit code 2.
+ * A bad configuration stops the start with a message naming the field and exit code 2. The
+ * soft open-file limit is raised to the hard one first (needs --allow-ffi; without it a
+ * warning says so).
  */
 import { ConfigError, loadConfig } from "./config.ts";
 import { createLogger, flushLogs } from "./core/log.ts";
+import { raiseOpenFileLimit } from "./core/fd_limit.ts";
 import { startServer } from "./server.ts";
 
 /** Exit code of a start refused for its configuration. */
@@ -19,6 +22,16 @@ async function main(): Promise<void> {
     Deno.exit(configErrorExitCode);
   }
   const log = createLogger({ level: config.log.level });
+  const fds = raiseOpenFileLimit();
+  if ("error" in fds) log.warn("open-file limit left as it is", { reason: fds.error });
+  else log.info("open-file limit", { ...fds });
+  // A socket error surfacing as a rejection nobody awaits (a listener failing at the
+  // descriptor limit, a peer resetting mid-write) must not end a server holding every
+  // other client: log it instead of exiting.
+  globalThis.addEventListener("unhandledrejection", (event) => {
+    event.preventDefault();
+    log.error("unhandled rejection", { err: event.reason });
+  });
   let server;
   try {
     server = await startServer(config, log);

@@ -5,6 +5,7 @@
 import type { Config } from "./config.ts";
 import type { Logger } from "./core/log.ts";
 import { InflightTracker } from "./core/inflight.ts";
+import { HttpListener } from "./core/http_listener.ts";
 import { createServices, type Services } from "./core/services.ts";
 import { createRestHandler } from "./routes/http.ts";
 import { operations } from "./routes/mod.ts";
@@ -35,17 +36,17 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
   const restRequests = new InflightTracker();
   const restHost = config.binds.rest ?? config.bind;
   const wsHost = config.binds.ws ?? config.bind;
-  const { promise: listening, resolve } = Promise.withResolvers<number>();
-  const rest = Deno.serve({
+  const rest = await HttpListener.start({
     hostname: restHost,
     port: config.ports.rest,
-    onListen: ({ port }) => resolve(port),
+    handler: restRequests.wrap(restHandler),
     onError: (err) => {
       log.error("rest listener error", { err });
       return new Response("internal error", { status: 500 });
     },
-  }, restRequests.wrap(restHandler));
-  const restPort = await listening;
+    log: log.child({ component: "rest" }),
+  });
+  const restPort = rest.port;
   log.info("listening", { service: "rest", address: restHost, port: restPort });
 
   const signaling = new SignalingServer(services);

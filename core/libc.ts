@@ -1,0 +1,48 @@
+/**
+ * The few libc calls Deno has no API for (getrlimit, setrlimit, statvfs; opendir/readdir for
+ * /proc/self/fd, which Deno lets a program read only with --allow-all), through Deno.dlopen.
+ * Loaded once on first use; undefined when FFI is not permitted (no `--allow-ffi`) or the C
+ * library cannot be opened (not glibc/Linux), so callers fall back or go without.
+ */
+
+const symbols = {
+  getrlimit: { parameters: ["i32", "buffer"], result: "i32" },
+  setrlimit: { parameters: ["i32", "buffer"], result: "i32" },
+  statvfs: { parameters: ["buffer", "buffer"], result: "i32" },
+  opendir: { parameters: ["buffer"], result: "pointer" },
+  readdir: { parameters: ["pointer"], result: "pointer" },
+  closedir: { parameters: ["pointer"], result: "i32" },
+} as const;
+
+/** The loaded libc symbols. */
+export type Libc = Deno.DynamicLibrary<typeof symbols>["symbols"];
+
+/** Names the C library is found under on Linux (glibc, then musl). */
+const libraryNames = ["libc.so.6", "libc.musl-x86_64.so.1", "libc.so"];
+
+let loaded: { libc?: Libc; error?: string } | undefined;
+
+/** The libc symbols, or the reason they cannot be had (`error`). */
+export function libc(): { libc?: Libc; error?: string } {
+  if (loaded) return loaded;
+  let error = "no C library found";
+  for (const name of libraryNames) {
+    try {
+      loaded = { libc: Deno.dlopen(name, symbols).symbols };
+      return loaded;
+    } catch (err) {
+      error = (err as Error).message;
+      // Without the permission no other name will do.
+      if (err instanceof Deno.errors.NotCapable || err instanceof Deno.errors.PermissionDenied) {
+        break;
+      }
+    }
+  }
+  loaded = { error };
+  return loaded;
+}
+
+/** A NUL-terminated C string of `text`. */
+export function cString(text: string): Uint8Array<ArrayBuffer> {
+  return new TextEncoder().encode(`${text}\0`);
+}

@@ -1,0 +1,106 @@
+/**
+ * The descriptor limit: raised and logged at start, and a REST listener that runs out of
+ * descriptors fails, listens again and answers /health once the connections close, without
+ * the process ending.
+ */
+import assert from "node:assert/strict";
+import { freePort, waitForHttp } from "./helpers/process.ts";
+
+const root = new URL("..", import.meta.url).pathname;
+/** The permissions of the `start` task (deno.json). */
+const startPermissions = [
+  "--allow-net",
+  "--allow-read",
+  "--allow-write",
+  "--allow-env",
+  "--allow-run",
+  "--allow-sys",
+  "--allow-ffi",
+];
+
+/** main.ts under `prlimit --nofile=<soft>:<hard>` on free ports; stdout and stderr kept. */
+function startLimited(nofile: string, permissions: string[]) {
+  const rest = freePort();
+  const child = new Deno.Command("prlimit", {
+    args: [`--nofile=${nofile}`, Deno.execPath(), "run", ...permissions, "main.ts"],
+    cwd: root,
+    env: {
+      NO_COLOR: "1",
+      MEDIASERVER_PORTS_REST: String(rest),
+      MEDIASERVER_PORTS_WS: String(freePort()),
+      MEDIASERVER_PORTS_RTMP: String(freePort()),
+    },
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const output = Promise.all([
+    new Response(child.stdout).text(),
+    new Response(child.stderr).text(),
+  ]);
+  const stop = async () => {
+    try {
+      child.kill("SIGTERM");
+    } catch {
+      // Already exited.
+    }
+    const status = await child.status;
+    const [stdout, stderr] = await output;
+    return { status, stdout, stderr };
+  };
+  return { child, url: `http://127.0.0.1:${rest}`, stop };
+}
+
+Deno.test("start logs the open-file limit, soft raised to the hard one (256:4096 -> 4096)", async () => {
+  const server = startLimited("256:4096", startPermissions);
+  try {
+    await waitForHttp(`${server.url}/health`, 10_000);
+  } finally {
+    const { stdout, stderr } = await server.stop();
+    const line = stdout.split("\n").find((l) => l.includes('"msg":"open-file limit"'));
+    assert.ok(line, stdout + stderr);
+    const fields = JSON.parse(line);
+    assert.equal(fields.level, "info");
+    assert.equal(fields.soft, 4096);
+    assert.equal(fields.hard, 4096);
+  }
+});
+
+Deno.test("without --allow-ffi the start warns and goes on", async () => {
+  const server = startLimited("1024:4096", startPermissions.filter((p) => p !== "--allow-ffi"));
+  try {
+    await waitForHttp(`${server.url}/health`, 10_000);
+  } finally {
+    const { stdout } = await server.stop();
+    assert.match(stdout, /"level":"warn","msg":"open-file limit left as it is".*allow-ffi/);
+  }
+});
+
+Deno.test("300 idle connections at a limit of 256 do not end the process; /health answers again once they close", async () => {
+  const server = startLimited("256:256", startPermissions);
+  const conns: Deno.Conn[] = [];
+  try {
+    await waitForHttp(`${server.url}/health`, 10_000);
+    const port = Number(new URL(server.url).port);
+    for (let i = 0; i < 300; i++) {
+      try {
+        conns.push(await Deno.connect({ hostname: "127.0.0.1", port }));
+      } catch {
+        // Refused while the listener is down: what an exhausted server may do.
+      }
+    }
+    // Let the listener hit the limit while the connections are held.
+    await new Promise((r) => setTimeout(r, 500));
+    for (const conn of conns.splice(0)) conn.close();
+    await waitForHttp(`${server.url}/health`, 10_000);
+    const health = await (await fetch(`${server.url}/health`)).json();
+    assert.equal(health.status, "ok");
+  } finally {
+    for (const conn of conns) conn.close();
+    const { status, stdout, stderr } = await server.stop();
+    // Still running until the SIGTERM: a clean exit 0, not a crash.
+    assert.equal(status.code, 0, stderr);
+    assert.match(stdout, /"msg":"listener failed, listening again"/);
+    assert.doesNotMatch(stderr, /Uncaught/);
+  }
+});
