@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { Validator } from "@seriousme/openapi-schema-validator";
 import * as errors from "../core/errors.ts";
 import { contractPaths } from "./contract_paths.ts";
-import { withServer } from "./helpers/test_server.ts";
+import { checkResponse, withServer } from "./helpers/test_server.ts";
 
 Deno.test("GET /rest-api/openapi.json is a valid OpenAPI 3.1 document listing every contract path", async () => {
   await withServer(async (server) => {
@@ -64,4 +64,27 @@ Deno.test("every operation documents every error status the server answers", asy
       );
     }
   });
+});
+
+Deno.test("test servers check every 200 answer against the operation's response schema", () => {
+  const record = {
+    localMediaSessionId: "id",
+    localStreamName: "cam",
+    uri: "rtmp://127.0.0.1/live/cam",
+    status: "PROCESSED_REMOTE",
+    hasAudio: true,
+    hasVideo: true,
+    record: false,
+  };
+  checkResponse("/pull/rtmp/find_all", JSON.stringify([record]));
+  checkResponse("/pull/rtmp/terminate", "");
+  assert.throws(
+    () => checkResponse("/pull/rtmp/find_all", JSON.stringify([{ ...record, hasAudio: "yes" }])),
+    /0\.hasAudio/,
+  );
+  assert.throws(
+    () => checkResponse("/pull/rtmp/find_all", JSON.stringify([{ ...record, extra: 1 }])),
+    /lacks: 0\.extra/,
+  );
+  assert.throws(() => checkResponse("/pull/rtmp/terminate", "{}"), /declares no response/);
 });
