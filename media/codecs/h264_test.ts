@@ -44,6 +44,16 @@ Deno.test("parseH264Sps handles interlaced (frame_mbs_only_flag 0) with cropping
   assert.deepEqual([info.width, info.height], [1920, 1080]);
 });
 
+Deno.test("parseH264Sps reads the VUI: reorder depth and frame rate; a cut VUI still parses", async () => {
+  const full = await sps("640x360", ["-bf", "2", "-x264-params", "b-pyramid=none"]);
+  const info = parseH264Sps(full);
+  assert.deepEqual([info.maxNumReorderFrames, info.frameRate, info.pocType], [1, 25, 0]);
+  assert.equal(parseH264Sps(await sps("640x360", ["-bf", "0"])).maxNumReorderFrames, 0);
+  // The last bytes hold the bitstream restriction: without them the picture fields remain.
+  const cut = parseH264Sps(full.subarray(0, full.length - 3));
+  assert.deepEqual([cut.width, cut.height, cut.maxNumReorderFrames], [640, 360, undefined]);
+});
+
 Deno.test("avcC builds from parameter sets and parses back", async () => {
   const stream = await rawVideo("h264", "320x240");
   const au = annexBToLengthPrefixed(stream);

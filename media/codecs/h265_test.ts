@@ -30,6 +30,16 @@ Deno.test("parseH265Sps reads size (conformance window) and profile of x265 stre
   }
 });
 
+Deno.test("parseH265Sps reads sps_max_num_reorder_pics", async () => {
+  for (const [bframes, depth] of [["0", 0], ["1", 1]] as const) {
+    const nal = splitAnnexB(await rawVideo("hevc", "320x240", ["-bf", bframes])).find((n) =>
+      h265NalType(n) === H265NalType.sps
+    );
+    assert.ok(nal);
+    assert.equal(parseH265Sps(nal).maxNumReorderPics, depth, `-bf ${bframes}`);
+  }
+});
+
 Deno.test("hvcC builds from parameter sets and parses back; IRAP is a keyframe", async () => {
   const au = annexBToLengthPrefixed(await rawVideo("hevc", "320x240"));
   assert.ok(isH265Keyframe(au));
