@@ -129,6 +129,11 @@ export class WebRtcFramePlayer implements RegisteredStream {
     this.#options.client.status(finalStatus(info, "STOPPED"), info, muteFields());
   }
 
+  /** Delivers a stream event (e.g. one sent by REST) to this player's client. */
+  event(event: Record<string, unknown>): void {
+    if (this.#status !== "ENDED") this.#options.client.event(event);
+  }
+
   /** True while the player receives media. */
   get playing(): boolean {
     return this.#status === "PLAYING";
