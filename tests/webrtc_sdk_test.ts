@@ -7,7 +7,10 @@ import { Buffer } from "node:buffer";
 import { makeClip, pngSize } from "./helpers/media_fixtures.ts";
 import { testConfig, withServer } from "./helpers/test_server.ts";
 import { WcsClient } from "./helpers/wcs_client.ts";
+import { createEngine } from "../media/engine/select.ts";
 import { run } from "../media/formats/test_fixtures.ts";
+import { takeSnapshot } from "../media/publishers/snapshot.ts";
+import { Stream } from "../media/stream.ts";
 import { nextStatus, TestPublisher, weriftSanitizers } from "./webrtc_helpers.ts";
 
 /** The next frame named `message` whose data[0] has this mediaSessionId. */
@@ -161,3 +164,32 @@ Deno.test({
     }, config);
   },
 });
+
+for (const engine of ["native", "wasm"] as const) {
+  Deno.test(`snapshot of a VP8 stream (as browsers publish) with the ${engine} engine`, async () => {
+    const ivf = `${await Deno.makeTempDir()}/key.ivf`;
+    await run("ffmpeg", [
+      ...["-v", "error", "-f", "lavfi", "-i", "testsrc2=size=352x288:rate=25", "-frames:v", "1"],
+      ...["-c:v", "libvpx", "-f", "ivf", ivf],
+    ]);
+    const file = await Deno.readFile(ivf);
+    const size = new DataView(file.buffer).getUint32(32, true);
+    const keyframe = file.subarray(44, 44 + size);
+    const stream = new Stream({
+      name: "vp8",
+      mediaSessionId: "m",
+      tracks: [{ id: 0, kind: "video", codec: "VP8", clockRate: 90000 }],
+      mediaProvider: "test",
+      stopProvider: () => Promise.resolve(),
+    });
+    stream.push({ trackId: 0, codec: "VP8", pts: 0, dts: 0, keyframe: true, data: keyframe });
+    const codecEngine = createEngine(engine);
+    try {
+      const png = await takeSnapshot(stream, codecEngine, 2000);
+      assert.deepEqual(pngSize(png), { width: 352, height: 288 });
+    } finally {
+      await codecEngine.close();
+      await Deno.remove(ivf);
+    }
+  });
+}

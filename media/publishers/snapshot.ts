@@ -6,6 +6,8 @@ import { ConflictError } from "../../core/errors.ts";
 import type { CodecEngine } from "../engine/engine.ts";
 import type { MediaFrame } from "../frame.ts";
 import { TsMuxer } from "../formats/mpegts/muxer.ts";
+import { ivfOf } from "../formats/ivf.ts";
+import { parseVp8Keyframe } from "../codecs/vp8.ts";
 import type { Stream } from "../stream.ts";
 
 /** Longest wait for a video keyframe before the snapshot fails with a 409, in milliseconds. */
@@ -25,10 +27,13 @@ export async function takeSnapshot(
   const video = stream.videoTrack;
   if (!video) throw new ConflictError(`stream ${stream.name} has no video`);
   const keyframe = await nextKeyframe(stream, video.id, keyframeTimeoutMs);
-  const muxer = new TsMuxer({ tracks: [{ ...video, id: 0 }] });
-  const input = muxer.mux({ ...keyframe, trackId: 0 });
+  // MPEG-TS has no VP8 mapping: VP8 goes in IVF, sized by its keyframe header.
+  const vp8 = keyframe.codec === "VP8" ? parseVp8Keyframe(keyframe.data) : undefined;
+  const input = vp8
+    ? ivfOf([keyframe.data], vp8.width, vp8.height)
+    : new TsMuxer({ tracks: [{ ...video, id: 0 }] }).mux({ ...keyframe, trackId: 0 });
   return await engine.run({
-    inputArgs: ["-f", "mpegts"],
+    inputArgs: ["-f", vp8 ? "ivf" : "mpegts"],
     input,
     outputArgs: ["-frames:v", "1", "-c:v", "png", "-f", "image2pipe"],
     timeoutMs: snapshotDecodeTimeoutMs,
