@@ -1,37 +1,14 @@
 #!/usr/bin/env bash
 # The project's test command (README: `npx -y deno@2 task test`).
-# 1. Makes sure the third-party peers of scripts/peers.txt are installed: as root on Debian it
-#    installs the missing packages; elsewhere it fails naming them. No suite skips silently.
+# 1. Makes sure the third-party peers of scripts/peers.txt are installed (scripts/peers.sh: as
+#    root on Debian it installs the missing packages; elsewhere it fails naming them). No suite
+#    skips silently.
 # 2. Builds the WASM kernels when missing or stale.
 # 3. Runs every test and ends with a plain "N passed, N failed" line.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-missing_pkgs=()
-missing_cmds=()
-while read -r cmd pkg; do
-  [[ -z "$cmd" || "$cmd" == \#* ]] && continue
-  # "- <package>": a package without a command of its own, checked with dpkg.
-  if [[ "$cmd" == "-" ]] && dpkg -s "$pkg" >/dev/null 2>&1; then continue; fi
-  if [[ "$cmd" == "-" ]] || ! command -v "$cmd" >/dev/null 2>&1; then
-    missing_cmds+=("${cmd/#-/$pkg}")
-    [[ " ${missing_pkgs[*]} " == *" $pkg "* ]] || missing_pkgs+=("$pkg")
-  fi
-done < scripts/peers.txt
-
-if ((${#missing_pkgs[@]})); then
-  if [[ $(id -u) -eq 0 && -f /etc/debian_version ]] && command -v apt-get >/dev/null; then
-    echo "installing Debian packages: ${missing_pkgs[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq >/dev/null && apt-get install -y -qq --no-install-recommends "${missing_pkgs[@]}" >/dev/null || {
-      echo "error: apt-get install ${missing_pkgs[*]} failed" >&2
-      exit 1
-    }
-  else
-    echo "error: missing programs: ${missing_cmds[*]}; install the Debian packages: ${missing_pkgs[*]}" >&2
-    exit 1
-  fi
-fi
+bash scripts/peers.sh scripts/peers.txt || exit 1
 
 deno run -A wasm/build.ts --if-stale || exit 1
 
