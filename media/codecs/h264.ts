@@ -116,11 +116,11 @@ export function parseH264Sps(nal: Uint8Array): H264Sps {
     throw new ParseError("H.264 SPS picture size out of range");
   }
   let vui: H264Vui = {};
-  // Some cameras cut their VUI short: the fields above are still good.
+  // Some cameras cut their VUI short or garble it: the fields above are still good.
   try {
     if (r.readBit()) vui = readVui(r);
   } catch (err) {
-    if (!(err instanceof TruncatedError)) throw err;
+    if (!(err instanceof ParseError)) throw err;
   }
   return {
     profileIdc,
