@@ -129,6 +129,9 @@ export const configSchema = z.strictObject({
     engineJobs: z.int().min(1).default(8).describe(
       "Codec engine jobs (ffmpeg processes or Workers) running at once; snapshots queue behind them.",
     ),
+    engineQueue: z.int().min(0).default(256).describe(
+      "Codec engine jobs waiting for one of `engineJobs`; more are refused (503).",
+    ),
     recordMinFreeMb: z.int().min(0).default(256).describe(
       "Free space the records folder keeps, in MiB; new recordings are refused below it.",
     ),

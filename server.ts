@@ -32,7 +32,13 @@ export interface RunningServer {
 /** Starts every listener of the configuration. */
 export async function startServer(config: Config, log: Logger): Promise<RunningServer> {
   const services = createServices(config, log);
-  const restHandler = createRestHandler({ services, operations });
+  // Listeners opened below fill in their figures; /health reads them per request.
+  const listeners: { signaling?: SignalingServer } = {};
+  const restHandler = createRestHandler({
+    services,
+    operations,
+    listenerFigures: () => ({ ...listeners.signaling?.limitsSnapshot() }),
+  });
   const restRequests = new InflightTracker();
   const restHost = config.binds.rest ?? config.bind;
   const wsHost = config.binds.ws ?? config.bind;
@@ -50,6 +56,7 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
   log.info("listening", { service: "rest", address: restHost, port: restPort });
 
   const signaling = new SignalingServer(services);
+  listeners.signaling = signaling;
   let wsPort: number;
   let wssPort: number | undefined;
   let rtmp: RunningRtmpServer;

@@ -3,6 +3,7 @@
  * (`limits.recordMinFreeMb`): statvfs through FFI, else `df`. Answers are cached a second per
  * folder, so a burst of recording starts asks the kernel once.
  */
+import { dirname, resolve } from "node:path";
 import { cString, libc } from "./libc.ts";
 
 /** How long a free-space answer is reused, in milliseconds. */
@@ -16,8 +17,9 @@ const bavailOffset = 32;
 const cache = new Map<string, { at: number; bytes: Promise<number | undefined> }>();
 
 /**
- * Bytes free to this (unprivileged) process on the filesystem of `folder`; undefined when
- * neither statvfs nor `df` answers (the floor is then not enforced).
+ * Bytes free to this (unprivileged) process on the filesystem of `folder` (of its nearest
+ * existing parent when it is not made yet); undefined when neither statvfs nor `df` answers
+ * (the floor is then not enforced).
  */
 export function freeBytes(folder: string): Promise<number | undefined> {
   const now = Date.now();
@@ -29,17 +31,20 @@ export function freeBytes(folder: string): Promise<number | undefined> {
 }
 
 async function freeBytesNow(folder: string): Promise<number | undefined> {
-  const { libc: c } = libc();
-  if (c) {
-    const buf = new Uint8Array(statvfsBytes);
-    if (c.statvfs(cString(folder), buf) === 0) {
-      const view = new DataView(buf.buffer);
-      return Number(
-        view.getBigUint64(frsizeOffset, true) * view.getBigUint64(bavailOffset, true),
-      );
-    }
+  for (let path = resolve(folder);; path = dirname(path)) {
+    const bytes = statvfsFreeBytes(path) ?? await dfFreeBytes(path);
+    if (bytes !== undefined || path === dirname(path)) return bytes;
   }
-  return await dfFreeBytes(folder);
+}
+
+/** Free bytes by statvfs; undefined without FFI or when the path is not there. */
+function statvfsFreeBytes(path: string): number | undefined {
+  const { libc: c } = libc();
+  if (!c) return undefined;
+  const buf = new Uint8Array(statvfsBytes);
+  if (c.statvfs(cString(path), buf) !== 0) return undefined;
+  const view = new DataView(buf.buffer);
+  return Number(view.getBigUint64(frsizeOffset, true) * view.getBigUint64(bavailOffset, true));
 }
 
 /** `df -Pk <folder>`: the fourth column of its second line is the available KiB. */

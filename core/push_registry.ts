@@ -8,7 +8,8 @@ import { RtmpPush } from "../media/publishers/rtmp_push.ts";
 import { openSoundMix } from "../media/publishers/rtmp_sound_mix.ts";
 import { parseRtmpUrl } from "../media/protocols/rtmp/url.ts";
 import { Stream } from "../media/stream.ts";
-import { NotFoundError } from "./errors.ts";
+import { NotFoundError, ServiceUnavailableError } from "./errors.ts";
+import type { Cap } from "./limits.ts";
 import type { Config } from "../config.ts";
 import type { Logger } from "./log.ts";
 import { OutboundPolicy } from "./outbound.ts";
@@ -29,8 +30,11 @@ export class PushRegistry {
   #mediaFolder: string;
   #log: Logger;
   #outbound: OutboundPolicy;
+  #cap: Cap;
 
-  constructor(config: Config, streams: StreamRegistry, log: Logger) {
+  /** @param cap the `pushes` cap; a push holds a slot from start to end. */
+  constructor(config: Config, streams: StreamRegistry, log: Logger, cap: Cap) {
+    this.#cap = cap;
     this.#mediaFolder = config.folders.media;
     this.#streams = streams;
     this.#log = log.child({ component: "rtmp-push" });
@@ -40,8 +44,8 @@ export class PushRegistry {
   /**
    * Publishes the stream `streamName` to `rtmpUrl` (to `rtmpUrl/streamName` unless
    * `fullUrl`), Opus audio converted to AAC by `engine`. Resolves once the remote accepted
-   * the publish. A host outside `outbound.allowedHosts` is a 403; the record's rtmpUrl
-   * shows no secret.
+   * the publish. A host outside `outbound.allowedHosts` is a 403, a push beyond the cap a
+   * 503; the record's rtmpUrl shows no secret.
    */
   async startup(
     streamName: string,
@@ -62,7 +66,14 @@ export class PushRegistry {
       log: this.#log,
       sendable: (s) => aacStreamFor(s, engine, this.#log),
     });
-    const { ended } = await push.start();
+    if (!this.#cap.tryAcquire()) throw new ServiceUnavailableError(this.#cap.refusal());
+    let ended: Promise<void>;
+    try {
+      ({ ended } = await push.start());
+    } catch (err) {
+      this.#cap.release();
+      throw err;
+    }
     const record = {
       mediaSessionId: crypto.randomUUID(),
       streamName,
@@ -71,6 +82,7 @@ export class PushRegistry {
     this.#entries.set(record.mediaSessionId, { record, push });
     this.#log.info("push started", { stream: streamName, url: address });
     ended.then(() => {
+      this.#cap.release();
       this.#entries.delete(record.mediaSessionId);
       this.#log.info("push ended", { stream: streamName, url: address });
     });

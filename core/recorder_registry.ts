@@ -12,7 +12,9 @@ import {
   Recorder,
 } from "../media/publishers/recorder.ts";
 import { Stream } from "../media/stream.ts";
-import { ConflictError, NotFoundError } from "./errors.ts";
+import { ConflictError, NotFoundError, ServiceUnavailableError } from "./errors.ts";
+import { freeBytes } from "./disk_space.ts";
+import type { Cap } from "./limits.ts";
 import type { Logger } from "./log.ts";
 import { pathInside } from "./paths.ts";
 import type { MultiRecorderRecord, RecorderRecord, recordingConfig } from "./records.ts";
@@ -24,15 +26,27 @@ export type RecordingConfig = z.output<typeof recordingConfig>;
 /** Scheme of multi-recorder URIs. */
 const multiScheme = "multi-recorder://";
 
-/** The recorders of a server. */
+/** Bytes in a MiB. */
+const mibBytes = 1024 * 1024;
+
+/**
+ * The recorders of a server. Recorders and multi-recorders hold a slot of the `recorders`
+ * cap while they exist; a new recording (or a stream added to a multi-recorder) is refused
+ * with a 503 while the records folder's filesystem has less than `limits.recordMinFreeMb`
+ * free. Recordings already running go on.
+ */
 export class RecorderRegistry {
   #single = new Map<string, { recorder: Recorder; stream: Stream }>();
   #multi = new Map<string, Recorder>();
   #config: Config;
   #streams: StreamRegistry;
   #log: Logger;
+  #cap: Cap;
+  #diskRefused = 0;
 
-  constructor(config: Config, streams: StreamRegistry, log: Logger) {
+  /** @param cap the `recorders` cap. */
+  constructor(config: Config, streams: StreamRegistry, log: Logger, cap: Cap) {
+    this.#cap = cap;
     this.#config = config;
     this.#streams = streams;
     this.#log = log.child({ component: "recorder" });
@@ -41,7 +55,7 @@ export class RecorderRegistry {
   /**
    * Starts recording the stream of `mediaSessionId`; resolves once its file is open. An
    * unknown stream is a 404, a stream already recorded a 409, a template leaving the
-   * recordings folder a 400.
+   * recordings folder a 400, a recorder beyond the cap or a disk below the floor a 503.
    */
   async startup(mediaSessionId: string, config: RecordingConfig = {}): Promise<void> {
     const stream = this.#stream(mediaSessionId);
@@ -52,6 +66,12 @@ export class RecorderRegistry {
       streamName: stream.name,
       mediaSessionId,
     });
+    await this.#checkFreeSpace();
+    // Checked again: another startup of the stream may have passed while the disk was asked.
+    if (this.#single.has(mediaSessionId)) {
+      throw new ConflictError(`stream ${stream.name} is already being recorded`);
+    }
+    this.#acquire();
     this.#single.set(mediaSessionId, { recorder, stream });
     stream.recording = recorder;
     recorder.onStreamsEnded = () => void this.terminate(mediaSessionId).catch(() => {});
@@ -69,6 +89,7 @@ export class RecorderRegistry {
     const entry = this.#single.get(mediaSessionId);
     if (!entry) throw new NotFoundError(`recorder of mediaSessionId ${mediaSessionId} not found`);
     this.#single.delete(mediaSessionId);
+    this.#cap.release();
     if (entry.stream.recording === entry.recorder) entry.stream.recording = undefined;
     await entry.recorder.stop();
   }
@@ -85,7 +106,9 @@ export class RecorderRegistry {
   multiStartup(uri: string): void {
     if (this.#multi.has(uri)) throw new ConflictError(`multi-recorder ${uri} exists`);
     const name = uri.slice(multiScheme.length);
-    this.#multi.set(uri, this.#recorder({}, { streamName: name, mediaSessionId: name }));
+    const recorder = this.#recorder({}, { streamName: name, mediaSessionId: name });
+    this.#acquire();
+    this.#multi.set(uri, recorder);
   }
 
   /** Adds a stream to a multi-recorder; its file restarts with every stream's tracks. */
@@ -95,6 +118,7 @@ export class RecorderRegistry {
     if (recorder.has(mediaSessionId)) {
       throw new ConflictError(`stream ${stream.name} is already in ${uri}`);
     }
+    await this.#checkFreeSpace();
     await recorder.add(stream);
   }
 
@@ -118,6 +142,7 @@ export class RecorderRegistry {
   async multiTerminate(uri: string): Promise<void> {
     const recorder = this.#multiRecorder(uri);
     this.#multi.delete(uri);
+    this.#cap.release();
     await recorder.stop();
   }
 
@@ -125,6 +150,30 @@ export class RecorderRegistry {
   async closeAll(): Promise<void> {
     await Promise.all([...this.#single.keys()].map((id) => this.terminate(id)));
     await Promise.all([...this.#multi.keys()].map((uri) => this.multiTerminate(uri)));
+  }
+
+  /** Recordings refused for lack of disk space since start. */
+  get diskRefused(): number {
+    return this.#diskRefused;
+  }
+
+  /** Takes a `recorders` slot, or a 503. */
+  #acquire(): void {
+    if (!this.#cap.tryAcquire()) throw new ServiceUnavailableError(this.#cap.refusal());
+  }
+
+  /** A 503 when the records folder's filesystem has less free than `limits.recordMinFreeMb`. */
+  async #checkFreeSpace(): Promise<void> {
+    const minFreeMb = this.#config.limits.recordMinFreeMb;
+    if (minFreeMb === 0) return;
+    const free = await freeBytes(this.#config.folders.records);
+    if (free === undefined || free >= minFreeMb * mibBytes) return;
+    this.#diskRefused++;
+    throw new ServiceUnavailableError(
+      `${
+        Math.floor(free / mibBytes)
+      } MiB free for recordings, below the floor of ${minFreeMb} MiB (limits.recordMinFreeMb)`,
+    );
   }
 
   #stream(mediaSessionId: string): Stream {

@@ -5,7 +5,8 @@
 import { RtmpPull } from "../media/providers/rtmp_pull.ts";
 import { parseRtmpUrl } from "../media/protocols/rtmp/url.ts";
 import type { Config } from "../config.ts";
-import { ConflictError, NotFoundError } from "./errors.ts";
+import { ConflictError, NotFoundError, ServiceUnavailableError } from "./errors.ts";
+import type { Cap } from "./limits.ts";
 import type { Logger } from "./log.ts";
 import { OutboundPolicy } from "./outbound.ts";
 import { redactUri } from "./redact.ts";
@@ -23,8 +24,11 @@ export class RtmpPullRegistry {
   #streams: StreamRegistry;
   #log: Logger;
   #outbound: OutboundPolicy;
+  #cap: Cap;
 
-  constructor(config: Config, streams: StreamRegistry, log: Logger) {
+  /** @param cap the `pulls` cap, shared with RTSP pulls; a pull holds a slot from start to end. */
+  constructor(config: Config, streams: StreamRegistry, log: Logger, cap: Cap) {
+    this.#cap = cap;
     this.#streams = streams;
     this.#log = log.child({ component: "rtmp-pull" });
     this.#outbound = new OutboundPolicy(config.outbound.allowedHosts);
@@ -32,7 +36,8 @@ export class RtmpPullRegistry {
 
   /**
    * Plays `uri` into the local stream `localStreamName` (default: the remote stream name,
-   * without its query); a host outside `outbound.allowedHosts` is a 403.
+   * without its query); a host outside `outbound.allowedHosts` is a 403, a pull or stream
+   * beyond its cap a 503.
    */
   async pull(uri: string, localStreamName?: string): Promise<void> {
     const url = parseRtmpUrl(uri, "uri");
@@ -44,22 +49,28 @@ export class RtmpPullRegistry {
     if (this.#streams.published(name)) {
       throw new ConflictError(`stream ${name} is already published`);
     }
+    if (!this.#cap.tryAcquire()) throw new ServiceUnavailableError(this.#cap.refusal());
     this.#starting.add(uri);
     let pull: RtmpPull;
     try {
       pull = await RtmpPull.open({ url, name, log: this.#log });
+    } catch (err) {
+      this.#cap.release();
+      throw err;
     } finally {
       this.#starting.delete(uri);
     }
     try {
       this.#streams.add(pull.stream);
     } catch (err) {
+      this.#cap.release();
       await pull.stop();
       throw err;
     }
     this.#entries.set(uri, pull);
     this.#log.info("rtmp pull started", { uri, stream: name });
     pull.ended.then(() => {
+      this.#cap.release();
       if (this.#entries.get(uri) === pull) this.#entries.delete(uri);
       this.#streams.remove(pull.stream);
       this.#log.info("rtmp pull ended", { uri, stream: name });

@@ -13,7 +13,9 @@ import {
   ConflictError,
   NotFoundError,
   ParseError,
+  ServiceUnavailableError,
 } from "./errors.ts";
+import type { Cap } from "./limits.ts";
 import type { Logger } from "./log.ts";
 import { OutboundPolicy } from "./outbound.ts";
 import { redactUri, withoutSecrets } from "./redact.ts";
@@ -33,9 +35,12 @@ export class RtspRegistry {
   #streams: StreamRegistry;
   #log: Logger;
   #outbound: OutboundPolicy;
+  #cap: Cap;
   #closed = false;
 
-  constructor(config: Config, streams: StreamRegistry, log: Logger) {
+  /** @param cap the `pulls` cap, shared with RTMP pulls; a pull holds a slot from start to end. */
+  constructor(config: Config, streams: StreamRegistry, log: Logger, cap: Cap) {
+    this.#cap = cap;
     this.#config = config;
     this.#streams = streams;
     this.#log = log.child({ component: "rtsp" });
@@ -47,7 +52,8 @@ export class RtspRegistry {
    * credentials and secret parameters). Resolves once media flows. A malformed uri is a
    * 400, a host outside `outbound.allowedHosts` a 403, a uri already pulled or a name
    * already published a 409, a camera that cannot be reached or refuses a 502 naming the
-   * reason.
+   * reason, a pull or stream beyond its cap a 503 (a slot is taken before connecting, so
+   * cameras that never answer cannot pile up).
    */
   async startup(uri: string, localStreamName?: string): Promise<void> {
     let hostname: string;
@@ -65,6 +71,7 @@ export class RtspRegistry {
     if (this.#streams.published(name)) {
       throw new ConflictError(`stream ${name} is already published`);
     }
+    if (!this.#cap.tryAcquire()) throw new ServiceUnavailableError(this.#cap.refusal());
     this.#starting.add(uri);
     let provider: RtspPullProvider;
     try {
@@ -82,6 +89,7 @@ export class RtspRegistry {
         log: this.#log,
       });
     } catch (err) {
+      this.#cap.release();
       if (err instanceof RtspError || err instanceof ParseError) {
         throw new BadGatewayError(`camera ${redactUri(uri)}: ${err.message}`, { cause: err });
       }
@@ -89,14 +97,15 @@ export class RtspRegistry {
     } finally {
       this.#starting.delete(uri);
     }
-    if (this.#closed || this.#streams.published(name)) {
+    try {
+      if (this.#closed) throw new ConflictError("the server is stopping");
+      this.#streams.add(provider.stream);
+    } catch (err) {
+      this.#cap.release();
       await provider.stop();
-      throw new ConflictError(
-        this.#closed ? "the server is stopping" : `stream ${name} is already published`,
-      );
+      throw err;
     }
     this.#pulls.set(uri, { uri, provider });
-    this.#streams.add(provider.stream);
     this.#log.info("rtsp pull started", { stream: name, transport: provider.transport });
     provider.done.then(() => this.#forget(uri, provider), (err) => {
       this.#log.error("rtsp pull failed", { stream: name, err });
@@ -137,7 +146,10 @@ export class RtspRegistry {
   }
 
   #forget(uri: string, provider: RtspPullProvider): void {
-    if (this.#pulls.get(uri)?.provider === provider) this.#pulls.delete(uri);
+    if (this.#pulls.get(uri)?.provider === provider) {
+      this.#pulls.delete(uri);
+      this.#cap.release();
+    }
     this.#streams.remove(provider.stream);
     provider.stream.end();
   }

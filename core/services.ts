@@ -8,8 +8,8 @@ import type { Logger } from "./log.ts";
 import { nodeIdFor } from "./ids.ts";
 import { SessionRegistry } from "./session_registry.ts";
 import { StreamRegistry } from "./stream_registry.ts";
-import type { CodecEngine } from "../media/engine/engine.ts";
 import { createEngine } from "../media/engine/select.ts";
+import { EnginePool } from "../media/engine/job_pool.ts";
 import { RecorderRegistry } from "./recorder_registry.ts";
 import { RtspRegistry } from "./rtsp_registry.ts";
 import { VodRegistry } from "./vod_registry.ts";
@@ -32,8 +32,11 @@ export interface Services {
   readonly vod: VodRegistry;
   /** Recorders and multi-recorders. */
   readonly recorders: RecorderRegistry;
-  /** Codec engine (snapshots, conversions), chosen by `media.engine`. */
-  readonly engine: CodecEngine;
+  /**
+   * Codec engine (snapshots, conversions), chosen by `media.engine`; whole jobs run through
+   * a pool of `limits.engineJobs`.
+   */
+  readonly engine: EnginePool;
   /** RTSP pulls of cameras. */
   readonly rtsp: RtspRegistry;
   /** Local streams published to remote RTMP servers. */
@@ -46,7 +49,8 @@ export interface Services {
 
 /** Builds the services of a server. */
 export function createServices(config: Config, log: Logger): Services {
-  const streams = new StreamRegistry();
+  const limits = createLimits(config.limits);
+  const streams = new StreamRegistry(limits.streams);
   return {
     config,
     log,
@@ -54,12 +58,15 @@ export function createServices(config: Config, log: Logger): Services {
     nodeId: nodeIdFor(config.bind),
     sessions: new SessionRegistry(),
     hooks: new HookClient({ url: config.hooks.url, timeoutMs: config.hooks.timeoutMs, log }),
-    vod: new VodRegistry(config, streams, log),
-    recorders: new RecorderRegistry(config, streams, log),
-    engine: createEngine(config.media.engine),
-    rtsp: new RtspRegistry(config, streams, log),
-    pushes: new PushRegistry(config, streams, log),
-    rtmpPulls: new RtmpPullRegistry(config, streams, log),
-    limits: createLimits(config.limits),
+    vod: new VodRegistry(config, streams, log, limits.vods),
+    recorders: new RecorderRegistry(config, streams, log, limits.recorders),
+    engine: new EnginePool(createEngine(config.media.engine), {
+      maxRunning: config.limits.engineJobs,
+      maxQueued: config.limits.engineQueue,
+    }),
+    rtsp: new RtspRegistry(config, streams, log, limits.pulls),
+    pushes: new PushRegistry(config, streams, log, limits.pushes),
+    rtmpPulls: new RtmpPullRegistry(config, streams, log, limits.pulls),
+    limits,
   };
 }

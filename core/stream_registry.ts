@@ -3,17 +3,30 @@
  * players register what they play. REST and signaling look streams up here, never in each
  * other.
  */
-import { ConflictError, NotFoundError } from "./errors.ts";
+import { ConflictError, NotFoundError, ServiceUnavailableError } from "./errors.ts";
+import type { Cap } from "./limits.ts";
 import type { RegisteredStream, StreamDirectory } from "../media/stream_record.ts";
 
 export type { RegisteredStream } from "../media/stream_record.ts";
 
-/** Streams by mediaSessionId, with lookup of the published stream of a name. */
+/**
+ * Streams by mediaSessionId, with lookup of the published stream of a name. Every published
+ * stream, whatever its provider, holds a slot of the `streams` cap while registered.
+ */
 export class StreamRegistry implements StreamDirectory {
   #byId = new Map<string, RegisteredStream>();
   #publishedByName = new Map<string, RegisteredStream>();
+  #cap?: Cap;
 
-  /** Adds a stream; a duplicate id, or a second publisher of a name, is a ConflictError. */
+  /** @param cap the `streams` cap published streams take a slot of; none: unlimited. */
+  constructor(cap?: Cap) {
+    this.#cap = cap;
+  }
+
+  /**
+   * Adds a stream; a duplicate id, or a second publisher of a name, is a ConflictError, a
+   * published stream beyond the `streams` cap a ServiceUnavailableError.
+   */
   add(stream: RegisteredStream): void {
     if (this.#byId.has(stream.mediaSessionId)) {
       throw new ConflictError(`mediaSessionId ${stream.mediaSessionId} exists`);
@@ -21,6 +34,9 @@ export class StreamRegistry implements StreamDirectory {
     if (stream.published) {
       if (this.#publishedByName.has(stream.name)) {
         throw new ConflictError(`stream ${stream.name} is already published`);
+      }
+      if (this.#cap && !this.#cap.tryAcquire()) {
+        throw new ServiceUnavailableError(this.#cap.refusal());
       }
       this.#publishedByName.set(stream.name, stream);
     }
@@ -33,6 +49,7 @@ export class StreamRegistry implements StreamDirectory {
     this.#byId.delete(stream.mediaSessionId);
     if (this.#publishedByName.get(stream.name) === stream) {
       this.#publishedByName.delete(stream.name);
+      this.#cap?.release();
     }
   }
 

@@ -4,7 +4,13 @@
  */
 import type { Config } from "../config.ts";
 import { VodProvider } from "../media/providers/vod.ts";
-import { BadRequestError, ConflictError, NotFoundError } from "./errors.ts";
+import {
+  BadRequestError,
+  ConflictError,
+  NotFoundError,
+  ServiceUnavailableError,
+} from "./errors.ts";
+import type { Cap } from "./limits.ts";
 import type { Logger } from "./log.ts";
 import { existingFileInside } from "./paths.ts";
 import type { VodRecord } from "./records.ts";
@@ -24,8 +30,11 @@ export class VodRegistry {
   #config: Config;
   #streams: StreamRegistry;
   #log: Logger;
+  #cap: Cap;
 
-  constructor(config: Config, streams: StreamRegistry, log: Logger) {
+  /** @param cap the `vods` cap; a VOD stream holds a slot from startup to its end. */
+  constructor(config: Config, streams: StreamRegistry, log: Logger, cap: Cap) {
+    this.#cap = cap;
     this.#config = config;
     this.#streams = streams;
     this.#log = log.child({ component: "vod" });
@@ -33,7 +42,8 @@ export class VodRegistry {
 
   /**
    * Publishes the file of `uri` (vod-live://<file in the media folder>) as `localStreamName`
-   * (default: the file name). Resolves once the stream is registered and playing.
+   * (default: the file name). Resolves once the stream is registered and playing; a VOD or
+   * stream beyond its cap is a 503.
    */
   async startup(uri: string, localStreamName?: string): Promise<void> {
     if (!uri.startsWith(liveScheme)) {
@@ -51,22 +61,33 @@ export class VodRegistry {
       throw new ConflictError(`stream ${name} is already published`);
     }
     const path = await existingFileInside(this.#config.folders.media, file, "uri");
-    const provider = await VodProvider.open({
-      path,
-      name,
-      mediaSessionId: crypto.randomUUID(),
-      log: this.#log,
-    });
-    // Checked again: another startup of the same name may have finished while the file opened.
-    if (this.#entries.has(name) || this.#streams.published(name)) {
+    if (!this.#cap.tryAcquire()) throw new ServiceUnavailableError(this.#cap.refusal());
+    let provider: VodProvider;
+    try {
+      provider = await VodProvider.open({
+        path,
+        name,
+        mediaSessionId: crypto.randomUUID(),
+        log: this.#log,
+      });
+    } catch (err) {
+      this.#cap.release();
+      throw err;
+    }
+    try {
+      // Checked again: another startup of the same name may have finished while the file opened.
+      if (this.#entries.has(name)) throw new ConflictError(`VOD stream ${name} exists`);
+      this.#streams.add(provider.stream);
+    } catch (err) {
+      this.#cap.release();
       await provider.stop();
-      throw new ConflictError(`VOD stream ${name} exists`);
+      throw err;
     }
     const entry = { uri, provider };
     this.#entries.set(name, entry);
-    this.#streams.add(provider.stream);
     this.#log.info("vod started", { stream: name, file });
     provider.start().then(() => {
+      this.#cap.release();
       this.#entries.delete(name);
       this.#streams.remove(provider.stream);
       this.#log.info("vod ended", { stream: name });

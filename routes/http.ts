@@ -13,6 +13,7 @@ import type { Operation, OperationContext } from "./operation.ts";
 import { buildOpenApi, openApiPath } from "./openapi.ts";
 import { clientRecordsPrefix, serveClientRecord } from "./client_records.ts";
 import { createRestAccess } from "./rest_access.ts";
+import { healthOf, type ListenerFigures } from "./health.ts";
 import { redactPaths, redactText } from "../core/redact.ts";
 
 /** Prefix of every management operation. */
@@ -25,6 +26,8 @@ const preflightMaxAgeSeconds = 86_400;
 export interface RestAppOptions {
   services: Services;
   operations: readonly Operation[];
+  /** Connection caps of the listeners, for `/health`. */
+  listenerFigures?: ListenerFigures;
 }
 
 /**
@@ -34,9 +37,9 @@ export interface RestAppOptions {
  * `next()` costs about a quarter of the throughput.
  */
 export function createRestHandler(
-  { services, operations }: RestAppOptions,
+  { services, operations, listenerFigures }: RestAppOptions,
 ): (req: Request) => Promise<Response> {
-  const app = createRestApp({ services, operations });
+  const app = createRestApp({ services, operations, listenerFigures });
   const log = services.log.child({ component: "rest" });
   const access = createRestAccess(services.config);
   return async (req) => {
@@ -63,17 +66,13 @@ function pathOf(url: string): string {
 }
 
 /** Builds the Hono app; the CORS headers are added around it. */
-function createRestApp({ services, operations }: RestAppOptions): Hono {
+function createRestApp({ services, operations, listenerFigures }: RestAppOptions): Hono {
   const app = new Hono();
   const log = services.log.child({ component: "rest" });
   const startedAt = Date.now();
   const ctx: OperationContext = { services };
 
-  app.get("/health", (c) =>
-    c.json(
-      { status: "ok", version: serverVersion, uptimeMs: Date.now() - startedAt },
-      200,
-    ));
+  app.get("/health", (c) => c.json(healthOf(services, startedAt, listenerFigures), 200));
 
   const openApi = buildOpenApi(operations, serverVersion);
   app.get(openApiPath, (c) => c.json(openApi, 200));

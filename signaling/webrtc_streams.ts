@@ -4,7 +4,12 @@
  * one final status; `setRemoteSDP` always precedes it when an answer was made.
  */
 import { z } from "zod";
-import { BadRequestError, ConflictError, ParseError } from "../core/errors.ts";
+import {
+  BadRequestError,
+  ConflictError,
+  ParseError,
+  ServiceUnavailableError,
+} from "../core/errors.ts";
 import type { Services } from "../core/services.ts";
 import type { RegisteredStream } from "../core/stream_registry.ts";
 import { type StreamClient, type StreamStatus } from "../media/protocols/webrtc/client.ts";
@@ -223,10 +228,15 @@ async function handlePublish(
   });
   try {
     services.streams.add(publisher);
-  } catch {
-    // Another publish of the name or id won the race while the hook ran.
+  } catch (err) {
+    // The `streams` cap is reached, or another publish of the name or id won the race while
+    // the hook ran.
     await publisher.terminate(
-      services.streams.published(name) ? streamInfo.nameInUse : streamInfo.idInUse,
+      err instanceof ServiceUnavailableError
+        ? err.message
+        : services.streams.published(name)
+        ? streamInfo.nameInUse
+        : streamInfo.idInUse,
     );
     return;
   }

@@ -1,0 +1,42 @@
+/**
+ * The body of `/health`: liveness, version, and how close the server runs to each cap
+ * (held, max, refused), the engine pool's running and queued jobs, the listeners'
+ * connection caps and open descriptors. Built from counters only, never awaiting anything a
+ * loaded server is busy with, so it answers fast under load.
+ */
+import { openFiles } from "../core/fd_limit.ts";
+import type { Services } from "../core/services.ts";
+import { serverVersion } from "../core/version.ts";
+
+/** Connection caps of the listeners by service (`ws`, `wss`, `rtmp`), read per request. */
+export type ListenerFigures = () => Record<string, unknown>;
+
+/** The `/health` body. */
+export function healthOf(
+  services: Services,
+  startedAt: number,
+  listenerFigures: ListenerFigures = () => ({}),
+) {
+  const { limits } = services;
+  return {
+    status: "ok",
+    version: serverVersion,
+    uptimeMs: Date.now() - startedAt,
+    limits: {
+      sessions: limits.sessions.toJSON(),
+      streams: limits.streams.toJSON(),
+      pulls: limits.pulls.toJSON(),
+      pushes: limits.pushes.toJSON(),
+      vods: limits.vods.toJSON(),
+      recorders: limits.recorders.toJSON(),
+      engineJobs: services.engine.figures(),
+      recordDisk: {
+        minFreeMb: services.config.limits.recordMinFreeMb,
+        refused: services.recorders.diskRefused,
+      },
+      listeners: listenerFigures(),
+    },
+    // null where descriptors cannot be counted (no FFI permission, no /proc).
+    fds: openFiles() ?? null,
+  };
+}
