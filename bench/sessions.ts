@@ -79,6 +79,8 @@ async function startServerProcess(extraEnv: Record<string, string>): Promise<Ser
   const child = spawnDeno(["run", "-A", "main.ts"], {
     ...env,
     MEDIASERVER_LOG_LEVEL: "warn",
+    // Every client here comes from 127.0.0.1: lift the per-address cap above the sessions.
+    MEDIASERVER_LIMITS_CONNECTIONS_PER_ADDRESS: String(sessionCount + connectConcurrency),
     ...extraEnv,
   });
   const drained = Promise.all([

@@ -14,7 +14,7 @@ import { KeepAlive, registerKeepAlive } from "./keepalive.ts";
 import { registerPushLogs } from "./push_logs.ts";
 import { closeCodes, closeHandshakeTimeoutMs, SignalingSession } from "./session.ts";
 import { registerWebRtcStreams } from "./webrtc_streams.ts";
-import { acceptLoop } from "./websocket/accept_loop.ts";
+import { acceptLoop } from "../core/accept_loop.ts";
 import {
   checkUpgrade,
   errorResponse,
@@ -192,7 +192,7 @@ export class SignalingServer {
       const sessions = this.#ctx.services.limits.sessions;
       if (!sessions.tryAcquire()) throw new HandshakeError(503, sessions.refusal());
       sessionSlot = true;
-      await writeAll(conn, await switchingProtocols(key));
+      await writeAll(conn, switchingProtocols(key));
       const socket = new ServerWebSocket(conn, {
         maxMessageBytes: this.#ctx.services.config.ws.maxHandshakeMessageBytes,
         closeTimeoutMs: closeHandshakeTimeoutMs,

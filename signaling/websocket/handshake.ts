@@ -3,6 +3,7 @@
  * request head parser, the checks of an upgrade request, and the responses (101, or an HTTP
  * error that ends the connection). No extension is ever accepted (no permessage-deflate).
  */
+import { createHash } from "node:crypto";
 
 /** Largest request head read before answering 431, in bytes (browsers send ~1 KiB + cookies). */
 export const maxRequestHeadBytes = 16 * 1024;
@@ -124,16 +125,16 @@ function isNonce(key: string): boolean {
 }
 
 /** The Sec-WebSocket-Accept value for a client's key. */
-export async function acceptValue(key: string): Promise<string> {
-  const digest = await crypto.subtle.digest("SHA-1", encoder.encode(key + acceptGuid));
-  return btoa(String.fromCharCode(...new Uint8Array(digest)));
+export function acceptValue(key: string): string {
+  // Synchronous: WebCrypto's digest is a round trip through the runtime per handshake.
+  return createHash("sha1").update(key + acceptGuid).digest("base64");
 }
 
 /** The 101 response completing the handshake (no subprotocol, no extension). */
-export async function switchingProtocols(key: string): Promise<Uint8Array> {
+export function switchingProtocols(key: string): Uint8Array {
   return encoder.encode(
     "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
-      `Sec-WebSocket-Accept: ${await acceptValue(key)}\r\n\r\n`,
+      `Sec-WebSocket-Accept: ${acceptValue(key)}\r\n\r\n`,
   );
 }
 
