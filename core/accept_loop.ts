@@ -3,7 +3,7 @@
  * other failure it logs (at most once per interval, with the count of errors not logged),
  * pauses briefly so it does not spin, and keeps accepting. Only closing the listener ends it.
  */
-import type { Logger } from "../../core/log.ts";
+import type { Logger } from "./log.ts";
 
 /** First pause after a failed accept, in ms; doubles while accepts keep failing. */
 export const acceptBackoffMs = 50;

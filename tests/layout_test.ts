@@ -10,10 +10,20 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 
 /**
  * The core/ files media/ may import. Each is a leaf: errors (typed errors), log (the
- * logger), ids (identifiers), paths (containing a path in a folder) and redact (hiding
- * secrets in URIs and text, used by log) import no registry.
+ * logger), ids (identifiers), paths (containing a path in a folder), redact (hiding
+ * secrets in URIs and text, used by log), limits (capped counters) and accept_loop (a TCP
+ * accept loop no accept error ends, shared by the signaling and RTMP listeners) import no
+ * registry.
  */
-const coreLeaves = new Set(["errors.ts", "log.ts", "ids.ts", "paths.ts", "redact.ts"]);
+const coreLeaves = new Set([
+  "errors.ts",
+  "log.ts",
+  "ids.ts",
+  "paths.ts",
+  "redact.ts",
+  "limits.ts",
+  "accept_loop.ts",
+]);
 
 /** Every .ts file under `dir`, recursively. */
 function tsFiles(dir: string): string[] {
