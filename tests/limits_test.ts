@@ -236,3 +236,43 @@ Deno.test("engine pool: jobs beyond the running and queued bounds are 503s; clos
   assert.deepEqual(await second, new Uint8Array([1]));
   assert.equal(pool.start, undefined, "an engine without live jobs gives none");
 });
+
+Deno.test("pushes cap: a second push is a 503; a terminated push frees its slot", async () => {
+  await withClips({ limits: { pushes: 1 } }, [], async (server) => {
+    await post(server, "/vod/startup", vod("a"));
+    const target = (name: string) => ({
+      streamName: "a",
+      rtmpUrl: `rtmp://127.0.0.1:${server.rtmpPort}/live/${name}`,
+      rtmpTransponderFullUrl: true,
+    });
+    const push = await post(server, "/push/startup", target("copy1"));
+    const refused = await post(server, "/push/startup", target("copy2"), 503);
+    assert.equal(refused.message, "pushes limit of 1 reached");
+    await post(server, "/push/terminate", { mediaSessionId: push.mediaSessionId });
+    await waitFor(async () => (await health(server)).limits.pushes.current === 0, 5000, "release");
+    await post(server, "/push/startup", target("copy2"));
+    assert.deepEqual((await health(server)).limits.pushes, { current: 1, max: 1, refused: 1 });
+  });
+});
+
+Deno.test("/health answers the figures of every cap and the open descriptors", async () => {
+  await withServer(async (server) => {
+    const body = await health(server);
+    assert.equal(body.status, "ok");
+    for (const cap of ["sessions", "streams", "pulls", "pushes", "vods", "recorders"]) {
+      assert.deepEqual(Object.keys(body.limits[cap]), ["current", "max", "refused"], cap);
+    }
+    assert.deepEqual(Object.keys(body.limits.listeners.ws), [
+      "connections",
+      "connectionsPerAddress",
+    ]);
+    assert.deepEqual(body.limits.engineJobs, {
+      running: 0,
+      queued: 0,
+      max: 8,
+      maxQueued: 256,
+      refused: 0,
+    });
+    assert.ok(body.fds.open > 0 && body.fds.open < body.fds.limit, JSON.stringify(body.fds));
+  });
+});

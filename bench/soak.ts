@@ -1,0 +1,390 @@
+/**
+ * Soak: the server (main.ts, its own process under `prlimit --nofile=1024:1024`) takes at
+ * once 10,000 Web SDK sessions churned (connect, `connection` message, close; a few hundred at
+ * a time), 600 idle RTMP sockets, 200 `/rtsp/startup` to a camera that accepts and never
+ * answers, and 100 parallel `/stream/snapshot`. Measured: the server stays up, `/health`
+ * latency during the load, refusals per cap, and the server's RSS, open descriptors, threads
+ * (Workers are threads) and child processes before, at peak and after the load.
+ *
+ * Exits 1 when the server died or `/health` stopped answering; the other figures (p99 under
+ * 100 ms, the return within 5%) are printed with their verdict.
+ */
+import { makeClip } from "../tests/helpers/media_fixtures.ts";
+import { freePort, waitForHttp } from "../tests/helpers/process.ts";
+import { WcsClient } from "../tests/helpers/wcs_client.ts";
+
+const nofile = 1024;
+const sessionCount = 10_000;
+/** Sessions connecting or open at once. */
+const sessionConcurrency = 300;
+const rtmpSockets = 600;
+const deadPulls = 200;
+const snapshots = 100;
+/** Pause between /health probes during the load, in ms. */
+const healthIntervalMs = 50;
+/** Longest wait for the server to come back to idle after the load, in ms. */
+const settleTimeoutMs = 30_000;
+/** Quiet time after the server is idle again before the "after" reading, in ms. */
+const quietMs = 3000;
+const startTimeoutMs = 15_000;
+
+/** The `start` task's permissions (deno.json). */
+const startPermissions = [
+  "--allow-net",
+  "--allow-read",
+  "--allow-write",
+  "--allow-env",
+  "--allow-run",
+  "--allow-sys",
+  "--allow-ffi",
+];
+
+/** Resources of a process as the kernel counts them. */
+interface Usage {
+  rssMiB: number;
+  fds: number;
+  threads: number;
+  children: number;
+}
+
+function usageOf(pid: number): Usage {
+  const status = Deno.readTextFileSync(`/proc/${pid}/status`);
+  let fds = 0;
+  for (const _ of Deno.readDirSync(`/proc/${pid}/fd`)) fds++;
+  let children = 0;
+  for (const task of Deno.readDirSync(`/proc/${pid}/task`)) {
+    const list = Deno.readTextFileSync(`/proc/${pid}/task/${task.name}/children`);
+    children += list.split(" ").filter(Boolean).length;
+  }
+  return {
+    rssMiB: Number(status.match(/VmRSS:\s+(\d+)/)?.[1] ?? 0) / 1024,
+    fds,
+    threads: Number(status.match(/Threads:\s+(\d+)/)?.[1] ?? 0),
+    children,
+  };
+}
+
+function peakOf(a: Usage, b: Usage): Usage {
+  return {
+    rssMiB: Math.max(a.rssMiB, b.rssMiB),
+    fds: Math.max(a.fds, b.fds),
+    threads: Math.max(a.threads, b.threads),
+    children: Math.max(a.children, b.children),
+  };
+}
+
+function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))];
+}
+
+/** Counts outcomes by label. */
+class Tally {
+  readonly counts = new Map<string, number>();
+  add(label: string): void {
+    this.counts.set(label, (this.counts.get(label) ?? 0) + 1);
+  }
+  toString(): string {
+    return [...this.counts].sort((a, b) => b[1] - a[1]).map(([k, n]) => `${n} ${k}`).join(", ");
+  }
+}
+
+/** Short label of an error: its message without addresses and numbers that vary. */
+function labelOf(err: unknown): string {
+  return String((err as Error)?.message ?? err).replace(/\d+\.\d+\.\d+\.\d+:\d+/g, "addr")
+    .slice(0, 60);
+}
+
+// --- set up: a clip to snapshot, a dead camera, the server ---
+const dir = await Deno.makeTempDir({ prefix: "soak-" });
+await Deno.mkdir(`${dir}/content`);
+await makeClip(`${dir}/content/clip.mp4`, { seconds: 120 });
+
+const camera = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+const cameraConns: Deno.Conn[] = [];
+const cameraAccepting = (async () => {
+  for await (const conn of camera) cameraConns.push(conn);
+})().catch(() => {});
+const cameraPort = (camera.addr as Deno.NetAddr).port;
+
+const ports = { rest: freePort(), ws: freePort(), rtmp: freePort() };
+const server = new Deno.Command("prlimit", {
+  args: [`--nofile=${nofile}:${nofile}`, Deno.execPath(), "run", ...startPermissions, "main.ts"],
+  cwd: new URL("..", import.meta.url).pathname,
+  env: {
+    NO_COLOR: "1",
+    MEDIASERVER_PORTS_REST: String(ports.rest),
+    MEDIASERVER_PORTS_WS: String(ports.ws),
+    MEDIASERVER_PORTS_RTMP: String(ports.rtmp),
+    MEDIASERVER_FOLDERS_MEDIA: `${dir}/content`,
+    MEDIASERVER_FOLDERS_RECORDS: `${dir}/records`,
+    MEDIASERVER_FOLDERS_LOGS: `${dir}/logs`,
+    MEDIASERVER_RTSP_TRANSPORT: "tcp",
+    MEDIASERVER_LOG_LEVEL: "warn",
+  },
+  stdin: "null",
+  stdout: "piped",
+  stderr: "piped",
+}).spawn();
+const serverLog = Promise.all([
+  new Response(server.stdout).text(),
+  new Response(server.stderr).text(),
+]);
+let serverExited: Deno.CommandStatus | undefined;
+server.status.then((s) => serverExited = s);
+
+const rest = `http://127.0.0.1:${ports.rest}`;
+// Its own HTTP client, closed after the load, so its idle keep-alive connections do not
+// count as the server's descriptors in the "after" reading.
+const http = Deno.createHttpClient({});
+const post = (path: string, body: unknown) =>
+  fetch(`${rest}/rest-api${path}`, {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify(body),
+    client: http,
+  });
+
+await waitForHttp(`${rest}/health`, startTimeoutMs);
+const vod = await post("/vod/startup", { uri: "vod-live://clip.mp4", localStreamName: "cam" });
+if (!vod.ok) throw new Error(`vod/startup: ${vod.status} ${await vod.text()}`);
+// A keyframe into the stream and the first snapshot's ffmpeg out of the way.
+await (await post("/stream/snapshot", { streamName: "cam" })).body?.cancel();
+await new Promise((r) => setTimeout(r, 1000));
+const before = usageOf(server.pid);
+let peak = before;
+
+// --- the load, all at once ---
+const loadStarted = performance.now();
+let loading = true;
+
+const sessionOutcomes = new Tally();
+const sessions = (async () => {
+  let next = 0;
+  await Promise.all(Array.from({ length: sessionConcurrency }, async () => {
+    while (next < sessionCount) {
+      next++;
+      try {
+        const { client } = await WcsClient.connect(`ws://127.0.0.1:${ports.ws}`);
+        await client.close();
+        sessionOutcomes.add("connected and closed");
+      } catch (err) {
+        sessionOutcomes.add(labelOf(err));
+      }
+    }
+  }));
+})();
+
+const rtmpOutcomes = new Tally();
+const rtmpConns: Deno.Conn[] = [];
+const rtmpClosedByServer = { count: 0 };
+const rtmp = (async () => {
+  await Promise.all(Array.from({ length: rtmpSockets }, async () => {
+    try {
+      const conn = await Deno.connect({ hostname: "127.0.0.1", port: ports.rtmp });
+      rtmpConns.push(conn);
+      rtmpOutcomes.add("connected");
+      // Idle: nothing sent; a read ends when the server closes the socket.
+      conn.read(new Uint8Array(4096)).then((n) => {
+        if (n === null) rtmpClosedByServer.count++;
+      }, () => rtmpClosedByServer.count++);
+    } catch (err) {
+      rtmpOutcomes.add(labelOf(err));
+    }
+  }));
+})();
+
+const pullOutcomes = new Tally();
+const pulls = Promise.all(Array.from({ length: deadPulls }, async (_, i) => {
+  try {
+    const res = await post("/rtsp/startup", {
+      uri: `rtsp://127.0.0.1:${cameraPort}/dead${i}`,
+      localStreamName: `dead${i}`,
+    });
+    const body = await res.json().catch(() => ({}));
+    pullOutcomes.add(`${res.status} ${labelOf(body.message).replace(/dead\d+/, "deadN")}`);
+  } catch (err) {
+    pullOutcomes.add(labelOf(err));
+  }
+}));
+
+const snapshotOutcomes = new Tally();
+const snapshotMs: number[] = [];
+const snaps = Promise.all(Array.from({ length: snapshots }, async () => {
+  const started = performance.now();
+  try {
+    const res = await post("/stream/snapshot", { streamName: "cam" });
+    const body = await res.json().catch(() => ({}));
+    snapshotOutcomes.add(`${res.status}${res.status === 503 ? ` ${body.message}` : ""}`);
+    snapshotMs.push(performance.now() - started);
+  } catch (err) {
+    snapshotOutcomes.add(labelOf(err));
+  }
+}));
+
+const healthMs: number[] = [];
+let healthFailures = 0;
+let maxEngineQueued = 0;
+let maxEngineRunning = 0;
+const probing = (async () => {
+  while (loading) {
+    if (serverExited) break;
+    const started = performance.now();
+    try {
+      const res = await fetch(`${rest}/health`, {
+        signal: AbortSignal.timeout(5000),
+        client: http,
+      });
+      const body = await res.json();
+      healthMs.push(performance.now() - started);
+      maxEngineQueued = Math.max(maxEngineQueued, body.limits.engineJobs.queued);
+      maxEngineRunning = Math.max(maxEngineRunning, body.limits.engineJobs.running);
+    } catch {
+      healthFailures++;
+    }
+    try {
+      peak = peakOf(peak, usageOf(server.pid));
+    } catch {
+      // The server is gone; serverExited says so.
+    }
+    await new Promise((r) => setTimeout(r, healthIntervalMs));
+  }
+})();
+
+await Promise.all([sessions, rtmp, snaps]);
+const sessionsDoneMs = performance.now() - loadStarted;
+await pulls;
+const loadMs = performance.now() - loadStarted;
+loading = false;
+await probing;
+const rtmpStillOpen = rtmpConns.length - rtmpClosedByServer.count;
+for (const conn of rtmpConns) {
+  try {
+    conn.close();
+  } catch {
+    // Closed by the server already.
+  }
+}
+for (const conn of cameraConns) conn.close();
+http.close();
+
+// --- after: wait for the server to be idle again, then read ---
+let finalHealth: Record<string, Record<string, Record<string, number>>> | undefined;
+const settleStarted = performance.now();
+while (!serverExited && performance.now() - settleStarted < settleTimeoutMs) {
+  try {
+    finalHealth = await (await fetch(`${rest}/health`)).json();
+    const l = finalHealth!.limits;
+    if (
+      l.pulls.current === 0 && l.engineJobs.running === 0 && l.sessions.current === 0 &&
+      l.streams.current === 1
+    ) break;
+  } catch {
+    // Not answering yet.
+  }
+  await new Promise((r) => setTimeout(r, 250));
+}
+await new Promise((r) => setTimeout(r, quietMs));
+const alive = !serverExited;
+const after = alive ? usageOf(server.pid) : undefined;
+if (alive) finalHealth = await (await fetch(`${rest}/health`)).json();
+
+// --- report ---
+healthMs.sort((a, b) => a - b);
+const p50 = percentile(healthMs, 0.5);
+const p99 = percentile(healthMs, 0.99);
+const fmt = (n: number) => (Number.isFinite(n) ? n.toFixed(1) : "-");
+console.log(
+  `soak: ${sessionCount} sessions (${sessionConcurrency} at once), ${rtmpSockets} idle RTMP ` +
+    `sockets, ${deadPulls} dead-camera pulls, ${snapshots} snapshots; server under ` +
+    `prlimit --nofile=${nofile}:${nofile}`,
+);
+console.log(
+  `load: ${(loadMs / 1000).toFixed(1)} s (sessions, RTMP and snapshots done in ${
+    (sessionsDoneMs / 1000).toFixed(1)
+  } s)`,
+);
+console.log(`sessions:  ${sessionOutcomes}`);
+console.log(
+  `rtmp:      ${rtmpOutcomes}; ${rtmpStillOpen} still open at the end of the load`,
+);
+console.log(`pulls:     ${pullOutcomes}`);
+console.log(
+  `snapshots: ${snapshotOutcomes}; p50 ${
+    fmt(percentile(snapshotMs.sort((a, b) => a - b), 0.5))
+  } ms, ` +
+    `max ${fmt(snapshotMs.at(-1) ?? NaN)} ms; engine pool peak ${maxEngineRunning} running, ` +
+    `${maxEngineQueued} queued`,
+);
+console.log(
+  `/health during the load: ${healthMs.length} answers, ${healthFailures} failures, ` +
+    `p50 ${fmt(p50)} ms, p99 ${fmt(p99)} ms, max ${fmt(healthMs.at(-1) ?? NaN)} ms`,
+);
+if (finalHealth) {
+  const refusals = Object.entries(finalHealth.limits)
+    .filter(([, v]) => typeof v?.refused === "number")
+    .map(([k, v]) => `${k} ${v.refused}`);
+  const listeners = Object.entries(finalHealth.limits.listeners ?? {}).map(([k, v]) =>
+    `${k} ${JSON.stringify(v)}`
+  );
+  console.log(`refusals (/health): ${refusals.join(", ")}`);
+  if (listeners.length) console.log(`listener caps: ${listeners.join("; ")}`);
+}
+
+const rows: [string, keyof Usage][] = [
+  ["RSS (MiB)", "rssMiB"],
+  ["open fds", "fds"],
+  ["threads (Workers)", "threads"],
+  ["child processes", "children"],
+];
+console.log("\n| server | before | peak | after | after/before |");
+console.log("|---|---:|---:|---:|---:|");
+const within5 = (b: number, a: number) => a <= b * 1.05 && a >= b * 0.95;
+const returned: string[] = [];
+for (const [label, key] of rows) {
+  const b = before[key];
+  const a = after?.[key];
+  const ratio = a === undefined ? "-" : b === 0 ? (a === 0 ? "=" : "+" + a) : (a / b).toFixed(3);
+  if (a !== undefined && !(b === a || within5(b, a))) returned.push(label);
+  console.log(
+    `| ${label} | ${fmt(b)} | ${fmt(peak[key])} | ${a === undefined ? "-" : fmt(a)} | ${ratio} |`,
+  );
+}
+
+const [stdout, stderr] = alive
+  ? await (async () => {
+    server.kill("SIGTERM");
+    await server.status;
+    return await serverLog;
+  })()
+  : await serverLog;
+camera.close();
+await cameraAccepting;
+await Deno.remove(dir, { recursive: true });
+
+const errorLines = stdout.split("\n").filter((l) => l.includes('"level":"error"'));
+const errorKinds = new Tally();
+for (const line of errorLines) {
+  try {
+    errorKinds.add(JSON.parse(line).msg);
+  } catch {
+    errorKinds.add("(unparsed)");
+  }
+}
+console.log(
+  `\nserver error lines: ${errorLines.length}${errorLines.length ? ` (${errorKinds})` : ""}`,
+);
+if (stderr.trim()) console.log(`server stderr: ${stderr.trim().slice(0, 800)}`);
+
+const verdicts: [string, boolean][] = [
+  ["server stays up", alive],
+  ["/health answers during the load", healthMs.length > 0 && healthFailures === 0],
+  ["/health p99 under 100 ms", p99 < 100],
+  ["RSS, fds, threads, children back within 5%", alive && returned.length === 0],
+];
+for (const [what, ok] of verdicts) console.log(`${ok ? "PASS" : "FAIL"} ${what}`);
+if (returned.length) console.log(`  not back within 5%: ${returned.join(", ")}`);
+if (!alive || healthMs.length === 0) {
+  console.log(`server exit: ${JSON.stringify(serverExited)}`);
+  Deno.exit(1);
+}
