@@ -1,0 +1,296 @@
+/**
+ * The wire parsers the fuzz runner drives, each the way the server feeds it: byte streams in
+ * socket-sized reads (RTSP, RTMP chunks, MPEG-TS), whole files (MP4, FLV), packets (RTP,
+ * RTCP) and text (SDP, signalling frames). A parser may refuse an input only with a
+ * ParseError (TruncatedError included); anything else is a crash.
+ */
+import { BadRequestError, ParseError } from "../core/errors.ts";
+import { parseH264Sps } from "../media/codecs/h264.ts";
+import { parseH265Sps } from "../media/codecs/h265.ts";
+import { splitLengthPrefixed } from "../media/codecs/nalu.ts";
+import type { MediaFrame } from "../media/frame.ts";
+import { memoryByteSource, Mp4Demuxer } from "../media/formats/mp4/demuxer.ts";
+import { TsDemuxer } from "../media/formats/mpegts/demuxer.ts";
+import { parseSdp } from "../media/formats/sdp/sdp.ts";
+import { decodeAmf0All } from "../media/protocols/rtmp/amf0.ts";
+import { ChunkReader } from "../media/protocols/rtmp/chunk_reader.ts";
+import { parseCommand } from "../media/protocols/rtmp/command.ts";
+import { parseHandshakeHello } from "../media/protocols/rtmp/handshake.ts";
+import {
+  MessageType,
+  parseSetChunkSize,
+  parseUserControl,
+  parseWindowAckSize,
+  type RtmpMessage,
+} from "../media/protocols/rtmp/message.ts";
+import { pickChallenge } from "../media/protocols/rtsp/auth.ts";
+import {
+  parsePublic,
+  parseRtpInfo,
+  parseSession,
+  parseTransport,
+} from "../media/protocols/rtsp/headers.ts";
+import { RtspStreamParser } from "../media/protocols/rtsp/message.ts";
+import { RtmpMediaReceiver } from "../media/providers/rtmp_receiver.ts";
+import { AacDepacketizer, auHeaderLayout } from "../media/rtp/aac_depacketizer.ts";
+import type { Depacketizer } from "../media/rtp/depacketizer.ts";
+import { H264Depacketizer } from "../media/rtp/h264_depacketizer.ts";
+import { H265Depacketizer } from "../media/rtp/h265_depacketizer.ts";
+import { parseRtpPacket } from "../media/rtp/packet.ts";
+import { parseSenderReports } from "../media/rtp/rtcp.ts";
+import { sdpTrack } from "../media/rtp/sdp_track.ts";
+import { parseFrame } from "../signaling/frame.ts";
+import { prng } from "./mutators.ts";
+import { decodePacketList } from "./packet_list.ts";
+
+/** One parser under fuzz. */
+export interface FuzzTarget {
+  /** Name, also the folder of its seeds under fuzz/corpus/ (unless `corpus` says another). */
+  readonly name: string;
+  /** Folder of fuzz/corpus/ the seeds come from. */
+  readonly corpus?: string;
+  /** Turns the corpus files into seeds (default: the files as they are). */
+  readonly seeds?: (files: Uint8Array[]) => Uint8Array[];
+  /** Largest input made, in bytes. */
+  readonly maxBytes: number;
+  /** A typed refusal the parser documents besides ParseError. */
+  readonly refusal?: (err: unknown) => boolean;
+  /** Parses one input; resolves or returns when done, throws what the parser throws. */
+  run(input: Uint8Array): void | Promise<void>;
+}
+
+/** True for the errors `target` may refuse input with: ParseError, or its documented one. */
+export function isTypedError(target: FuzzTarget, err: unknown): boolean {
+  return err instanceof ParseError || (target.refusal?.(err) ?? false);
+}
+
+/** The RTMP receiver refuses an audio codec it cannot carry (Speex, ...) with a 400. */
+const unsupportedCodec = (err: unknown) =>
+  err instanceof BadRequestError && err.field === "audiocodecid";
+
+const decoder = new TextDecoder();
+
+/** Splits `data` into reads of 1 to 1,500 bytes, the same for the same input. */
+function* reads(data: Uint8Array): Generator<Uint8Array> {
+  const rng = prng(data.length * 2654435761);
+  for (let at = 0; at < data.length;) {
+    const n = rng() < 0.1 ? 1 + Math.floor(rng() * 16) : 1 + Math.floor(rng() * 1500);
+    yield data.subarray(at, at + n);
+    at += n;
+  }
+}
+
+/** The parameter sets in a frame's NAL units, parsed as a player would. */
+function parseParameterSets(frame: MediaFrame): void {
+  if (!frame.keyframe || (frame.codec !== "H264" && frame.codec !== "H265")) return;
+  for (const nal of splitLengthPrefixed(frame.data)) {
+    if (frame.codec === "H264" && (nal[0] & 0x1f) === 7) parseH264Sps(nal);
+    if (frame.codec === "H265" && ((nal[0] >> 1) & 0x3f) === 33) parseH265Sps(nal);
+  }
+}
+
+/** The RTMP messages an RTMP peer's bytes carry, as the connection handles them. */
+function handleRtmpMessages(messages: RtmpMessage[], receiver: RtmpMediaReceiver): void {
+  for (const message of messages) {
+    switch (message.type) {
+      case MessageType.commandAmf0:
+        parseCommand(message.payload);
+        break;
+      case MessageType.setChunkSize:
+        parseSetChunkSize(message.payload);
+        break;
+      case MessageType.windowAckSize:
+        parseWindowAckSize(message.payload);
+        break;
+      case MessageType.userControl:
+        parseUserControl(message.payload);
+        break;
+      default:
+        for (const frame of receiver.receive(message)) parseParameterSets(frame);
+    }
+  }
+}
+
+/** RTMP messages of an FLV file: the header, then tags with their previous-tag sizes. */
+function flvMessages(data: Uint8Array): RtmpMessage[] {
+  if (data.length < 9 || data[0] !== 0x46 || data[1] !== 0x4c || data[2] !== 0x56) {
+    throw new ParseError("not an FLV file");
+  }
+  const messages: RtmpMessage[] = [];
+  const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
+  let at = view.getUint32(5) + 4;
+  while (at + 11 <= data.length) {
+    const type = data[at] & 0x1f;
+    const size = (data[at + 1] << 16) | (data[at + 2] << 8) | data[at + 3];
+    const timestamp = ((data[at + 7] << 24) | (data[at + 4] << 16) | (data[at + 5] << 8) |
+      data[at + 6]) >>> 0;
+    if (at + 11 + size > data.length) break;
+    messages.push({
+      type,
+      timestamp,
+      streamId: 1,
+      payload: data.subarray(at + 11, at + 11 + size),
+    });
+    at += 11 + size + 4;
+  }
+  return messages;
+}
+
+/** An RTP packet stream through a depacketizer, with sequence gaps resetting it. */
+function depacketize(data: Uint8Array, depacketizer: Depacketizer): void {
+  const typed = (err: unknown) => err instanceof ParseError;
+  let last = -1;
+  let failure: unknown;
+  for (const bytes of decodePacketList(data)) {
+    try {
+      const packet = parseRtpPacket(bytes);
+      if (last >= 0 && packet.sequenceNumber !== ((last + 1) & 0xffff)) depacketizer.reset();
+      last = packet.sequenceNumber;
+      depacketizer.push(packet, parseParameterSets);
+    } catch (err) {
+      // The server drops a bad packet and goes on with the next one.
+      if (!typed(err)) throw err;
+      failure ??= err;
+    }
+  }
+  if (failure) throw failure;
+}
+
+/** Header values the RTSP client reads, parsed as it parses them. */
+function parseRtspHeaders(message: ReturnType<RtspStreamParser["next"]>): void {
+  if (!message || message.kind === "interleaved") return;
+  const { headers } = message;
+  const transport = headers.get("transport");
+  if (transport !== undefined) parseTransport(transport);
+  const session = headers.get("session");
+  if (session !== undefined) parseSession(session);
+  const rtpInfo = headers.get("rtp-info");
+  if (rtpInfo !== undefined) parseRtpInfo(rtpInfo);
+  parsePublic(headers.get("public"));
+  pickChallenge(headers.getAll("www-authenticate"));
+  if (headers.get("content-type")?.startsWith("application/sdp")) {
+    parseSdp(decoder.decode(message.body));
+  }
+}
+
+/** The AU header layout of the camera's AAC (fmtp of fuzz/corpus/sdp). */
+const aacLayout = auHeaderLayout(
+  new Map([["sizelength", "13"], ["indexlength", "3"], ["indexdeltalength", "3"]]),
+);
+
+/** Every fuzz target. */
+export const targets: readonly FuzzTarget[] = [
+  {
+    name: "sdp",
+    maxBytes: 70_000,
+    run(input) {
+      const sdp = parseSdp(decoder.decode(input));
+      sdp.media.forEach((media, i) => sdpTrack(media, i));
+    },
+  },
+  {
+    name: "rtsp",
+    maxBytes: 64_000,
+    run(input) {
+      const parser = new RtspStreamParser();
+      for (const read of reads(input)) {
+        parser.push(read);
+        for (let m = parser.next(); m; m = parser.next()) parseRtspHeaders(m);
+      }
+    },
+  },
+  {
+    name: "rtmp_chunks",
+    maxBytes: 64_000,
+    refusal: unsupportedCodec,
+    run(input) {
+      const reader = new ChunkReader();
+      const receiver = new RtmpMediaReceiver();
+      for (const read of reads(input)) handleRtmpMessages(reader.push(read), receiver);
+    },
+  },
+  {
+    name: "amf0",
+    corpus: "rtmp_chunks",
+    // The AMF0 payloads (commands, metadata) of the captured chunk stream.
+    seeds: (files) =>
+      files.flatMap((file) =>
+        new ChunkReader().push(file)
+          .filter((m) => m.type === MessageType.commandAmf0 || m.type === MessageType.dataAmf0)
+          .map((m) => m.payload.slice())
+      ),
+    maxBytes: 16_000,
+    run(input) {
+      decodeAmf0All(input);
+    },
+  },
+  {
+    name: "rtmp_handshake",
+    maxBytes: 4_000,
+    run(input) {
+      parseHandshakeHello(input);
+    },
+  },
+  {
+    name: "flv",
+    maxBytes: 64_000,
+    refusal: unsupportedCodec,
+    run(input) {
+      const receiver = new RtmpMediaReceiver();
+      handleRtmpMessages(flvMessages(input), receiver);
+      for (const frame of receiver.finishProbe()) parseParameterSets(frame);
+    },
+  },
+  {
+    name: "mpegts",
+    maxBytes: 64_000,
+    run(input) {
+      const demuxer = new TsDemuxer();
+      const frames: MediaFrame[] = [];
+      for (const read of reads(input)) frames.push(...demuxer.push(read));
+      frames.push(...demuxer.flush());
+      for (const frame of frames) parseParameterSets(frame);
+    },
+  },
+  {
+    name: "mp4",
+    maxBytes: 64_000,
+    async run(input) {
+      const demuxer = await Mp4Demuxer.open(memoryByteSource(input));
+      for await (const frame of demuxer.frames()) parseParameterSets(frame);
+    },
+  },
+  {
+    name: "rtp_h264",
+    maxBytes: 32_000,
+    run: (input) => depacketize(input, new H264Depacketizer(0)),
+  },
+  {
+    name: "rtp_h265",
+    maxBytes: 32_000,
+    run: (input) => depacketize(input, new H265Depacketizer(0)),
+  },
+  {
+    name: "rtp_aac",
+    maxBytes: 16_000,
+    run: (input) => depacketize(input, new AacDepacketizer(1, aacLayout)),
+  },
+  {
+    name: "rtcp",
+    maxBytes: 8_000,
+    run(input) {
+      for (const packet of decodePacketList(input)) parseSenderReports(packet);
+    },
+  },
+  {
+    name: "signaling",
+    maxBytes: 8_000,
+    run(input) {
+      const frame = parseFrame(decoder.decode(input));
+      const stream = frame.data[0] as { sdp?: unknown } | null | undefined;
+      if (typeof stream === "object" && stream && typeof stream.sdp === "string") {
+        parseSdp(stream.sdp);
+      }
+    },
+  },
+];
