@@ -111,3 +111,24 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name: "answers to browsers' actpass offers take the DTLS server role and still connect",
+  ...weriftSanitizers,
+  fn: async () => {
+    const pc = await offerer();
+    assert.match(pc.localDescription!.sdp, /a=setup:actpass/);
+    const { publisher, statuses } = publisherOf(pc.localDescription!.sdp);
+    try {
+      const answer = await publisher.answer();
+      assert.match(answer, /a=setup:passive/);
+      assert.doesNotMatch(answer, /a=setup:active/);
+      await pc.setRemoteDescription({ type: "answer", sdp: answer });
+      await waitFor(() => pc.connectionState === "connected", 10_000, "DTLS");
+      assert.deepEqual(statuses, []);
+    } finally {
+      await publisher.terminate("Stopped by user");
+      await pc.close();
+    }
+  },
+});
