@@ -33,11 +33,14 @@ export interface RunningServer {
 export async function startServer(config: Config, log: Logger): Promise<RunningServer> {
   const services = createServices(config, log);
   // Listeners opened below fill in their figures; /health reads them per request.
-  const listeners: { signaling?: SignalingServer } = {};
+  const listeners: { signaling?: SignalingServer; rtmp?: RunningRtmpServer } = {};
   const restHandler = createRestHandler({
     services,
     operations,
-    listenerFigures: () => ({ ...listeners.signaling?.limitsSnapshot() }),
+    listenerFigures: () => ({
+      ...listeners.signaling?.limitsSnapshot(),
+      ...(listeners.rtmp ? { rtmp: listeners.rtmp.limitsSnapshot() } : {}),
+    }),
   });
   const restRequests = new InflightTracker();
   const restHost = config.binds.rest ?? config.bind;
@@ -71,6 +74,7 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
       });
     }
     rtmp = startRtmpServer(services);
+    listeners.rtmp = rtmp;
   } catch (err) {
     await signaling.stop();
     await rest.shutdown();

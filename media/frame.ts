@@ -9,7 +9,7 @@
 /** Video codecs of the media plane. */
 export type VideoCodec = "H264" | "H265" | "VP8";
 /** Audio codecs of the media plane. */
-export type AudioCodec = "AAC" | "OPUS" | "PCMU" | "PCMA";
+export type AudioCodec = "AAC" | "OPUS" | "PCMU" | "PCMA" | "MP3";
 /** Any codec of the media plane. */
 export type Codec = VideoCodec | AudioCodec;
 /** What a track carries. */
@@ -54,6 +54,8 @@ export interface Track {
  *   (the MP4/FLV layout; MPEG-TS and RTP convert at their edge).
  * - AAC: one raw access unit, no ADTS header.
  * - OPUS, PCMU, PCMA, VP8: the codec frame as carried in RTP.
+ * - MP3: MPEG audio frames as an RTMP publisher sends them (converted to AAC at ingest, so
+ *   no Stream carries MP3).
  */
 export interface MediaFrame {
   /** `Track.id` of the track this frame belongs to. */

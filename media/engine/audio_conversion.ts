@@ -50,7 +50,7 @@ export function convertedAudio(
 }
 
 /** The track `audio` becomes when converted to `target` by `engine`. */
-function targetTrack(audio: Track, target: AudioTarget, engine: CodecEngine): Track {
+export function targetTrack(audio: Track, target: AudioTarget, engine: CodecEngine): Track {
   // WebRTC's Opus is signalled as stereo (a mono Opus stream decodes the same); ffmpeg.wasm
   // 0.12.10 crashes encoding stereo Opus (memory access out of bounds), so there it is mono.
   // AAC keeps the source's layout up to stereo.
@@ -71,7 +71,7 @@ function targetTrack(audio: Track, target: AudioTarget, engine: CodecEngine): Tr
 }
 
 /** ffmpeg's encoder options for `track`. */
-function codecArgs(track: Track): string[] {
+export function codecArgs(track: Track): string[] {
   const rate = ["-ar", String(track.clockRate), "-ac", String(track.channels)];
   return track.codec === "OPUS"
     ? ["-vn", "-c:a", "libopus", "-b:a", String(opusBitrate), "-frame_duration", "20", ...rate]

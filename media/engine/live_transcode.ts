@@ -1,9 +1,9 @@
 /**
  * One audio track converted continuously: frames in as they come, converted frames out with
  * little delay, on the input's timeline. The native engine runs one ffmpeg for the whole life
- * of the conversion (MPEG-TS or raw G.711 on stdin, MPEG-TS on stdout, every buffering stage
- * turned off). An engine that cannot stream (wasm) converts chunks of `chunkedConversionMs`
- * instead, which adds about a chunk's length plus one run of latency.
+ * of the conversion (MPEG-TS, or raw G.711 or MP3, on stdin, MPEG-TS on stdout, every
+ * buffering stage turned off). An engine that cannot stream (wasm) converts chunks of
+ * `chunkedConversionMs` instead, which adds about a chunk's length plus one run of latency.
  *
  * ffmpeg restamps what it writes, so the output's pts are mapped back onto the input's clock:
  * the first output frame of a run is aligned with the first input frame of that run, and the
@@ -100,6 +100,9 @@ export class LiveTranscode {
         ...["-f", input.codec === "PCMU" ? "mulaw" : "alaw"],
         ...["-ar", String(input.clockRate), "-ac", String(input.channels ?? 1)],
       ]
+      : input.codec === "MP3"
+      // MP3 frames carry their own headers: the elementary stream needs no container.
+      ? ["-f", "mp3"]
       : ["-f", "mpegts"];
     if (options.engine.start) {
       this.#job = options.engine.start({
@@ -159,7 +162,9 @@ export class LiveTranscode {
 
   #newEncoder(): InputEncoder {
     const { input } = this.#options;
-    if (input.codec === "PCMU" || input.codec === "PCMA") return { encode: (f) => f.data };
+    if (input.codec === "PCMU" || input.codec === "PCMA" || input.codec === "MP3") {
+      return { encode: (f) => f.data };
+    }
     const track = { ...input, id: 0 };
     const muxer = new TsMuxer({ tracks: [track] });
     return { encode: (f) => muxer.mux({ ...f, trackId: 0 }) };

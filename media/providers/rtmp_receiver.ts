@@ -3,9 +3,11 @@
  * we play from) into Tracks and MediaFrames. Tracks are fixed when a Stream is made, so the
  * first messages are held until the codecs are known: the sequence header of every codec the
  * metadata announces, or of both kinds without metadata, or whatever is known when the
- * caller gives up waiting (`finishProbe`).
+ * caller gives up waiting (`finishProbe`). An audio codec the server can neither carry nor
+ * convert (Speex, Nellymoser, ...) is a BadRequestError naming it; MP3 makes an MP3 track,
+ * which the ingest converts.
  */
-import { ParseError } from "../../core/errors.ts";
+import { BadRequestError, ParseError } from "../../core/errors.ts";
 import { parseAsc } from "../codecs/aac.ts";
 import { parseAvcC, parseH264Sps } from "../codecs/h264.ts";
 import { parseH265Sps, parseHvcC } from "../codecs/h265.ts";
@@ -71,8 +73,13 @@ export class RtmpMediaReceiver {
       else if (tag.kind === "frame") {
         if (!this.#audio && (tag.codec === "PCMU" || tag.codec === "PCMA")) {
           this.#audio = g711Track(tag.codec);
+        } else if (!this.#audio && tag.codec === "MP3") {
+          this.#audio = mp3Track(tag.rateHz ?? mp3DefaultRateHz, tag.channels ?? 2);
         }
         this.#hold({ video: false, tag, ms: message.timestamp });
+      } else if (tag.kind === "unsupported") {
+        // Refused, never dropped: a stream without its audio would look fine and be wrong.
+        throw new BadRequestError("audiocodecid", `audio codec ${tag.codec} is not supported`);
       }
     } else {
       return [];
@@ -236,6 +243,14 @@ export class RtmpMediaReceiver {
       };
     }
   }
+}
+
+/** Clock of MP3 frames whose tag names no rate, in Hz. */
+const mp3DefaultRateHz = 44_100;
+
+/** The track of an RTMP publisher's MP3 audio; its clock is the rate its FLV tags name. */
+function mp3Track(rateHz: number, channels: number): Track {
+  return { id: 0, kind: "audio", codec: "MP3", clockRate: rateHz, sampleRate: rateHz, channels };
 }
 
 function g711Track(codec: "PCMU" | "PCMA"): Track {

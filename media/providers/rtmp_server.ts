@@ -1,40 +1,161 @@
-/** The RTMP listener of a server: publishers become streams, players play any published stream. */
+/**
+ * The RTMP listener of a server: clients go through the backend's REST hooks as Web SDK
+ * clients do (`connect`, then `publishStream` or `playStream`), publishers become streams,
+ * players play any published stream.
+ */
 import type { Config } from "../../config.ts";
+import { ForbiddenError } from "../../core/errors.ts";
+import { Cap, KeyedCap } from "../../core/limits.ts";
 import type { Logger } from "../../core/log.ts";
 import type { CodecEngine } from "../engine/engine.ts";
-import { RtmpServer } from "../protocols/rtmp/server.ts";
+import {
+  type PlayTarget,
+  type RtmpConnectRequest,
+  type RtmpListenerLimits,
+  RtmpServer,
+  type RtmpSession,
+} from "../protocols/rtmp/server.ts";
+import type { RtmpConn } from "../protocols/rtmp/conn.ts";
 import { playRtmp } from "../publishers/rtmp_play.ts";
 import type { StreamDirectory } from "../stream_record.ts";
-import { RtmpIngest } from "./rtmp_ingest.ts";
+import { RtmpIngest, rtmpMediaProvider } from "./rtmp_ingest.ts";
+
+/** Application (`appKey`) of RTMP clients whose app path names none of its own, as in WCS. */
+export const rtmpDefaultAppKey = "flashStreamingApp";
+/** RTMP app paths that mean the default application. */
+const defaultAppPaths = new Set(["", "live"]);
+
+/** The answer of a hook: go on with `body`, or refused with the reason. */
+type HookAnswer =
+  | { ok: true; body: Record<string, unknown>; restClientConfig?: unknown }
+  | { ok: false; reason: string };
+
+/** The backend hooks RTMP clients go through (what the server's HookClient offers). */
+export interface RtmpHooks {
+  /** The `connect` hook: any failure refuses the connection. */
+  connect(body: Record<string, unknown>): Promise<HookAnswer>;
+  /** A direct invocation under the connection's `restClientConfig` (from its connect). */
+  invoke(hook: string, body: Record<string, unknown>, config?: unknown): Promise<HookAnswer>;
+}
 
 /** What the RTMP listener needs of the server (the server's services satisfy it). */
 export interface RtmpServerDeps {
   log: Logger;
   streams: StreamDirectory;
-  /** Converts Opus audio to AAC for players. */
+  /** Converts Opus audio to AAC for players, MP3 to AAC for publishers. */
   engine: CodecEngine;
-  config: Pick<Config, "bind" | "binds" | "ports">;
+  hooks: RtmpHooks;
+  /** This node's id, in every hook body. */
+  nodeId: string;
+  config: Pick<Config, "bind" | "binds" | "ports" | "limits">;
 }
 
 /** A listening RTMP server. */
 export interface RunningRtmpServer {
   /** The port listened on (the ephemeral one when configured as 0). */
   readonly port: number;
+  /** The listener's connection caps (held, max, refused), for `/health`. */
+  limitsSnapshot(): RtmpListenerLimits;
   /** Stops listening and closes every RTMP connection. */
   close(): Promise<void>;
 }
 
+/** Options of startRtmpServer for tests. */
+export interface RtmpServerTestOptions {
+  /** Overrides the time from accept to publish or play, in ms. */
+  setupTimeoutMs?: number;
+}
+
 /** Starts RTMP on `config.binds.rtmp` (else `config.bind`):`config.ports.rtmp`. */
-export function startRtmpServer(services: RtmpServerDeps): RunningRtmpServer {
-  const log = services.log.child({ component: "rtmp" });
-  const ingest = new RtmpIngest(services.streams, log);
-  const server = new RtmpServer({
-    publish: (name, _app, conn) => ingest.publish(name, conn),
-    play: (name, _app, target) =>
-      playRtmp({ streams: services.streams, engine: services.engine, log }, name, target),
-  }, log);
-  const address = services.config.binds.rtmp ?? services.config.bind;
-  const port = server.listen(address, services.config.ports.rtmp);
+export function startRtmpServer(
+  deps: RtmpServerDeps,
+  options: RtmpServerTestOptions = {},
+): RunningRtmpServer {
+  const log = deps.log.child({ component: "rtmp" });
+  const ingest = new RtmpIngest(deps.streams, deps.engine, log);
+  const { limits } = deps.config;
+  const server = new RtmpServer(
+    { connect: (request) => connectSession(deps, ingest, request, log) },
+    log,
+    {
+      connections: new Cap("rtmp connections", limits.connectionsPerListener),
+      perAddress: new KeyedCap("rtmp connections per address", limits.connectionsPerAddress),
+      setupTimeoutMs: options.setupTimeoutMs,
+    },
+  );
+  const address = deps.config.binds.rtmp ?? deps.config.bind;
+  const port = server.listen(address, deps.config.ports.rtmp);
   log.info("listening", { service: "rtmp", address, port });
-  return { port, close: () => server.close() };
+  return {
+    port,
+    limitsSnapshot: () => server.limitsSnapshot(),
+    async close() {
+      await server.close();
+      await ingest.drain();
+    },
+  };
+}
+
+/**
+ * Admits a client through the `connect` hook. Its body is the connection object of a Web SDK
+ * client as far as RTMP knows one: the context fields, and the query of the RTMP address as
+ * `custom` (`rtmp://host/live?token=abc` gives `custom.token`).
+ */
+async function connectSession(
+  deps: RtmpServerDeps,
+  ingest: RtmpIngest,
+  request: RtmpConnectRequest,
+  log: Logger,
+): Promise<RtmpSession> {
+  const context = {
+    nodeId: deps.nodeId,
+    appKey: defaultAppPaths.has(request.app) ? rtmpDefaultAppKey : request.app,
+    sessionId: `/${request.remote}-${crypto.randomUUID()}`,
+  };
+  const answer = await deps.hooks.connect({ ...context, custom: request.query });
+  if (!answer.ok) throw new ForbiddenError(`connection refused by the backend: ${answer.reason}`);
+  const restClientConfig = answer.restClientConfig;
+
+  /** The stream hook; resolves with the name to go on with (the backend may rename). */
+  const admit = async (
+    hook: "publishStream" | "playStream",
+    name: string,
+    query: Record<string, string>,
+    mediaSessionId: string,
+  ): Promise<string> => {
+    const outcome = await deps.hooks.invoke(hook, {
+      ...context,
+      mediaSessionId,
+      name,
+      published: hook === "publishStream",
+      hasVideo: true,
+      hasAudio: true,
+      status: "PENDING",
+      record: false,
+      mediaProvider: rtmpMediaProvider,
+      custom: { ...request.query, ...query },
+    }, restClientConfig);
+    if (!outcome.ok) {
+      log.info("rtmp stream refused by the backend", {
+        hook,
+        stream: name,
+        reason: outcome.reason,
+      });
+      throw new ForbiddenError(`${name} refused by the backend: ${outcome.reason}`);
+    }
+    const renamed = outcome.body.name;
+    return typeof renamed === "string" && renamed !== "" ? renamed : name;
+  };
+
+  return {
+    async publish(name: string, query: Record<string, string>, conn: RtmpConn) {
+      const mediaSessionId = crypto.randomUUID();
+      const admitted = await admit("publishStream", name, query, mediaSessionId);
+      return ingest.publish(admitted, conn, mediaSessionId);
+    },
+    async play(name: string, query: Record<string, string>, target: PlayTarget) {
+      const admitted = await admit("playStream", name, query, crypto.randomUUID());
+      await playRtmp({ streams: deps.streams, engine: deps.engine, log }, admitted, target);
+    },
+  };
 }

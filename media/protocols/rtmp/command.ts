@@ -41,8 +41,12 @@ export function buildCommand(
 /** onStatus codes this server sends or waits for. */
 export const StatusCode = {
   connectSuccess: "NetConnection.Connect.Success",
+  connectRejected: "NetConnection.Connect.Rejected",
   publishStart: "NetStream.Publish.Start",
   publishBadName: "NetStream.Publish.BadName",
+  publishFailed: "NetStream.Publish.Failed",
+  unpublishSuccess: "NetStream.Unpublish.Success",
+  playFailed: "NetStream.Play.Failed",
   playReset: "NetStream.Play.Reset",
   playStart: "NetStream.Play.Start",
   playStreamNotFound: "NetStream.Play.StreamNotFound",

@@ -17,6 +17,24 @@ export const flvSoundPcma = 7;
 export const flvSoundPcmu = 8;
 /** Sound format that marks an Enhanced RTMP audio ex-header. */
 const flvSoundExHeader = 9;
+/** FLV sound format of MP3. */
+export const flvSoundMp3 = 2;
+/** FLV sound format of MP3 at 8 kHz. */
+export const flvSoundMp3At8k = 14;
+/** Sample rates of the FLV sound rate bits, in Hz (MP3 at 48 kHz is flagged 44 kHz). */
+const flvSoundRatesHz = [5512, 11025, 22050, 44100];
+
+/** Names of the FLV sound formats the server cannot carry nor convert. */
+const unsupportedSoundFormats: Record<number, string> = {
+  0: "Linear PCM",
+  1: "ADPCM",
+  3: "Linear PCM",
+  4: "Nellymoser",
+  5: "Nellymoser",
+  6: "Nellymoser",
+  11: "Speex",
+  15: "device-specific sound",
+};
 
 const fourCc = {
   avc1: "avc1",
@@ -45,7 +63,10 @@ export type VideoTag =
 /** What an audio message carries. */
 export type AudioTag =
   | { kind: "config"; codec: AudioCodec; config: Uint8Array }
-  | { kind: "frame"; codec: AudioCodec; data: Uint8Array }
+  /** A frame; MP3 frames also carry the rate and channels of the FLV header. */
+  | { kind: "frame"; codec: AudioCodec; data: Uint8Array; rateHz?: number; channels?: number }
+  /** An audio codec the server cannot carry nor convert, by name ("Speex"). */
+  | { kind: "unsupported"; codec: string }
   | { kind: "skip"; reason: string };
 
 function si24(data: Uint8Array, pos: number): number {
@@ -151,7 +172,19 @@ export function parseAudioTag(data: Uint8Array): AudioTag {
   }
   if (format === flvSoundPcmu) return { kind: "frame", codec: "PCMU", data: data.subarray(1) };
   if (format === flvSoundPcma) return { kind: "frame", codec: "PCMA", data: data.subarray(1) };
-  return { kind: "skip", reason: `FLV sound format ${format}` };
+  if (format === flvSoundMp3 || format === flvSoundMp3At8k) {
+    return {
+      kind: "frame",
+      codec: "MP3",
+      data: data.subarray(1),
+      rateHz: format === flvSoundMp3At8k ? 8000 : flvSoundRatesHz[(data[0] >> 2) & 3],
+      channels: (data[0] & 1) + 1,
+    };
+  }
+  return {
+    kind: "unsupported",
+    codec: unsupportedSoundFormats[format] ?? `FLV sound format ${format}`,
+  };
 }
 
 /** Bytes of a video tag header before the frame data (legacy AVC and Enhanced 'hvc1' alike). */

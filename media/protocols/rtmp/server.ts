@@ -1,15 +1,18 @@
 /**
- * The RTMP listener: accepts connections, runs the handshake and the NetConnection /
- * NetStream command exchange (connect, createStream, publish, play, deleteStream), and hands
- * published media to a publish handler and played streams to a play handler. What a stream
- * is, and where it goes, is the handlers' business.
+ * The RTMP listener: accepts connections under per-listener and per-address caps, runs the
+ * handshake and the NetConnection / NetStream command exchange (connect, createStream,
+ * publish, play, the unpublish sequence), and hands each connection to a session of the
+ * handlers, which admits it and its publishes and plays. What a stream is, who may publish
+ * it and where it goes, is the handlers' business.
  */
+import { acceptLoop } from "../../../core/accept_loop.ts";
 import {
   ConflictError,
   MediaServerError,
   NotFoundError,
   ParseError,
 } from "../../../core/errors.ts";
+import type { Cap, KeyedCap } from "../../../core/limits.ts";
 import type { Logger } from "../../../core/log.ts";
 import { RtmpClosedError, RtmpConn, windowAckBytes } from "./conn.ts";
 import {
@@ -32,8 +35,19 @@ import {
 
 /** The message stream id createStream hands out (one NetStream per connection). */
 export const mediaStreamId = 1;
-/** Longest a connection may take from accept to publish or play, in milliseconds. */
+/**
+ * Longest a connection may take from accept to publish or play (handshake, connect and the
+ * hooks included), and may stay idle after unpublishing, in milliseconds.
+ */
 export const sessionSetupTimeoutMs = 10_000;
+/**
+ * Time a refused client has to read its error status before the server hangs up, in ms: a
+ * socket closed at once, with bytes of the client still unread, resets, and the client may
+ * lose the status and print only "Input/output error" or "Broken pipe".
+ */
+export const refusalGraceMs = 2000;
+/** Shortest interval between two logged connection refusals of one listener, in ms. */
+export const refusalLogIntervalMs = 5000;
 
 /** Receives the media messages of one publishing connection. */
 export interface PublishSink {
@@ -50,18 +64,55 @@ export interface PlayTarget {
   readonly ended: Promise<void>;
 }
 
-/** What the server does with publishers and players. */
-export interface RtmpHandlers {
+/** What a client's `connect` asks for. */
+export interface RtmpConnectRequest {
+  /** Application: the `app` of connect without its query ("live"). */
+  readonly app: string;
+  /** Query fields of the app or the tcUrl (`rtmp://host/live?token=abc` gives token). */
+  readonly query: Record<string, string>;
+  /** Remote address and port, for logs. */
+  readonly remote: string;
+}
+
+/** One connected client, as the handlers admitted it. */
+export interface RtmpSession {
   /**
-   * A publisher asks for `name` of application `app`; ConflictError when the name is in use
-   * (answered with NetStream.Publish.BadName).
+   * A publisher asks for `name` (`query`: the fields of the name's query). ConflictError when
+   * the name is in use (answered NetStream.Publish.BadName), any other MediaServerError
+   * (ForbiddenError: refused by policy) NetStream.Publish.Failed with its message.
    */
-  publish(name: string, app: string, conn: RtmpConn): PublishSink;
+  publish(name: string, query: Record<string, string>, conn: RtmpConn): Promise<PublishSink>;
   /**
    * A player asks for `name`; NotFoundError when there is no such stream (answered with
-   * NetStream.Play.StreamNotFound). Resolves when playing has ended.
+   * NetStream.Play.StreamNotFound), another MediaServerError NetStream.Play.Failed. Resolves
+   * when playing has ended.
    */
-  play(name: string, app: string, target: PlayTarget): Promise<void>;
+  play(name: string, query: Record<string, string>, target: PlayTarget): Promise<void>;
+}
+
+/** What the server does with clients. */
+export interface RtmpHandlers {
+  /**
+   * A client connects; a MediaServerError (ForbiddenError: refused by a backend) is answered
+   * NetConnection.Connect.Rejected with its message, and the connection is closed.
+   */
+  connect(request: RtmpConnectRequest): Promise<RtmpSession>;
+}
+
+/** Caps and timeouts of one RTMP listener. */
+export interface RtmpServerOptions {
+  /** Connections the listener holds at once. */
+  readonly connections: Cap;
+  /** Connections one client address holds at once. */
+  readonly perAddress: KeyedCap;
+  /** Overrides `sessionSetupTimeoutMs` (tests). */
+  readonly setupTimeoutMs?: number;
+}
+
+/** The connection caps of the listener, as `/health` shows them. */
+export interface RtmpListenerLimits {
+  readonly connections: ReturnType<Cap["toJSON"]>;
+  readonly connectionsPerAddress: ReturnType<KeyedCap["toJSON"]>;
 }
 
 /** Serves RTMP on one TCP listener. */
@@ -71,42 +122,88 @@ export class RtmpServer {
   #sessions = new Set<Promise<void>>();
   #handlers: RtmpHandlers;
   #log: Logger;
+  #options: RtmpServerOptions;
   #accepting: Promise<void> | undefined;
+  #closing = false;
+  #lastRefusalLogMs = -Infinity;
 
-  constructor(handlers: RtmpHandlers, log: Logger) {
+  constructor(handlers: RtmpHandlers, log: Logger, options: RtmpServerOptions) {
     this.#handlers = handlers;
     this.#log = log;
+    this.#options = options;
   }
 
   /** Starts listening; returns the port (the ephemeral one when `port` is 0). */
   listen(hostname: string, port: number): number {
     this.#listener = Deno.listen({ hostname, port, transport: "tcp" });
-    this.#accepting = this.#accept(this.#listener);
+    this.#accepting = acceptLoop(
+      this.#listener,
+      (tcp) => this.#admit(tcp),
+      this.#log,
+      () => this.#closing,
+    );
     return (this.#listener.addr as Deno.NetAddr).port;
   }
 
-  async #accept(listener: Deno.Listener): Promise<void> {
-    for (;;) {
-      let tcp: Deno.Conn;
-      try {
-        tcp = await listener.accept();
-      } catch {
-        return; // the listener was closed
-      }
-      (tcp as Deno.TcpConn).setNoDelay(true);
-      const conn = new RtmpConn(tcp);
-      this.#conns.add(conn);
-      const session = this.#serve(conn).finally(() => {
-        conn.close();
-        this.#conns.delete(conn);
-        this.#sessions.delete(session);
-      });
-      this.#sessions.add(session);
+  /** The listener's connection caps: held, max, refused. */
+  limitsSnapshot(): RtmpListenerLimits {
+    return {
+      connections: this.#options.connections.toJSON(),
+      connectionsPerAddress: this.#options.perAddress.toJSON(),
+    };
+  }
+
+  /** Takes the caps' slots for a new connection and serves it, or closes it at once. */
+  #admit(tcp: Deno.Conn): void {
+    const { connections, perAddress } = this.#options;
+    const address = (tcp.remoteAddr as Deno.NetAddr).hostname;
+    let refusal: string | undefined;
+    if (!connections.tryAcquire()) refusal = connections.refusal();
+    else if (!perAddress.tryAcquire(address)) {
+      connections.release();
+      refusal = perAddress.refusal();
     }
+    if (refusal) {
+      try {
+        tcp.close();
+      } catch {
+        // Gone already.
+      }
+      this.#logRefusal(refusal, address);
+      return;
+    }
+    try {
+      (tcp as Deno.TcpConn).setNoDelay(true);
+    } catch {
+      // The peer is gone already; the session ends at its first read.
+    }
+    const conn = new RtmpConn(tcp);
+    this.#conns.add(conn);
+    const session = this.#serve(conn).finally(() => {
+      conn.close();
+      connections.release();
+      perAddress.release(address);
+      this.#conns.delete(conn);
+      this.#sessions.delete(session);
+    });
+    this.#sessions.add(session);
+  }
+
+  #logRefusal(reason: string, address: string): void {
+    const now = performance.now();
+    if (now - this.#lastRefusalLogMs < refusalLogIntervalMs) return;
+    this.#lastRefusalLogMs = now;
+    const { connections, perAddress } = this.#options;
+    this.#log.warn("rtmp connection refused", {
+      reason,
+      address,
+      refused: connections.refused + perAddress.refused,
+    });
   }
 
   /** Stops listening, closes every connection and waits for their sessions to end. */
   async close(): Promise<void> {
+    this.#closing = true;
     try {
       this.#listener?.close();
     } catch {
@@ -119,26 +216,65 @@ export class RtmpServer {
 
   async #serve(conn: RtmpConn): Promise<void> {
     const log = this.#log.child({ remote: conn.remote });
-    let app = "";
+    const setupTimeoutMs = this.#options.setupTimeoutMs ?? sessionSetupTimeoutMs;
+    let session: RtmpSession | undefined;
     let sink: PublishSink | undefined;
     let playing: Promise<void> | undefined;
     const ended = Promise.withResolvers<void>();
-    const setupTimer = setTimeout(() => {
-      if (!sink && !playing) conn.close();
-    }, sessionSetupTimeoutMs);
+    // Armed while the connection neither publishes nor plays: from accept, and again after
+    // an unpublish, so a client that stays idle (or half-open) does not hold its slots.
+    let setupTimer: ReturnType<typeof setTimeout> | undefined;
+    const armSetupTimer = () => {
+      clearTimeout(setupTimer);
+      setupTimer = setTimeout(() => {
+        if (!sink && !playing) conn.close();
+      }, setupTimeoutMs);
+    };
+    armSetupTimer();
+    // After a refusal, what the client still sends is ignored until it hangs up or the grace
+    // time ends.
+    let refused = false;
+    let graceTimer: ReturnType<typeof setTimeout> | undefined;
+    const hangUpSoon = () => {
+      refused = true;
+      clearTimeout(setupTimer);
+      graceTimer ??= setTimeout(() => conn.close(), refusalGraceMs);
+    };
     try {
       await conn.acceptHandshake();
+      // Before any command: every message this server sends, refusals included, is chunked
+      // at this size, which a client must know to read it.
+      await conn.announceChunkSize();
       for await (const message of conn.messages()) {
+        if (refused) continue;
         if (message.type === MessageType.commandAmf0 || message.type === MessageType.commandAmf3) {
           const payload = message.type === MessageType.commandAmf3
             ? message.payload.subarray(1)
             : message.payload;
           const command = parseCommand(payload);
           switch (command.name) {
-            case "connect":
-              app = connectApp(command);
+            case "connect": {
+              if (session) throw new ParseError("second connect on one connection");
+              const request = { ...connectTarget(command), remote: conn.remote };
+              try {
+                session = await this.#handlers.connect(request);
+              } catch (err) {
+                if (!(err instanceof MediaServerError)) throw err;
+                await sendCommand(
+                  conn,
+                  buildCommand("_error", command.transactionId, null, {
+                    level: "error",
+                    code: StatusCode.connectRejected,
+                    description: err.message,
+                  }),
+                );
+                log.info("rtmp connect refused", { app: request.app, reason: err.message });
+                hangUpSoon();
+                break;
+              }
               await this.#acceptConnect(conn, command);
               break;
+            }
             case "createStream":
               await sendCommand(
                 conn,
@@ -153,44 +289,84 @@ export class RtmpServer {
               }
               break;
             case "publish": {
-              if (sink || playing) throw new ParseError("second publish/play on one connection");
-              const name = streamNameArg(command);
-              try {
-                sink = this.#handlers.publish(name, app, conn);
-              } catch (err) {
-                if (!(err instanceof ConflictError)) throw err;
-                await sendStatus(conn, "error", StatusCode.publishBadName, err.message);
-                log.info("rtmp publish refused", { stream: name, reason: err.message });
-                return;
+              if (!session) {
+                await refuseBeforeConnect(conn, command, StatusCode.publishFailed, log);
+                hangUpSoon();
+                break;
               }
+              if (sink || playing) throw new ParseError("second publish/play on one connection");
+              const { name, query } = streamNameArg(command);
+              try {
+                sink = await session.publish(name, query, conn);
+              } catch (err) {
+                if (!(err instanceof MediaServerError)) throw err;
+                const code = err instanceof ConflictError
+                  ? StatusCode.publishBadName
+                  : StatusCode.publishFailed;
+                await sendStatus(conn, "error", code, err.message);
+                log.info("rtmp publish refused", { stream: name, reason: err.message });
+                hangUpSoon();
+                break;
+              }
+              clearTimeout(setupTimer);
               await conn.send(ChunkStreamId.control, userControl(UserControlEvent.streamBegin));
               await sendStatus(conn, "status", StatusCode.publishStart, `${name} is now published`);
               log.info("rtmp publish", { stream: name });
               break;
             }
             case "play": {
+              if (!session) {
+                await refuseBeforeConnect(conn, command, StatusCode.playFailed, log);
+                hangUpSoon();
+                break;
+              }
               if (sink || playing) throw new ParseError("second publish/play on one connection");
-              const name = streamNameArg(command);
+              const { name, query } = streamNameArg(command);
+              clearTimeout(setupTimer);
               await conn.send(ChunkStreamId.control, userControl(UserControlEvent.streamBegin));
-              playing = this.#handlers.play(name, app, { conn, ended: ended.promise }).catch(
+              playing = session.play(name, query, { conn, ended: ended.promise }).then(
+                () => conn.close(),
                 async (err) => {
-                  if (err instanceof NotFoundError) {
-                    await sendStatus(conn, "error", StatusCode.playStreamNotFound, err.message)
-                      .catch(() => {});
-                  } else if (!(err instanceof RtmpClosedError)) {
+                  if (err instanceof MediaServerError) {
+                    const code = err instanceof NotFoundError
+                      ? StatusCode.playStreamNotFound
+                      : StatusCode.playFailed;
+                    await sendStatus(conn, "error", code, err.message).catch(() => {});
+                    if (!(err instanceof NotFoundError)) {
+                      log.info("rtmp play refused", { stream: name, reason: err.message });
+                    }
+                    hangUpSoon();
+                    return;
+                  }
+                  if (!(err instanceof RtmpClosedError)) {
                     log.warn("rtmp play failed", { stream: name, err });
                   }
+                  conn.close();
                 },
-              ).finally(() => conn.close());
+              );
               break;
             }
+            case "FCUnpublish":
             case "deleteStream":
             case "closeStream":
-            case "FCUnpublish":
+              // The client ends its publish and closes the connection itself (ffmpeg sends
+              // FCUnpublish then deleteStream, then hangs up): answer, never hang up first,
+              // or its next write fails ("Broken pipe", rtmp2sink exits 1).
               if (sink) {
                 sink.close(`publisher sent ${command.name}`);
                 sink = undefined;
-                return;
+                armSetupTimer();
+                await sendStatus(conn, "status", StatusCode.unpublishSuccess, "unpublished");
+              }
+              if (command.name === "FCUnpublish") {
+                await sendCommand(
+                  conn,
+                  buildCommand("onFCUnpublish", 0, null, {
+                    level: "status",
+                    code: StatusCode.unpublishSuccess,
+                    description: "unpublished",
+                  }),
+                );
               }
               break;
           }
@@ -211,6 +387,7 @@ export class RtmpServer {
       }
     } finally {
       clearTimeout(setupTimer);
+      clearTimeout(graceTimer);
       sink?.close("connection closed");
       ended.resolve();
       conn.close();
@@ -231,7 +408,6 @@ export class RtmpServer {
       timestamp: 0,
       payload: buildSetPeerBandwidth(windowAckBytes),
     });
-    await conn.announceChunkSize();
     await sendCommand(
       conn,
       buildCommand(
@@ -249,24 +425,48 @@ export class RtmpServer {
   }
 }
 
-function connectApp(command: RtmpCommand): string {
-  const object = command.object;
-  if (object && typeof object === "object" && !Array.isArray(object) && !(object instanceof Date)) {
-    const app = object.app;
-    if (typeof app === "string") return app.split("?")[0];
-  }
-  return "";
+/** Answers publish or play sent before connect with an error status. */
+async function refuseBeforeConnect(
+  conn: RtmpConn,
+  command: RtmpCommand,
+  code: string,
+  log: Logger,
+): Promise<void> {
+  const description = `${command.name} before connect`;
+  await sendStatus(conn, "error", code, description);
+  log.info("rtmp command refused", { reason: description });
 }
 
-/** The stream name argument of publish/play, without a query (tokens are not names). */
-function streamNameArg(command: RtmpCommand): string {
-  const name = command.args[0];
-  if (typeof name !== "string" || name === "") {
+/** The application of connect and the query fields of its app or tcUrl. */
+function connectTarget(command: RtmpCommand): Omit<RtmpConnectRequest, "remote"> {
+  const object = command.object;
+  let app = "";
+  const query: Record<string, string> = {};
+  if (object && typeof object === "object" && !Array.isArray(object) && !(object instanceof Date)) {
+    if (typeof object.tcUrl === "string") Object.assign(query, queryFields(object.tcUrl));
+    if (typeof object.app === "string") {
+      app = object.app.split("?")[0];
+      Object.assign(query, queryFields(object.app));
+    }
+  }
+  return { app, query };
+}
+
+/** The fields of the query of `text` (after its first "?"); none without one. */
+function queryFields(text: string): Record<string, string> {
+  const at = text.indexOf("?");
+  if (at < 0) return {};
+  return Object.fromEntries(new URLSearchParams(text.slice(at + 1)));
+}
+
+/** The stream name argument of publish/play and its query (tokens are not names). */
+function streamNameArg(command: RtmpCommand): { name: string; query: Record<string, string> } {
+  const arg = command.args[0];
+  if (typeof arg !== "string" || arg === "") {
     throw new ParseError(`${command.name} without a stream name`);
   }
-  return name.split("?")[0];
+  return { name: arg.split("?")[0], query: queryFields(arg) };
 }
-
 function userControl(event: number): RtmpMessage {
   return {
     type: MessageType.userControl,
