@@ -1,14 +1,13 @@
 /**
- * RTSP pull cost per camera stream, next to ffmpeg doing the same pulls (about 70 s).
+ * RTSP pull cost per camera stream, next to ONE ffmpeg process doing the same pulls.
  *
  * One GStreamer RTSP camera (tests/peers, H.264 640x360 25 fps 800 kbit/s + AAC) is pulled
- * 1, 10 and 50 times over TCP: first by the server (in this process, `/rtsp/startup` with
- * distinct URIs), then by as many `ffmpeg -rtsp_transport tcp -i URI -c copy -f null -`
- * processes. For each, CPU (share of one core) and resident memory are measured over the
- * same window once every pull has run a while: the server's as the growth of this process
- * over its idle state (its own timers and heap), ffmpeg's as the sum over its processes
- * (each process's whole footprint: that is what one ffmpeg per camera costs). Figures are per stream; the
- * ratio is ours over ffmpeg's.
+ * 1, 10 and 50 times over TCP (distinct URIs): first by the server (in this process,
+ * `/rtsp/startup`), then by one `ffmpeg` with as many inputs, each copied to a null output.
+ * CPU (share of one core) and resident memory are measured over the same window once every
+ * pull has run a while: the server's as the growth of this process over its idle state, the
+ * ffmpeg process's whole (its base footprint shared by the pulls; the marginal cost per pull
+ * beyond the first is printed too). Figures are per stream; the ratio is ours over ffmpeg's.
  * Run: deno run -A bench/rtsp.ts
  */
 import process from "node:process";
@@ -35,6 +34,8 @@ interface Cost {
   cpu: number;
   /** Resident memory, per stream, in MiB. */
   rssMiB: number;
+  /** Media received per stream at the end of the window, in kbit/s (ours only). */
+  kbps?: number;
 }
 
 function rssMiB(pid: number | "self"): number {
@@ -79,72 +80,96 @@ async function ours(url: string, count: number): Promise<Cost> {
     const rss = rssMiB("self");
     const playing = server.services.rtsp.list().filter((p) => p.status === "PLAYING").length;
     if (playing !== count) throw new Error(`only ${playing} of ${count} pulls playing`);
+    // What the pulls received: a starved camera would make every figure look cheap.
+    const kbps = server.services.streams.list().reduce((n, s) => n + s.record().bitrate, 0);
     return {
       cpu: Math.max(0, busy - idle) / count,
       rssMiB: Math.max(0, rss - idleRss) / count,
+      kbps: kbps / count,
     };
   } finally {
     await server.stop();
   }
 }
 
+/** Longest wait for ffmpeg to open every input, in milliseconds (it opens them in turn). */
+const ffmpegOpenTimeoutMs = 120_000;
+
+/**
+ * ONE ffmpeg process pulling the `count` streams (an input each, each mapped to its own null
+ * output, copied), measured once it has opened every input and run `warmupMs`.
+ */
 async function ffmpeg(url: string, count: number): Promise<Cost> {
-  const children = Array.from({ length: count }, (_, i) =>
-    new Deno.Command("ffmpeg", {
-      args: [
-        "-nostdin",
-        "-v",
-        "error",
-        "-rtsp_transport",
-        "tcp",
-        "-i",
-        `${url}?pull=${i}`,
-        "-c",
-        "copy",
-        "-f",
-        "null",
-        "-",
-      ],
-      stdin: "null",
-      stdout: "null",
-      stderr: "null",
-    }).spawn());
+  const args = ["-nostdin", "-nostats", "-v", "info"];
+  for (let i = 0; i < count; i++) args.push("-rtsp_transport", "tcp", "-i", `${url}?pull=${i}`);
+  for (let i = 0; i < count; i++) args.push("-map", String(i), "-c", "copy", "-f", "null", "-");
+  const child = new Deno.Command("ffmpeg", {
+    args,
+    stdin: "null",
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+  const stderr = child.stderr.pipeThrough(new TextDecoderStream()).getReader();
   try {
-    // ffmpeg probes the stream for about a second before it copies.
-    await sleep(warmupMs + 1500);
-    const ticks0 = children.map((c) => cpuTicks(c.pid));
+    // "Stream mapping:" comes once every input is open and the outputs are set up.
+    let log = "";
+    const deadline = Date.now() + ffmpegOpenTimeoutMs;
+    while (!log.includes("Stream mapping:")) {
+      if (Date.now() > deadline) throw new Error(`ffmpeg did not open ${count} inputs`);
+      const { value, done } = await stderr.read();
+      if (done) throw new Error(`ffmpeg exited: ${log.slice(-2000)}`);
+      log += value;
+    }
+    const drained = (async () => {
+      while (!(await stderr.read()).done) { /* ffmpeg's later messages are not needed */ }
+    })();
+    await sleep(warmupMs);
+    const ticks0 = cpuTicks(child.pid);
     const t0 = performance.now();
     await sleep(windowMs);
-    const ticks = children.reduce((sum, c, i) => sum + cpuTicks(c.pid) - ticks0[i], 0);
+    const ticks = cpuTicks(child.pid) - ticks0;
     const elapsedMs = performance.now() - t0;
-    const rss = children.reduce((sum, c) => sum + rssMiB(c.pid), 0);
+    const rss = rssMiB(child.pid);
+    child.kill("SIGTERM");
+    await drained;
     return { cpu: ticks / clockTicksPerSecond * 1000 / elapsedMs / count, rssMiB: rss / count };
   } finally {
-    for (const child of children) {
-      try {
-        child.kill("SIGTERM");
-      } catch {
-        // exited already
-      }
+    try {
+      child.kill("SIGKILL");
+    } catch {
+      // exited already
     }
-    await Promise.all(children.map((c) => c.status));
+    await stderr.cancel().catch(() => {});
+    await child.status;
   }
 }
 
 const camera = await startGstRtsp();
 try {
   console.log("RTSP pull over TCP, per stream (H.264 640x360 25 fps 800 kbit/s + AAC):");
-  console.log("pulls | ours cpu%  rss MiB | ffmpeg cpu%  rss MiB | ratio cpu  rss");
+  console.log("pulls | ours cpu%  rss MiB | one ffmpeg cpu%  rss MiB | ratio cpu  rss");
+  let ffmpegOne: Cost | undefined;
   for (const count of counts) {
     const a = await ours(camera.url, count);
     const b = await ffmpeg(camera.url, count);
+    ffmpegOne ??= b;
     console.log(
       `${String(count).padStart(5)} | ${(a.cpu * 100).toFixed(2).padStart(9)} ${
         a.rssMiB.toFixed(2).padStart(8)
-      } | ${(b.cpu * 100).toFixed(2).padStart(11)} ${b.rssMiB.toFixed(2).padStart(8)} | ${
+      } | ${(b.cpu * 100).toFixed(2).padStart(15)} ${b.rssMiB.toFixed(2).padStart(8)} | ${
         (a.cpu / b.cpu).toFixed(2).padStart(9)
-      } ${(a.rssMiB / b.rssMiB).toFixed(2).padStart(4)}`,
+      } ${(a.rssMiB / b.rssMiB).toFixed(2).padStart(4)}   (ours received ${
+        a.kbps?.toFixed(0)
+      } kbit/s per pull)`,
     );
+    if (count > 1) {
+      // ffmpeg's figure holds its base footprint shared by `count`; its cost per added pull:
+      const marginal = (b.rssMiB * count - ffmpegOne.rssMiB) / (count - 1);
+      console.log(
+        `      | one ffmpeg, per pull beyond the first: rss ${marginal.toFixed(2)} MiB ` +
+          `(ratio ours/that ${(a.rssMiB / marginal).toFixed(2)})`,
+      );
+    }
   }
 } finally {
   await camera.stop();
