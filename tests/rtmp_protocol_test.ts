@@ -4,7 +4,7 @@
  * mutated and truncated input: each ends in a typed error or a clean result, within bounds.
  */
 import assert from "node:assert/strict";
-import { ParseError, TruncatedError } from "../core/errors.ts";
+import { BadRequestError, ParseError, TruncatedError } from "../core/errors.ts";
 import { mutate, prng, randomBytes } from "../media/formats/test_fixtures.ts";
 import {
   decodeAmf0,
@@ -40,6 +40,7 @@ import {
 } from "../media/protocols/rtmp/message.ts";
 import { parseRtmpUrl } from "../media/protocols/rtmp/url.ts";
 import { silentAacFrame } from "../media/publishers/rtmp_silence.ts";
+import { RtmpMediaReceiver } from "../media/providers/rtmp_receiver.ts";
 
 /** Runs `fn`; it must return or throw ParseError (TruncatedError is one), nothing else. */
 function typedOrClean(fn: () => unknown, label: string): void {
@@ -295,6 +296,45 @@ Deno.test("FLV tags: AVC, Enhanced hvc1 and Opus parse; random tags give a typed
       typedOrClean(() => parseAudioTag(input), `audio seed ${seed}`);
     }
   }
+});
+
+Deno.test("FLV sound formats: MP3 (2, 14) are frames with their rate; Speex, Nellymoser, PCM are named refusals", () => {
+  const tag = (b0: number) => parseAudioTag(Uint8Array.of(b0, 0xff, 0xfb));
+  assert.deepEqual(tag(0x2f), {
+    kind: "frame",
+    codec: "MP3",
+    data: Uint8Array.of(0xff, 0xfb),
+    rateHz: 44100,
+    channels: 2,
+  });
+  const mp3At8k = tag(0xe2);
+  assert.deepEqual(mp3At8k.kind === "frame" && [mp3At8k.rateHz, mp3At8k.channels], [8000, 1]);
+  const named = [0x00, 0x10, 0x46, 0x52, 0x62, 0xb6].map((b0) => {
+    const t = tag(b0);
+    return t.kind === "unsupported" ? t.codec : t.kind;
+  });
+  assert.deepEqual(named, [
+    "Linear PCM",
+    "ADPCM",
+    "Nellymoser",
+    "Nellymoser",
+    "Nellymoser",
+    "Speex",
+  ]);
+  // The receiver refuses the publish, naming the codec, instead of dropping its audio.
+  const receiver = new RtmpMediaReceiver();
+  assert.throws(
+    () =>
+      receiver.receive({
+        type: MessageType.audio,
+        streamId: 1,
+        timestamp: 0,
+        payload: Uint8Array.of(0xb6, 1),
+      }),
+    (err) =>
+      err instanceof BadRequestError && err.field === "audiocodecid" &&
+      err.message === "audio codec Speex is not supported",
+  );
 });
 
 Deno.test("silent AAC frames: mono and stereo AAC-LC; other configurations are 501", () => {
