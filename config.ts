@@ -132,6 +132,9 @@ export const configSchema = z.strictObject({
     engineQueue: z.int().min(0).default(256).describe(
       "Codec engine jobs waiting for one of `engineJobs`; more are refused (503).",
     ),
+    fdReserve: z.int().min(0).optional().describe(
+      "Descriptors kept free below the open-file limit for the REST API, files and pipes (WS/RTMP connections and pulls/pushes are refused within it); default half the limit, at most 1024; 0 turns this off.",
+    ),
     recordMinFreeMb: z.int().min(0).default(256).describe(
       "Free space the records folder keeps, in MiB; new recordings are refused below it.",
     ),

@@ -6,6 +6,7 @@ import type { Config } from "./config.ts";
 import type { Logger } from "./core/log.ts";
 import { InflightTracker } from "./core/inflight.ts";
 import { HttpListener } from "./core/http_listener.ts";
+import { descriptors } from "./core/fd_guard.ts";
 import { createServices, type Services } from "./core/services.ts";
 import { createRestHandler } from "./routes/http.ts";
 import { operations } from "./routes/mod.ts";
@@ -32,6 +33,7 @@ export interface RunningServer {
 /** Starts every listener of the configuration. */
 export async function startServer(config: Config, log: Logger): Promise<RunningServer> {
   const services = createServices(config, log);
+  descriptors.configure(config.limits.fdReserve);
   // Listeners opened below fill in their figures; /health reads them per request.
   const listeners: { signaling?: SignalingServer; rtmp?: RunningRtmpServer } = {};
   const restHandler = createRestHandler({

@@ -7,13 +7,16 @@
  * (Workers are threads) and child processes before, at peak and after the load.
  *
  * Exits 1 when the server died or `/health` stopped answering; the other figures (p99 under
- * 100 ms, the return within 5%) are printed with their verdict.
+ * 100 ms, the return within 5%) are printed with their verdict. `SOAK_ROUNDS=2` runs the load
+ * twice, to tell memory the runtime keeps from memory that leaks.
  */
 import { makeClip } from "../tests/helpers/media_fixtures.ts";
 import { freePort, waitForHttp } from "../tests/helpers/process.ts";
 import { WcsClient } from "../tests/helpers/wcs_client.ts";
 
 const nofile = 1024;
+/** Load rounds; a second round shows whether memory keeps growing or has settled. */
+const rounds = Number(Deno.env.get("SOAK_ROUNDS") ?? 1);
 const sessionCount = 10_000;
 /** Sessions connecting or open at once. */
 const sessionConcurrency = 300;
@@ -134,15 +137,14 @@ let serverExited: Deno.CommandStatus | undefined;
 server.status.then((s) => serverExited = s);
 
 const rest = `http://127.0.0.1:${ports.rest}`;
-// Its own HTTP client, closed after the load, so its idle keep-alive connections do not
-// count as the server's descriptors in the "after" reading.
-const http = Deno.createHttpClient({});
-const post = (path: string, body: unknown) =>
+/** POSTs through `client` (each round has its own, closed after the load, so its idle
+ * keep-alive connections do not count as the server's descriptors in the "after" reading). */
+const post = (path: string, body: unknown, client?: Deno.HttpClient) =>
   fetch(`${rest}/rest-api${path}`, {
     method: "POST",
     headers: { "Content-Type": "application/json" },
     body: JSON.stringify(body),
-    client: http,
+    client,
   });
 
 await waitForHttp(`${rest}/health`, startTimeoutMs);
@@ -152,182 +154,205 @@ if (!vod.ok) throw new Error(`vod/startup: ${vod.status} ${await vod.text()}`);
 await (await post("/stream/snapshot", { streamName: "cam" })).body?.cancel();
 await new Promise((r) => setTimeout(r, 1000));
 const before = usageOf(server.pid);
-let peak = before;
+// Latencies on a shared machine say as much about its other load as about the server.
+const loadAverage = Deno.readTextFileSync("/proc/loadavg").split(" ").slice(0, 3).join(" ");
 
-// --- the load, all at once ---
-const loadStarted = performance.now();
-let loading = true;
+/** What one round of load did and left. */
+interface RoundResult {
+  loadMs: number;
+  quickMs: number;
+  sessions: Tally;
+  rtmp: Tally;
+  rtmpStillOpen: number;
+  pulls: Tally;
+  snapshots: Tally;
+  snapshotMs: number[];
+  healthMs: number[];
+  healthFailures: number;
+  engineRunning: number;
+  engineQueued: number;
+  peak: Usage;
+  after?: Usage;
+}
 
-const sessionOutcomes = new Tally();
-const sessions = (async () => {
+/** Every part of the load at once, then a wait until the server is idle again. */
+async function round(): Promise<RoundResult> {
+  const http = Deno.createHttpClient({});
+  const started = performance.now();
+  let loading = true;
+  const result: RoundResult = {
+    loadMs: 0,
+    quickMs: 0,
+    sessions: new Tally(),
+    rtmp: new Tally(),
+    rtmpStillOpen: 0,
+    pulls: new Tally(),
+    snapshots: new Tally(),
+    snapshotMs: [],
+    healthMs: [],
+    healthFailures: 0,
+    engineRunning: 0,
+    engineQueued: 0,
+    peak: usageOf(server.pid),
+  };
+
   let next = 0;
-  await Promise.all(Array.from({ length: sessionConcurrency }, async () => {
+  const sessions = Promise.all(Array.from({ length: sessionConcurrency }, async () => {
     while (next < sessionCount) {
       next++;
       try {
         const { client } = await WcsClient.connect(`ws://127.0.0.1:${ports.ws}`);
         await client.close();
-        sessionOutcomes.add("connected and closed");
+        result.sessions.add("connected and closed");
       } catch (err) {
-        sessionOutcomes.add(labelOf(err));
+        result.sessions.add(labelOf(err));
       }
     }
   }));
-})();
 
-const rtmpOutcomes = new Tally();
-const rtmpConns: Deno.Conn[] = [];
-const rtmpClosedByServer = { count: 0 };
-const rtmp = (async () => {
-  await Promise.all(Array.from({ length: rtmpSockets }, async () => {
+  const rtmpConns: Deno.Conn[] = [];
+  let rtmpClosedByServer = 0;
+  const rtmp = Promise.all(Array.from({ length: rtmpSockets }, async () => {
     try {
       const conn = await Deno.connect({ hostname: "127.0.0.1", port: ports.rtmp });
       rtmpConns.push(conn);
-      rtmpOutcomes.add("connected");
+      result.rtmp.add("connected");
       // Idle: nothing sent; a read ends when the server closes the socket.
       conn.read(new Uint8Array(4096)).then((n) => {
-        if (n === null) rtmpClosedByServer.count++;
-      }, () => rtmpClosedByServer.count++);
+        if (n === null) rtmpClosedByServer++;
+      }, () => rtmpClosedByServer++);
     } catch (err) {
-      rtmpOutcomes.add(labelOf(err));
+      result.rtmp.add(labelOf(err));
     }
   }));
-})();
 
-const pullOutcomes = new Tally();
-const pulls = Promise.all(Array.from({ length: deadPulls }, async (_, i) => {
-  try {
-    const res = await post("/rtsp/startup", {
-      uri: `rtsp://127.0.0.1:${cameraPort}/dead${i}`,
-      localStreamName: `dead${i}`,
-    });
-    const body = await res.json().catch(() => ({}));
-    pullOutcomes.add(`${res.status} ${labelOf(body.message).replace(/dead\d+/, "deadN")}`);
-  } catch (err) {
-    pullOutcomes.add(labelOf(err));
-  }
-}));
-
-const snapshotOutcomes = new Tally();
-const snapshotMs: number[] = [];
-const snaps = Promise.all(Array.from({ length: snapshots }, async () => {
-  const started = performance.now();
-  try {
-    const res = await post("/stream/snapshot", { streamName: "cam" });
-    const body = await res.json().catch(() => ({}));
-    snapshotOutcomes.add(`${res.status}${res.status === 503 ? ` ${body.message}` : ""}`);
-    snapshotMs.push(performance.now() - started);
-  } catch (err) {
-    snapshotOutcomes.add(labelOf(err));
-  }
-}));
-
-const healthMs: number[] = [];
-let healthFailures = 0;
-let maxEngineQueued = 0;
-let maxEngineRunning = 0;
-const probing = (async () => {
-  while (loading) {
-    if (serverExited) break;
-    const started = performance.now();
+  const pulls = Promise.all(Array.from({ length: deadPulls }, async (_, i) => {
     try {
-      const res = await fetch(`${rest}/health`, {
-        signal: AbortSignal.timeout(5000),
-        client: http,
-      });
-      const body = await res.json();
-      healthMs.push(performance.now() - started);
-      maxEngineQueued = Math.max(maxEngineQueued, body.limits.engineJobs.queued);
-      maxEngineRunning = Math.max(maxEngineRunning, body.limits.engineJobs.running);
-    } catch {
-      healthFailures++;
+      const res = await post("/rtsp/startup", {
+        uri: `rtsp://127.0.0.1:${cameraPort}/dead${i}`,
+        localStreamName: `dead${i}`,
+      }, http);
+      const body = await res.json().catch(() => ({}));
+      result.pulls.add(`${res.status} ${labelOf(body.message).replace(/dead\d+/, "deadN")}`);
+    } catch (err) {
+      result.pulls.add(labelOf(err));
     }
+  }));
+
+  const snaps = Promise.all(Array.from({ length: snapshots }, async () => {
+    const sent = performance.now();
     try {
-      peak = peakOf(peak, usageOf(server.pid));
-    } catch {
-      // The server is gone; serverExited says so.
+      const res = await post("/stream/snapshot", { streamName: "cam" }, http);
+      const body = await res.json().catch(() => ({}));
+      result.snapshots.add(`${res.status}${res.status === 503 ? ` ${body.message}` : ""}`);
+      result.snapshotMs.push(performance.now() - sent);
+    } catch (err) {
+      result.snapshots.add(labelOf(err));
     }
-    await new Promise((r) => setTimeout(r, healthIntervalMs));
-  }
-})();
+  }));
 
-await Promise.all([sessions, rtmp, snaps]);
-const sessionsDoneMs = performance.now() - loadStarted;
-await pulls;
-const loadMs = performance.now() - loadStarted;
-loading = false;
-await probing;
-const rtmpStillOpen = rtmpConns.length - rtmpClosedByServer.count;
-for (const conn of rtmpConns) {
-  try {
-    conn.close();
-  } catch {
-    // Closed by the server already.
-  }
-}
-for (const conn of cameraConns) conn.close();
-http.close();
+  const probing = (async () => {
+    while (loading && !serverExited) {
+      const sent = performance.now();
+      try {
+        const res = await fetch(`${rest}/health`, {
+          signal: AbortSignal.timeout(5000),
+          client: http,
+        });
+        const body = await res.json();
+        result.healthMs.push(performance.now() - sent);
+        result.engineQueued = Math.max(result.engineQueued, body.limits.engineJobs.queued);
+        result.engineRunning = Math.max(result.engineRunning, body.limits.engineJobs.running);
+      } catch {
+        result.healthFailures++;
+      }
+      try {
+        result.peak = peakOf(result.peak, usageOf(server.pid));
+      } catch {
+        // The server is gone; serverExited says so.
+      }
+      await new Promise((r) => setTimeout(r, healthIntervalMs));
+    }
+  })();
 
-// --- after: wait for the server to be idle again, then read ---
-let finalHealth: Record<string, Record<string, Record<string, number>>> | undefined;
-const settleStarted = performance.now();
-while (!serverExited && performance.now() - settleStarted < settleTimeoutMs) {
-  try {
-    finalHealth = await (await fetch(`${rest}/health`)).json();
-    const l = finalHealth!.limits;
-    if (
-      l.pulls.current === 0 && l.engineJobs.running === 0 && l.sessions.current === 0 &&
-      l.streams.current === 1
-    ) break;
-  } catch {
-    // Not answering yet.
+  await Promise.all([sessions, rtmp, snaps]);
+  result.quickMs = performance.now() - started;
+  await pulls;
+  result.loadMs = performance.now() - started;
+  loading = false;
+  await probing;
+  result.rtmpStillOpen = rtmpConns.length - rtmpClosedByServer;
+  for (const conn of rtmpConns) {
+    try {
+      conn.close();
+    } catch {
+      // Closed by the server already.
+    }
   }
-  await new Promise((r) => setTimeout(r, 250));
+  for (const conn of cameraConns.splice(0)) conn.close();
+  http.close();
+
+  // Idle again: no pull, job or session left, only the VOD stream.
+  const settleStarted = performance.now();
+  while (!serverExited && performance.now() - settleStarted < settleTimeoutMs) {
+    try {
+      const { limits } = await (await fetch(`${rest}/health`)).json();
+      if (
+        limits.pulls.current === 0 && limits.engineJobs.running === 0 &&
+        limits.sessions.current === 0 && limits.streams.current === 1
+      ) break;
+    } catch {
+      // Not answering yet.
+    }
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  await new Promise((r) => setTimeout(r, quietMs));
+  if (!serverExited) result.after = usageOf(server.pid);
+  return result;
 }
-await new Promise((r) => setTimeout(r, quietMs));
+
+const results: RoundResult[] = [];
+for (let i = 0; i < rounds && !serverExited; i++) results.push(await round());
 const alive = !serverExited;
-const after = alive ? usageOf(server.pid) : undefined;
-if (alive) finalHealth = await (await fetch(`${rest}/health`)).json();
+const finalHealth = alive ? await (await fetch(`${rest}/health`)).json() : undefined;
 
 // --- report ---
-healthMs.sort((a, b) => a - b);
-const p50 = percentile(healthMs, 0.5);
-const p99 = percentile(healthMs, 0.99);
 const fmt = (n: number) => (Number.isFinite(n) ? n.toFixed(1) : "-");
 console.log(
   `soak: ${sessionCount} sessions (${sessionConcurrency} at once), ${rtmpSockets} idle RTMP ` +
-    `sockets, ${deadPulls} dead-camera pulls, ${snapshots} snapshots; server under ` +
-    `prlimit --nofile=${nofile}:${nofile}`,
+    `sockets, ${deadPulls} dead-camera pulls, ${snapshots} snapshots, at once; server under ` +
+    `prlimit --nofile=${nofile}:${nofile}; load average before: ${loadAverage} on ${navigator.hardwareConcurrency} cores`,
 );
-console.log(
-  `load: ${(loadMs / 1000).toFixed(1)} s (sessions, RTMP and snapshots done in ${
-    (sessionsDoneMs / 1000).toFixed(1)
-  } s)`,
-);
-console.log(`sessions:  ${sessionOutcomes}`);
-console.log(
-  `rtmp:      ${rtmpOutcomes}; ${rtmpStillOpen} still open at the end of the load`,
-);
-console.log(`pulls:     ${pullOutcomes}`);
-console.log(
-  `snapshots: ${snapshotOutcomes}; p50 ${
-    fmt(percentile(snapshotMs.sort((a, b) => a - b), 0.5))
-  } ms, ` +
-    `max ${fmt(snapshotMs.at(-1) ?? NaN)} ms; engine pool peak ${maxEngineRunning} running, ` +
-    `${maxEngineQueued} queued`,
-);
-console.log(
-  `/health during the load: ${healthMs.length} answers, ${healthFailures} failures, ` +
-    `p50 ${fmt(p50)} ms, p99 ${fmt(p99)} ms, max ${fmt(healthMs.at(-1) ?? NaN)} ms`,
-);
+for (const [i, r] of results.entries()) {
+  r.healthMs.sort((a, b) => a - b);
+  r.snapshotMs.sort((a, b) => a - b);
+  console.log(
+    `\nround ${i + 1}: ${(r.loadMs / 1000).toFixed(1)} s (sessions, RTMP and snapshots done in ${
+      (r.quickMs / 1000).toFixed(1)
+    } s)`,
+  );
+  console.log(`  sessions:  ${r.sessions}`);
+  console.log(`  rtmp:      ${r.rtmp}; ${r.rtmpStillOpen} still open at the end of the load`);
+  console.log(`  pulls:     ${r.pulls}`);
+  console.log(
+    `  snapshots: ${r.snapshots}; p50 ${fmt(percentile(r.snapshotMs, 0.5))} ms, max ${
+      fmt(r.snapshotMs.at(-1) ?? NaN)
+    } ms; engine pool peak ${r.engineRunning} running, ${r.engineQueued} queued`,
+  );
+  console.log(
+    `  /health: ${r.healthMs.length} answers, ${r.healthFailures} failures, p50 ${
+      fmt(percentile(r.healthMs, 0.5))
+    } ms, p99 ${fmt(percentile(r.healthMs, 0.99))} ms, max ${fmt(r.healthMs.at(-1) ?? NaN)} ms`,
+  );
+}
 if (finalHealth) {
-  const refusals = Object.entries(finalHealth.limits)
+  const refusals = Object.entries(finalHealth.limits as Record<string, { refused?: number }>)
     .filter(([, v]) => typeof v?.refused === "number")
     .map(([k, v]) => `${k} ${v.refused}`);
   const listeners = Object.entries(finalHealth.limits.listeners ?? {}).map(([k, v]) =>
     `${k} ${JSON.stringify(v)}`
   );
-  console.log(`refusals (/health): ${refusals.join(", ")}`);
+  console.log(`\nrefusals (/health): ${refusals.join(", ")}`);
   if (listeners.length) console.log(`listener caps: ${listeners.join("; ")}`);
 }
 
@@ -337,18 +362,19 @@ const rows: [string, keyof Usage][] = [
   ["threads (Workers)", "threads"],
   ["child processes", "children"],
 ];
-console.log("\n| server | before | peak | after | after/before |");
-console.log("|---|---:|---:|---:|---:|");
-const within5 = (b: number, a: number) => a <= b * 1.05 && a >= b * 0.95;
-const returned: string[] = [];
+const header = results.map((_, i) => `peak ${i + 1} | after ${i + 1}`).join(" | ");
+console.log(`\n| server | before | ${header} | after/before |`);
+console.log(`|---|---:|${results.map(() => "---:|---:|").join("")}---:|`);
+const within5 = (b: number, a: number) => a === b || (a <= b * 1.05 && a >= b * 0.95);
+const last = results.at(-1)?.after;
+const notBack: string[] = [];
 for (const [label, key] of rows) {
   const b = before[key];
-  const a = after?.[key];
-  const ratio = a === undefined ? "-" : b === 0 ? (a === 0 ? "=" : "+" + a) : (a / b).toFixed(3);
-  if (a !== undefined && !(b === a || within5(b, a))) returned.push(label);
-  console.log(
-    `| ${label} | ${fmt(b)} | ${fmt(peak[key])} | ${a === undefined ? "-" : fmt(a)} | ${ratio} |`,
-  );
+  const a = last?.[key];
+  const ratio = a === undefined ? "-" : b === 0 ? (a === 0 ? "=" : `+${a}`) : (a / b).toFixed(3);
+  if (a === undefined || !within5(b, a)) notBack.push(label);
+  const cells = results.map((r) => `${fmt(r.peak[key])} | ${fmt(r.after?.[key] ?? NaN)}`);
+  console.log(`| ${label} | ${fmt(b)} | ${cells.join(" | ")} | ${ratio} |`);
 }
 
 const [stdout, stderr] = alive
@@ -376,15 +402,16 @@ console.log(
 );
 if (stderr.trim()) console.log(`server stderr: ${stderr.trim().slice(0, 800)}`);
 
+const allHealth = results.flatMap((r) => r.healthMs).sort((a, b) => a - b);
 const verdicts: [string, boolean][] = [
   ["server stays up", alive],
-  ["/health answers during the load", healthMs.length > 0 && healthFailures === 0],
-  ["/health p99 under 100 ms", p99 < 100],
-  ["RSS, fds, threads, children back within 5%", alive && returned.length === 0],
+  ["/health answers during the load", results.every((r) => r.healthFailures === 0)],
+  ["/health p99 under 100 ms", percentile(allHealth, 0.99) < 100],
+  ["RSS, fds, threads, children back within 5%", alive && notBack.length === 0],
 ];
 for (const [what, ok] of verdicts) console.log(`${ok ? "PASS" : "FAIL"} ${what}`);
-if (returned.length) console.log(`  not back within 5%: ${returned.join(", ")}`);
-if (!alive || healthMs.length === 0) {
+if (notBack.length) console.log(`  not back within 5%: ${notBack.join(", ")}`);
+if (!alive || allHealth.length === 0) {
   console.log(`server exit: ${JSON.stringify(serverExited)}`);
   Deno.exit(1);
 }

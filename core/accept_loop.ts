@@ -4,6 +4,7 @@
  * pauses briefly so it does not spin, and keeps accepting. Only closing the listener ends it.
  */
 import type { Logger } from "./log.ts";
+import { descriptors } from "./fd_guard.ts";
 
 /** First pause after a failed accept, in ms; doubles while accepts keep failing. */
 export const acceptBackoffMs = 50;
@@ -44,6 +45,11 @@ export async function acceptLoop<C extends Deno.Conn>(
       continue;
     }
     backoffMs = acceptBackoffMs;
+    // Within the descriptor reserve: closed at once, so the REST listener keeps its share.
+    if (!descriptors.admit()) {
+      conn.close();
+      continue;
+    }
     onConnection(conn);
   }
 }

@@ -10,6 +10,7 @@ import { parseRtmpUrl } from "../media/protocols/rtmp/url.ts";
 import { Stream } from "../media/stream.ts";
 import { NotFoundError, ServiceUnavailableError } from "./errors.ts";
 import type { Cap } from "./limits.ts";
+import { descriptors } from "./fd_guard.ts";
 import type { Config } from "../config.ts";
 import type { Logger } from "./log.ts";
 import { OutboundPolicy } from "./outbound.ts";
@@ -66,6 +67,7 @@ export class PushRegistry {
       log: this.#log,
       sendable: (s) => aacStreamFor(s, engine, this.#log),
     });
+    if (!descriptors.admit()) throw new ServiceUnavailableError(descriptors.refusal());
     if (!this.#cap.tryAcquire()) throw new ServiceUnavailableError(this.#cap.refusal());
     let ended: Promise<void>;
     try {

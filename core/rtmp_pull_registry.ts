@@ -7,6 +7,7 @@ import { parseRtmpUrl } from "../media/protocols/rtmp/url.ts";
 import type { Config } from "../config.ts";
 import { ConflictError, NotFoundError, ServiceUnavailableError } from "./errors.ts";
 import type { Cap } from "./limits.ts";
+import { descriptors } from "./fd_guard.ts";
 import type { Logger } from "./log.ts";
 import { OutboundPolicy } from "./outbound.ts";
 import { redactUri } from "./redact.ts";
@@ -49,6 +50,7 @@ export class RtmpPullRegistry {
     if (this.#streams.published(name)) {
       throw new ConflictError(`stream ${name} is already published`);
     }
+    if (!descriptors.admit()) throw new ServiceUnavailableError(descriptors.refusal());
     if (!this.#cap.tryAcquire()) throw new ServiceUnavailableError(this.#cap.refusal());
     this.#starting.add(uri);
     let pull: RtmpPull;

@@ -16,6 +16,7 @@ import {
   ServiceUnavailableError,
 } from "./errors.ts";
 import type { Cap } from "./limits.ts";
+import { descriptors } from "./fd_guard.ts";
 import type { Logger } from "./log.ts";
 import { OutboundPolicy } from "./outbound.ts";
 import { redactUri, withoutSecrets } from "./redact.ts";
@@ -71,6 +72,7 @@ export class RtspRegistry {
     if (this.#streams.published(name)) {
       throw new ConflictError(`stream ${name} is already published`);
     }
+    if (!descriptors.admit()) throw new ServiceUnavailableError(descriptors.refusal());
     if (!this.#cap.tryAcquire()) throw new ServiceUnavailableError(this.#cap.refusal());
     this.#starting.add(uri);
     let provider: RtspPullProvider;

@@ -5,6 +5,7 @@
  * loaded server is busy with, so it answers fast under load.
  */
 import { openFiles } from "../core/fd_limit.ts";
+import { descriptors } from "../core/fd_guard.ts";
 import type { Services } from "../core/services.ts";
 import { serverVersion } from "../core/version.ts";
 
@@ -30,6 +31,7 @@ export function healthOf(
       vods: limits.vods.toJSON(),
       recorders: limits.recorders.toJSON(),
       engineJobs: services.engine.figures(),
+      descriptors: descriptors.toJSON(),
       recordDisk: {
         minFreeMb: services.config.limits.recordMinFreeMb,
         refused: services.recorders.diskRefused,

@@ -1,7 +1,8 @@
 /**
- * The descriptor limit: raised and logged at start, and a REST listener that runs out of
+ * The descriptor limit: raised and logged at start; a REST listener that runs out of
  * descriptors fails, listens again and answers /health once the connections close, without
- * the process ending.
+ * the process ending; and the descriptor guard keeps a reserve free for the REST API by
+ * refusing WebSocket connections and pulls within it.
  */
 import assert from "node:assert/strict";
 import { freePort, waitForHttp } from "./helpers/process.ts";
@@ -19,16 +20,18 @@ const startPermissions = [
 ];
 
 /** main.ts under `prlimit --nofile=<soft>:<hard>` on free ports; stdout and stderr kept. */
-function startLimited(nofile: string, permissions: string[]) {
+function startLimited(nofile: string, permissions: string[], env: Record<string, string> = {}) {
   const rest = freePort();
+  const ws = freePort();
   const child = new Deno.Command("prlimit", {
     args: [`--nofile=${nofile}`, Deno.execPath(), "run", ...permissions, "main.ts"],
     cwd: root,
     env: {
       NO_COLOR: "1",
       MEDIASERVER_PORTS_REST: String(rest),
-      MEDIASERVER_PORTS_WS: String(freePort()),
+      MEDIASERVER_PORTS_WS: String(ws),
       MEDIASERVER_PORTS_RTMP: String(freePort()),
+      ...env,
     },
     stdin: "null",
     stdout: "piped",
@@ -48,7 +51,7 @@ function startLimited(nofile: string, permissions: string[]) {
     const [stdout, stderr] = await output;
     return { status, stdout, stderr };
   };
-  return { child, url: `http://127.0.0.1:${rest}`, stop };
+  return { child, url: `http://127.0.0.1:${rest}`, wsPort: ws, stop };
 }
 
 Deno.test("start logs the open-file limit, soft raised to the hard one (256:4096 -> 4096)", async () => {
@@ -102,5 +105,35 @@ Deno.test("300 idle connections at a limit of 256 do not end the process; /healt
     assert.equal(status.code, 0, stderr);
     assert.match(stdout, /"msg":"listener failed, listening again"/);
     assert.doesNotMatch(stderr, /Uncaught/);
+  }
+});
+
+Deno.test("the descriptor guard refuses WS connections and pulls within the reserve; REST keeps answering", async () => {
+  // 256 descriptors, 128 of them kept free (the default: half the limit).
+  const server = startLimited("256:256", startPermissions);
+  const conns: Deno.Conn[] = [];
+  try {
+    await waitForHttp(`${server.url}/health`, 10_000);
+    for (let i = 0; i < 300; i++) {
+      conns.push(await Deno.connect({ hostname: "127.0.0.1", port: server.wsPort }));
+    }
+    // Every connection is accepted by the kernel; the server closes those beyond its share.
+    await new Promise((r) => setTimeout(r, 500));
+    const health = await (await fetch(`${server.url}/health`)).json();
+    assert.equal(health.limits.descriptors.reserve, 128);
+    assert.ok(health.limits.descriptors.refused > 100, JSON.stringify(health.limits));
+    assert.ok(health.fds.open <= 256 - 128 + 16, JSON.stringify(health.fds));
+    const pull = await fetch(`${server.url}/rest-api/rtsp/startup`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ uri: "rtsp://127.0.0.1:1/cam" }),
+    });
+    assert.equal(pull.status, 503);
+    assert.match((await pull.json()).message, /^open-file limit of 256 nearly reached/);
+  } finally {
+    for (const conn of conns) conn.close();
+    const { status, stdout, stderr } = await server.stop();
+    assert.equal(status.code, 0, stderr);
+    assert.doesNotMatch(stdout, /listener failed/);
   }
 });

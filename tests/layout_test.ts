@@ -11,9 +11,9 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 /**
  * The core/ files media/ may import. Each is a leaf: errors (typed errors), log (the
  * logger), ids (identifiers), paths (containing a path in a folder), redact (hiding
- * secrets in URIs and text, used by log), limits (capped counters) and accept_loop (a TCP
- * accept loop no accept error ends, shared by the signaling and RTMP listeners) import no
- * registry.
+ * secrets in URIs and text, used by log), limits (capped counters), accept_loop (a TCP
+ * accept loop no accept error ends, shared by the signaling and RTMP listeners) with the
+ * descriptor guard it asks (fd_guard, fd_limit, libc) import no registry.
  */
 const coreLeaves = new Set([
   "errors.ts",
@@ -23,6 +23,9 @@ const coreLeaves = new Set([
   "redact.ts",
   "limits.ts",
   "accept_loop.ts",
+  "fd_guard.ts",
+  "fd_limit.ts",
+  "libc.ts",
 ]);
 
 /** Every .ts file under `dir`, recursively. */

@@ -271,6 +271,8 @@ Deno.test("at the open-file limit the server keeps running and serves again afte
       ...ports,
       MEDIASERVER_FOLDERS_LOGS: dir,
       MEDIASERVER_FOLDERS_RECORDS: dir,
+      // No descriptor reserve: the accept loop itself meets the limit (EMFILE) and retries.
+      MEDIASERVER_LIMITS_FD_RESERVE: "0",
       NO_COLOR: "1",
     },
     stdin: "null",

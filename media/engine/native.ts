@@ -8,6 +8,7 @@ import {
   type LiveJobOptions,
   LogTail,
 } from "./engine.ts";
+import { ServiceUnavailableError } from "../../core/errors.ts";
 
 /**
  * Writes a live job may have waiting for ffmpeg's stdin; beyond it input is dropped, so an
@@ -63,9 +64,32 @@ export class NativeEngine implements CodecEngine {
     return new NativeLiveJob(child, () => this.#running.delete(child));
   }
 
-  /** One ffmpeg reading `job`'s input from stdin and writing its output to stdout. */
+  /**
+   * One ffmpeg reading `job`'s input from stdin and writing its output to stdout. No
+   * descriptor left for its pipes is a 503 (the server is at its open-file limit), any other
+   * spawn failure an EngineError.
+   */
   #spawn(job: { inputArgs: string[]; outputArgs: string[] }): Deno.ChildProcess {
-    const child = new Deno.Command(this.#command, {
+    let child: Deno.ChildProcess;
+    try {
+      child = this.#process(job);
+    } catch (err) {
+      if (/os error 24\b|too many open files/i.test((err as Error).message)) {
+        throw new ServiceUnavailableError("no file descriptor left to start ffmpeg", {
+          cause: err,
+        });
+      }
+      throw new EngineError(`cannot start ${this.#command}: ${(err as Error).message}`, {
+        cause: err,
+      });
+    }
+    this.#running.add(child);
+    return child;
+  }
+
+  /** The ffmpeg subprocess of `job`, spawned. */
+  #process(job: { inputArgs: string[]; outputArgs: string[] }): Deno.ChildProcess {
+    return new Deno.Command(this.#command, {
       args: [
         ...["-hide_banner", "-loglevel", "error", "-threads", "1"],
         ...job.inputArgs,
@@ -77,8 +101,6 @@ export class NativeEngine implements CodecEngine {
       stdout: "piped",
       stderr: "piped",
     }).spawn();
-    this.#running.add(child);
-    return child;
   }
 
   async close(): Promise<void> {
