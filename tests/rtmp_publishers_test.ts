@@ -8,8 +8,10 @@ import assert from "node:assert/strict";
 import { createLogger } from "../core/log.ts";
 import { decodeAmf0All } from "../media/protocols/rtmp/amf0.ts";
 import { buildCommand } from "../media/protocols/rtmp/command.ts";
+import { openRtmpClient } from "../media/protocols/rtmp/client.ts";
 import { RtmpConn } from "../media/protocols/rtmp/conn.ts";
 import { ChunkStreamId, MessageType } from "../media/protocols/rtmp/message.ts";
+import { parseRtmpUrl } from "../media/protocols/rtmp/url.ts";
 import { run } from "../media/formats/test_fixtures.ts";
 import { makeClip, waitFor } from "./helpers/media_fixtures.ts";
 import { startTestServer, testConfig, type TestServer } from "./helpers/test_server.ts";
@@ -56,6 +58,45 @@ Deno.test("ffmpeg publishing a short file exits 0 without 'Broken pipe'; the str
   } finally {
     await server.stop();
     await Deno.remove(clip);
+  }
+});
+
+Deno.test("FCUnpublish is answered (onFCUnpublish, NetStream.Unpublish.Success) and the connection stays the client's to close", async () => {
+  const server = await startTestServer();
+  const url = parseRtmpUrl(`rtmp://127.0.0.1:${server.rtmpPort}/live/unpub`, "uri");
+  const client = await openRtmpClient(url, "publish");
+  try {
+    await client.conn.send(ChunkStreamId.command, {
+      type: MessageType.commandAmf0,
+      streamId: 0,
+      timestamp: 0,
+      payload: buildCommand("FCUnpublish", 5, null, "unpub"),
+    });
+    const answers: string[] = [];
+    for await (const message of client.messages) {
+      if (message.type !== MessageType.commandAmf0) continue;
+      const [name, , , info] = decodeAmf0All(message.payload);
+      answers.push(`${name} ${(info as { code?: string } | null)?.code}`);
+      if (name === "onFCUnpublish") break;
+    }
+    assert.deepEqual(answers, [
+      "onStatus NetStream.Unpublish.Success",
+      "onFCUnpublish NetStream.Unpublish.Success",
+    ]);
+    // The name is free again, while this connection stays open for its deleteStream.
+    const second = await openRtmpClient(url, "publish");
+    second.conn.close();
+    await new Promise((r) => setTimeout(r, 300));
+    assert.equal(client.conn.closed, false);
+    await client.conn.send(ChunkStreamId.command, {
+      type: MessageType.commandAmf0,
+      streamId: client.streamId,
+      timestamp: 0,
+      payload: buildCommand("deleteStream", 6, null, client.streamId),
+    });
+  } finally {
+    client.conn.close();
+    await server.stop();
   }
 });
 
