@@ -25,12 +25,16 @@ async function main(): Promise<void> {
   const fds = raiseOpenFileLimit();
   if ("error" in fds) log.warn("open-file limit left as it is", { reason: fds.error });
   else log.info("open-file limit", { ...fds });
-  // A socket error surfacing as a rejection nobody awaits (a listener failing at the
-  // descriptor limit, a peer resetting mid-write) must not end a server holding every
-  // other client: log it instead of exiting.
+  // A socket error surfacing as a rejection nobody awaits or an exception thrown in a
+  // callback (a listener failing at the descriptor limit, a peer resetting mid-write) must
+  // not end a server holding every other client: log it instead of exiting.
   globalThis.addEventListener("unhandledrejection", (event) => {
     event.preventDefault();
     log.error("unhandled rejection", { err: event.reason });
+  });
+  globalThis.addEventListener("error", (event) => {
+    event.preventDefault();
+    log.error("uncaught exception", { err: event.error });
   });
   let server;
   try {

@@ -35,11 +35,13 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
   const services = createServices(config, log);
   descriptors.configure(config.limits.fdReserve);
   // Listeners opened below fill in their figures; /health reads them per request.
-  const listeners: { signaling?: SignalingServer; rtmp?: RunningRtmpServer } = {};
+  const listeners: { rest?: HttpListener; signaling?: SignalingServer; rtmp?: RunningRtmpServer } =
+    {};
   const restHandler = createRestHandler({
     services,
     operations,
     listenerFigures: () => ({
+      ...(listeners.rest ? { rest: { restarts: listeners.rest.restarts } } : {}),
       ...listeners.signaling?.limitsSnapshot(),
       ...(listeners.rtmp ? { rtmp: listeners.rtmp.limitsSnapshot() } : {}),
     }),
@@ -58,6 +60,7 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
     log: log.child({ component: "rest" }),
   });
   const restPort = rest.port;
+  listeners.rest = rest;
   log.info("listening", { service: "rest", address: restHost, port: restPort });
 
   const signaling = new SignalingServer(services);

@@ -9,7 +9,10 @@ import { descriptors } from "../core/fd_guard.ts";
 import type { Services } from "../core/services.ts";
 import { serverVersion } from "../core/version.ts";
 
-/** Connection caps of the listeners by service (`ws`, `wss`, `rtmp`), read per request. */
+/**
+ * Figures of the listeners by service, read per request: connection caps (`ws`, `wss`,
+ * `rtmp`), times the REST listener listened again after failing (`rest`).
+ */
 export type ListenerFigures = () => Record<string, unknown>;
 
 /** The `/health` body. */
@@ -38,7 +41,17 @@ export function healthOf(
       },
       listeners: listenerFigures(),
     },
-    // null where descriptors cannot be counted (no FFI permission, no /proc).
-    fds: openFiles() ?? null,
+    fds: descriptorFigures(),
   };
+}
+
+/** How long a descriptor count is reused, in ms: counting takes about 1 ms per thousand. */
+const fdCountCacheMs = 500;
+let fdCount: { at: number; figures: ReturnType<typeof openFiles> } | undefined;
+
+/** Open descriptors and the limit; null where they cannot be counted (no FFI, no /proc). */
+function descriptorFigures() {
+  const now = performance.now();
+  if (!fdCount || now - fdCount.at >= fdCountCacheMs) fdCount = { at: now, figures: openFiles() };
+  return fdCount.figures ?? null;
 }
