@@ -227,6 +227,13 @@ export class SignalingServer {
       socket.start(rest);
     } catch (err) {
       if (err instanceof HandshakeError) {
+        // Debug only: under a flood these would bury the log; the caps count them for /health.
+        this.#ctx.log.debug("upgrade refused", {
+          service: listener.service,
+          clientAddress: remote.hostname,
+          status: err.status,
+          reason: err.message,
+        });
         await writeAll(conn, errorResponse(err.status, err.message, err.headers)).catch(() => {});
       } else if (!isConnectionError(err)) {
         throw err;
