@@ -98,6 +98,31 @@ Deno.test("RTMP connect, publishStream and playStream hooks: bodies carry the ap
     assert.equal(played.code, 0, played.stderr);
     const [play] = callsOf(backend.calls, "playStream", "cam");
     assert.deepEqual([play.body.published, play.body.custom], [false, { token: "abc", seat: "7" }]);
+    await stopPublisher(publisher);
+    publisher = undefined;
+    // The events of both sessions, as a Web SDK client's: connection and stream statuses.
+    const statuses = (hook: string, sessionId: unknown) =>
+      backend.calls.filter((c) => c.hook === hook && c.body.sessionId === sessionId)
+        .map((c) => c.body.status);
+    await waitFor(
+      "UNPUBLISHED and DISCONNECTED",
+      () =>
+        statuses("ConnectionStatusEvent", studio.body.sessionId).length === 2 ? true : undefined,
+    );
+    assert.deepEqual(statuses("StreamStatusEvent", studio.body.sessionId), [
+      "PUBLISHING",
+      "UNPUBLISHED",
+    ]);
+    assert.deepEqual(statuses("ConnectionStatusEvent", studio.body.sessionId), [
+      "ESTABLISHED",
+      "DISCONNECTED",
+    ]);
+    assert.deepEqual(statuses("StreamStatusEvent", play.body.sessionId), ["PLAYING", "STOPPED"]);
+    const [publishing] = callsOf(backend.calls, "StreamStatusEvent", "cam");
+    assert.equal(
+      publishing.body.mediaSessionId,
+      callsOf(backend.calls, "publishStream", "cam")[0].body.mediaSessionId,
+    );
 
     const forbiddenPlay = await ffmpeg([
       ...["-v", "error", "-rw_timeout", "5000000", "-i", `${base}/live?token=abc/forbidden`],

@@ -34,8 +34,10 @@ type HookAnswer =
 export interface RtmpHooks {
   /** The `connect` hook: any failure refuses the connection. */
   connect(body: Record<string, unknown>): Promise<HookAnswer>;
-  /** A direct invocation under the connection's `restClientConfig` (from its connect). */
+  /** A direct invocation or event under the connection's `restClientConfig` (from connect). */
   invoke(hook: string, body: Record<string, unknown>, config?: unknown): Promise<HookAnswer>;
+  /** Resolves once every hook call in flight has ended. */
+  drain(): Promise<void>;
 }
 
 /** What the RTMP listener needs of the server (the server's services satisfy it). */
@@ -92,6 +94,8 @@ export function startRtmpServer(
     async close() {
       await server.close();
       await ingest.drain();
+      // The last connections' DISCONNECTED events.
+      await deps.hooks.drain();
     },
   };
 }
@@ -99,7 +103,9 @@ export function startRtmpServer(
 /**
  * Admits a client through the `connect` hook. Its body is the connection object of a Web SDK
  * client as far as RTMP knows one: the context fields, and the query of the RTMP address as
- * `custom` (`rtmp://host/live?token=abc` gives `custom.token`).
+ * `custom` (`rtmp://host/live?token=abc` gives `custom.token`). The events follow as for the
+ * Web SDK: ConnectionStatusEvent ESTABLISHED and DISCONNECTED, StreamStatusEvent PUBLISHING
+ * and UNPUBLISHED for a publisher, PLAYING and STOPPED for a player.
  */
 async function connectSession(
   deps: RtmpServerDeps,
@@ -114,18 +120,21 @@ async function connectSession(
   };
   const answer = await deps.hooks.connect({ ...context, custom: request.query });
   if (!answer.ok) throw new ForbiddenError(`connection refused by the backend: ${answer.reason}`);
-  const restClientConfig = answer.restClientConfig;
+  const { restClientConfig, body: connection } = answer;
+  /** An event hook: a notification, its failure only logged by the hook client. */
+  const notify = (hook: string, body: Record<string, unknown>, status: string) =>
+    void deps.hooks.invoke(hook, { ...body, status }, restClientConfig);
+  notify("ConnectionStatusEvent", connection, "ESTABLISHED");
 
-  /** The stream hook; resolves with the name to go on with (the backend may rename). */
+  /** The stream hook; resolves with the stream object to go on with (renamed, maybe). */
   const admit = async (
     hook: "publishStream" | "playStream",
     name: string,
     query: Record<string, string>,
-    mediaSessionId: string,
-  ): Promise<string> => {
+  ): Promise<{ name: string; stream: Record<string, unknown> }> => {
     const outcome = await deps.hooks.invoke(hook, {
       ...context,
-      mediaSessionId,
+      mediaSessionId: crypto.randomUUID(),
       name,
       published: hook === "publishStream",
       hasVideo: true,
@@ -144,18 +153,39 @@ async function connectSession(
       throw new ForbiddenError(`${name} refused by the backend: ${outcome.reason}`);
     }
     const renamed = outcome.body.name;
-    return typeof renamed === "string" && renamed !== "" ? renamed : name;
+    const admitted = typeof renamed === "string" && renamed !== "" ? renamed : name;
+    return { name: admitted, stream: { ...outcome.body, name: admitted } };
   };
 
   return {
     async publish(name: string, query: Record<string, string>, conn: RtmpConn) {
-      const mediaSessionId = crypto.randomUUID();
-      const admitted = await admit("publishStream", name, query, mediaSessionId);
-      return ingest.publish(admitted, conn, mediaSessionId);
+      const admitted = await admit("publishStream", name, query);
+      const sink = ingest.publish(admitted.name, conn, String(admitted.stream.mediaSessionId));
+      notify("StreamStatusEvent", admitted.stream, "PUBLISHING");
+      let ended = false;
+      return {
+        message: (message) => sink.message(message),
+        close(reason) {
+          sink.close(reason);
+          if (ended) return;
+          ended = true;
+          notify("StreamStatusEvent", admitted.stream, "UNPUBLISHED");
+        },
+      };
     },
     async play(name: string, query: Record<string, string>, target: PlayTarget) {
-      const admitted = await admit("playStream", name, query, crypto.randomUUID());
-      await playRtmp({ streams: deps.streams, engine: deps.engine, log }, admitted, target);
+      const admitted = await admit("playStream", name, query);
+      // PLAYING only for a stream there is: a missing one is answered StreamNotFound.
+      const exists = deps.streams.published(admitted.name) !== undefined;
+      if (exists) notify("StreamStatusEvent", admitted.stream, "PLAYING");
+      try {
+        await playRtmp({ streams: deps.streams, engine: deps.engine, log }, admitted.name, target);
+      } finally {
+        if (exists) notify("StreamStatusEvent", admitted.stream, "STOPPED");
+      }
+    },
+    close() {
+      notify("ConnectionStatusEvent", connection, "DISCONNECTED");
     },
   };
 }

@@ -88,6 +88,8 @@ export interface RtmpSession {
    * when playing has ended.
    */
   play(name: string, query: Record<string, string>, target: PlayTarget): Promise<void>;
+  /** The connection ended (after its publish or play has). */
+  close(): void;
 }
 
 /** What the server does with clients. */
@@ -392,6 +394,7 @@ export class RtmpServer {
       ended.resolve();
       conn.close();
       await playing;
+      session?.close();
     }
   }
 
