@@ -181,7 +181,10 @@ export class RtmpServer {
     }
     const conn = new RtmpConn(tcp);
     this.#conns.add(conn);
-    const session = this.#serve(conn).finally(() => {
+    // A handler's bug costs its connection, never the process.
+    const session = this.#serve(conn).catch((err) =>
+      this.#log.error("rtmp session failed", { remote: conn.remote, err })
+    ).finally(() => {
       conn.close();
       connections.release();
       perAddress.release(address);
