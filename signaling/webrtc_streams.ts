@@ -229,11 +229,11 @@ async function handlePublish(
   try {
     services.streams.add(publisher);
   } catch (err) {
-    // The `streams` cap is reached, or another publish of the name or id won the race while
-    // the hook ran.
+    // The `streams` cap is reached (a FAILED status naming it), or another publish of the
+    // name or id won the race while the hook ran.
     await publisher.terminate(
       err instanceof ServiceUnavailableError
-        ? err.message
+        ? `Failed by error: ${err.message}`
         : services.streams.published(name)
         ? streamInfo.nameInUse
         : streamInfo.idInUse,

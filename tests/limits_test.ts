@@ -10,6 +10,9 @@ import { EnginePool } from "../media/engine/job_pool.ts";
 import { childrenNamed } from "./helpers/children.ts";
 import { makeClip } from "./helpers/media_fixtures.ts";
 import { testConfig, type TestServer, withServer } from "./helpers/test_server.ts";
+import { WcsClient } from "./helpers/wcs_client.ts";
+import { openPeerCount } from "../media/protocols/webrtc/peer.ts";
+import { nextStatus, TestPublisher, weriftSanitizers } from "./webrtc_helpers.ts";
 
 /** Polls `check` until true, or fails after `timeoutMs` naming `what`. */
 async function waitFor(
@@ -275,4 +278,41 @@ Deno.test("/health answers the figures of every cap and the open descriptors", a
     });
     assert.ok(body.fds.open > 0 && body.fds.open < body.fds.limit, JSON.stringify(body.fds));
   });
+});
+
+Deno.test({
+  name: "streams cap: a WebRTC publish beyond it ends FAILED with the cap's message, no peer left",
+  ...weriftSanitizers,
+  fn: async () => {
+    await withClips({ limits: { streams: 1 } }, [], async (server) => {
+      await post(server, "/vod/startup", vod("a"));
+      const { client } = await WcsClient.connect(server.wsUrl);
+      const publisher = new TestPublisher("VP8");
+      try {
+        const id = crypto.randomUUID();
+        await publisher.pc.setLocalDescription(await publisher.pc.createOffer());
+        client.send("publishStream", {
+          mediaSessionId: id,
+          name: "cam",
+          published: true,
+          sdp: publisher.pc.localDescription!.sdp,
+        });
+        const status = await nextStatus(client, id);
+        assert.deepEqual([status.status, status.info], [
+          "FAILED",
+          "Failed by error: streams limit of 1 reached",
+        ]);
+        assert.equal(server.services.streams.published("cam"), undefined);
+        assert.deepEqual((await health(server)).limits.streams, {
+          current: 1,
+          max: 1,
+          refused: 1,
+        });
+        await waitFor(() => openPeerCount() === 0, 5000, "the refused peer to close");
+      } finally {
+        await publisher.close();
+        await client.close();
+      }
+    });
+  },
 });
