@@ -24,7 +24,7 @@ export const closeCodes = {
   invalidPayload: 1007,
   policy: 1008,
   tooBig: 1009,
-  tryAgainLater: 1013,
+  internalError: 1011,
   /** Reported when the close frame had no code; never sent. */
   noStatus: 1005,
   /** Reported when the connection ended without a close frame; never sent. */

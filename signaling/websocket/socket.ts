@@ -134,7 +134,7 @@ export class ServerWebSocket {
       this.#reader.push(bytes);
     } catch (err) {
       if (err instanceof WebSocketProtocolError) this.#fail(err.code, err.message);
-      else this.#fail(1011, `internal error: ${(err as Error).message}`);
+      else this.#fail(closeCodes.internalError, `internal error: ${(err as Error).message}`);
     }
   }
 
@@ -149,7 +149,9 @@ export class ServerWebSocket {
       this.#destroy();
       return;
     }
-    if (payload.length === 1) throw new WebSocketProtocolError(1002, "close payload of 1 byte");
+    if (payload.length === 1) {
+      throw new WebSocketProtocolError(closeCodes.protocolError, "close payload of 1 byte");
+    }
     let code: number = closeCodes.noStatus;
     let reason = "";
     if (payload.length >= 2) {
@@ -162,12 +164,10 @@ export class ServerWebSocket {
     this.#beginClose({ code, reason, byServer: false });
     // Echo the code (§5.5.1); the server closes TCP first once the echo is written (§7.1.1).
     this.#afterFlush = () => this.#destroy();
-    this.#enqueue(
-      code === closeCodes.noStatus ? encodeFrame(opcodes.close, new Uint8Array()) : encodeClose(
-        code,
-        "",
-      ),
-    );
+    const echo = code === closeCodes.noStatus
+      ? encodeFrame(opcodes.close, new Uint8Array())
+      : encodeClose(code, "");
+    this.#enqueue(echo);
   }
 
   /** Fails the connection (§7.1.7): our close frame, then no more input is read. */
