@@ -14,7 +14,9 @@
  * (a retransmission of an earlier flight), or when it belongs to the client's key flight
  * (Certificate, ClientKeyExchange, CertificateVerify), whose retransmission the encrypted
  * Finished that travels with it still answers (werift resends its last flight on it). Other
- * retransmissions of the latest message (a ClientHello whose answer was lost) pass.
+ * retransmissions of the latest message (a ClientHello whose answer was lost) pass. One
+ * filter serves one handshake: a DTLS renegotiation on the same transport (which browsers
+ * never start) would restart message_seq and be dropped.
  */
 import { Buffer } from "node:buffer";
 
