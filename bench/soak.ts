@@ -124,6 +124,10 @@ const server = new Deno.Command("prlimit", {
     MEDIASERVER_FOLDERS_LOGS: `${dir}/logs`,
     MEDIASERVER_RTSP_TRANSPORT: "tcp",
     MEDIASERVER_LOG_LEVEL: "warn",
+    // Settings to try (MEDIASERVER_LIMITS_ENGINE_JOBS=2 ...) pass through.
+    ...Object.fromEntries(
+      Object.entries(Deno.env.toObject()).filter(([name]) => name.startsWith("MEDIASERVER_")),
+    ),
   },
   stdin: "null",
   stdout: "piped",
@@ -154,6 +158,10 @@ if (!vod.ok) throw new Error(`vod/startup: ${vod.status} ${await vod.text()}`);
 await (await post("/stream/snapshot", { streamName: "cam" })).body?.cancel();
 await new Promise((r) => setTimeout(r, 1000));
 const before = usageOf(server.pid);
+/** The server's JavaScript heap in use, in MiB (/health); RSS above it is native memory. */
+const heapUsedMiB = async (): Promise<number> =>
+  (await (await fetch(`${rest}/health`)).json()).memory.heapUsedMiB;
+const heapBefore = await heapUsedMiB();
 // Latencies on a shared machine say as much about its other load as about the server.
 const loadAverage = Deno.readTextFileSync("/proc/loadavg").split(" ").slice(0, 3).join(" ");
 
@@ -173,6 +181,7 @@ interface RoundResult {
   engineQueued: number;
   peak: Usage;
   after?: Usage;
+  heapAfterMiB?: number;
 }
 
 /** Every part of the load at once, then a wait until the server is idle again. */
@@ -307,7 +316,10 @@ async function round(): Promise<RoundResult> {
     await new Promise((r) => setTimeout(r, 250));
   }
   await new Promise((r) => setTimeout(r, quietMs));
-  if (!serverExited) result.after = usageOf(server.pid);
+  if (!serverExited) {
+    result.after = usageOf(server.pid);
+    result.heapAfterMiB = await heapUsedMiB();
+  }
   return result;
 }
 
@@ -376,6 +388,12 @@ for (const [label, key] of rows) {
   const cells = results.map((r) => `${fmt(r.peak[key])} | ${fmt(r.after?.[key] ?? NaN)}`);
   console.log(`| ${label} | ${fmt(b)} | ${cells.join(" | ")} | ${ratio} |`);
 }
+
+console.log(
+  `| JS heap used (MiB) | ${heapBefore} | ${
+    results.map((r) => `- | ${r.heapAfterMiB ?? "-"}`).join(" | ")
+  } | - |`,
+);
 
 const [stdout, stderr] = alive
   ? await (async () => {

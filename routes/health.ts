@@ -1,7 +1,7 @@
 /**
  * The body of `/health`: liveness, version, and how close the server runs to each cap
  * (held, max, refused), the engine pool's running and queued jobs, the listeners'
- * connection caps and open descriptors. Built from counters only, never awaiting anything a
+ * connection caps, open descriptors and memory. Built from counters only, never awaiting anything a
  * loaded server is busy with, so it answers fast under load.
  */
 import { openFiles } from "../core/fd_limit.ts";
@@ -42,7 +42,17 @@ export function healthOf(
       listeners: listenerFigures(),
     },
     fds: descriptorFigures(),
+    memory: memoryFigures(),
   };
+}
+
+/** Bytes in a MiB. */
+const mibBytes = 1024 * 1024;
+
+/** Resident memory and the JavaScript heap in use, in MiB (RSS above the heap is native). */
+function memoryFigures(): { rssMiB: number; heapUsedMiB: number } {
+  const { rss, heapUsed } = Deno.memoryUsage();
+  return { rssMiB: Math.round(rss / mibBytes), heapUsedMiB: Math.round(heapUsed / mibBytes) };
 }
 
 /** How long a descriptor count is reused, in ms: counting takes about 1 ms per thousand. */

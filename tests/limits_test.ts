@@ -277,6 +277,7 @@ Deno.test("/health answers the figures of every cap and the open descriptors", a
       refused: 0,
     });
     assert.ok(body.fds.open > 0 && body.fds.open < body.fds.limit, JSON.stringify(body.fds));
+    assert.ok(body.memory.heapUsedMiB > 0 && body.memory.rssMiB > body.memory.heapUsedMiB);
   });
 });
 
