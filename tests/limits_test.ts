@@ -317,3 +317,24 @@ Deno.test({
     });
   },
 });
+
+Deno.test("pulls cap: RTMP pulls share it with RTSP; a stopped pull frees its slot", async () => {
+  await withClips({ limits: { pulls: 1 } }, [], async (server) => {
+    await post(server, "/vod/startup", vod("a"));
+    // The server's own RTMP port plays the VOD stream back: a remote that always answers.
+    const uri = (n: number) => `rtmp://127.0.0.1:${server.rtmpPort}/live/a?n=${n}`;
+    await post(server, "/pull/rtmp/pull", { uri: uri(1), localStreamName: "p1" });
+    const refused = await post(
+      server,
+      "/pull/rtmp/pull",
+      { uri: uri(2), localStreamName: "p2" },
+      503,
+    );
+    assert.equal(refused.message, "pulls limit of 1 reached");
+    const rtsp = await post(server, "/rtsp/startup", { uri: "rtsp://127.0.0.1:1/cam" }, 503);
+    assert.equal(rtsp.message, "pulls limit of 1 reached");
+    await post(server, "/pull/rtmp/terminate", { uri: uri(1) });
+    await waitFor(async () => (await health(server)).limits.pulls.current === 0, 5000, "release");
+    await post(server, "/pull/rtmp/pull", { uri: uri(2), localStreamName: "p2" });
+  });
+});
