@@ -143,3 +143,49 @@ Deno.test("the descriptor guard refuses WS connections and pulls within the rese
     assert.doesNotMatch(stdout, /listener failed/);
   }
 });
+
+Deno.test("400 /rtsp/startup to a camera that never answers, at a limit of 512: refusals, no death", async () => {
+  const camera = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const held: Deno.Conn[] = [];
+  const accepting = (async () => {
+    for await (const conn of camera) held.push(conn);
+  })();
+  const server = startLimited("512:512", startPermissions);
+  try {
+    await waitForHttp(`${server.url}/health`, 10_000);
+    const port = (camera.addr as Deno.NetAddr).port;
+    const client = Deno.createHttpClient({});
+    const statuses = Promise.all(Array.from({ length: 400 }, async (_, i) => {
+      try {
+        const res = await fetch(`${server.url}/rest-api/rtsp/startup`, {
+          method: "POST",
+          headers: { "Content-Type": "application/json" },
+          body: JSON.stringify({ uri: `rtsp://127.0.0.1:${port}/cam${i}` }),
+          client,
+        });
+        await res.body?.cancel();
+        return String(res.status);
+      } catch {
+        return "no answer";
+      }
+    }));
+    await new Promise((r) => setTimeout(r, 2000));
+    const during = await (await fetch(`${server.url}/health`)).json();
+    // The camera hangs up: the waiting pulls fail at once.
+    for (const conn of held.splice(0)) conn.close();
+    const counts: Record<string, number> = {};
+    for (const status of await statuses) counts[status] = (counts[status] ?? 0) + 1;
+    client.close();
+    assert.ok((counts["503"] ?? 0) >= 200, JSON.stringify(counts));
+    assert.equal((counts["503"] ?? 0) + (counts["502"] ?? 0), 400, JSON.stringify(counts));
+    assert.ok(during.limits.pulls.current <= 200);
+    const after = await (await fetch(`${server.url}/health`)).json();
+    assert.equal(after.limits.pulls.current, 0);
+  } finally {
+    camera.close();
+    for (const conn of held) conn.close();
+    await accepting.catch(() => {});
+    const { status, stderr } = await server.stop();
+    assert.equal(status.code, 0, stderr);
+  }
+});
