@@ -126,8 +126,8 @@ export const configSchema = z.strictObject({
     pushes: z.int().min(1).default(200).describe("RTMP pushes at once."),
     vods: z.int().min(1).default(100).describe("VOD streams at once."),
     recorders: z.int().min(1).default(200).describe("Recorders and multi-recorders at once."),
-    engineJobs: z.int().min(1).default(8).describe(
-      "Codec engine jobs (ffmpeg processes or Workers) running at once; snapshots queue behind them.",
+    engineJobs: z.int().min(1).optional().describe(
+      "Codec engine jobs (ffmpeg processes or Workers) running at once; snapshots queue behind them. Default: the number of CPU cores.",
     ),
     engineQueue: z.int().min(0).default(256).describe(
       "Codec engine jobs waiting for one of `engineJobs`; more are refused (503).",

@@ -176,6 +176,8 @@ interface RoundResult {
   snapshots: Tally;
   snapshotMs: number[];
   healthMs: number[];
+  /** Probes over 100 ms: when in the round they were sent (s) and how long they took (ms). */
+  slowHealth: [number, number][];
   healthFailures: number;
   engineRunning: number;
   engineQueued: number;
@@ -199,6 +201,7 @@ async function round(): Promise<RoundResult> {
     snapshots: new Tally(),
     snapshotMs: [],
     healthMs: [],
+    slowHealth: [],
     healthFailures: 0,
     engineRunning: 0,
     engineQueued: 0,
@@ -269,7 +272,9 @@ async function round(): Promise<RoundResult> {
           client: http,
         });
         const body = await res.json();
-        result.healthMs.push(performance.now() - sent);
+        const tookMs = performance.now() - sent;
+        result.healthMs.push(tookMs);
+        if (tookMs > 100) result.slowHealth.push([(sent - started) / 1000, tookMs]);
         result.engineQueued = Math.max(result.engineQueued, body.limits.engineJobs.queued);
         result.engineRunning = Math.max(result.engineRunning, body.limits.engineJobs.running);
       } catch {
@@ -356,6 +361,10 @@ for (const [i, r] of results.entries()) {
       fmt(percentile(r.healthMs, 0.5))
     } ms, p99 ${fmt(percentile(r.healthMs, 0.99))} ms, max ${fmt(r.healthMs.at(-1) ?? NaN)} ms`,
   );
+  if (r.slowHealth.length) {
+    const slow = r.slowHealth.map(([at, ms]) => `${at.toFixed(1)} s: ${ms.toFixed(0)} ms`);
+    console.log(`  /health over 100 ms, sent at: ${slow.join(", ")}`);
+  }
 }
 if (finalHealth) {
   const refusals = Object.entries(finalHealth.limits as Record<string, { refused?: number }>)

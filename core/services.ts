@@ -61,7 +61,8 @@ export function createServices(config: Config, log: Logger): Services {
     vod: new VodRegistry(config, streams, log, limits.vods),
     recorders: new RecorderRegistry(config, streams, log, limits.recorders),
     engine: new EnginePool(createEngine(config.media.engine), {
-      maxRunning: config.limits.engineJobs,
+      // More jobs than cores only slow each other down, and the server with them.
+      maxRunning: config.limits.engineJobs ?? navigator.hardwareConcurrency,
       maxQueued: config.limits.engineQueue,
     }),
     rtsp: new RtspRegistry(config, streams, log, limits.pulls),

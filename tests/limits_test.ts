@@ -272,7 +272,7 @@ Deno.test("/health answers the figures of every cap and the open descriptors", a
     assert.deepEqual(body.limits.engineJobs, {
       running: 0,
       queued: 0,
-      max: 8,
+      max: navigator.hardwareConcurrency,
       maxQueued: 256,
       refused: 0,
     });
