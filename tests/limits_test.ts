@@ -338,3 +338,28 @@ Deno.test("pulls cap: RTMP pulls share it with RTSP; a stopped pull frees its sl
     await post(server, "/pull/rtmp/pull", { uri: uri(2), localStreamName: "p2" });
   });
 });
+
+Deno.test("engine pool: a live chunk waits ahead of queued whole jobs and is never refused for a full queue", async () => {
+  const engine = new HeldEngine();
+  const pool = new EnginePool(engine, { maxRunning: 1, maxQueued: 1 });
+  const order: string[] = [];
+  const job = (name: string, live = false) =>
+    pool.run({ inputArgs: [], input: new Uint8Array(), outputArgs: [], live }).then(() => {
+      order.push(name);
+    });
+  const running = job("first");
+  const snapshot = job("snapshot");
+  const chunk = job("live chunk", true);
+  assert.deepEqual(pool.figures().queued, 2, "the live chunk queued beyond maxQueued");
+  await waitFor(() => engine.running === 1, 1000, "the first job");
+  engine.releaseOne();
+  await running;
+  await waitFor(() => engine.running === 1, 1000, "the next job");
+  engine.releaseOne();
+  await chunk;
+  await waitFor(() => engine.running === 1, 1000, "the snapshot");
+  engine.releaseOne();
+  await snapshot;
+  assert.deepEqual(order, ["first", "live chunk", "snapshot"]);
+  await pool.close();
+});

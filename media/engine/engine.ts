@@ -18,6 +18,11 @@ export interface EngineJob {
   outputArgs: string[];
   /** Longest the job may run before it is killed, in milliseconds. */
   timeoutMs?: number;
+  /**
+   * A chunk of a live conversion (the audio of a played or pushed stream): it waits ahead of
+   * whole jobs in a pool's queue, so a burst of snapshots does not stall live media.
+   */
+  live?: boolean;
 }
 
 /** Default longest run of a job, in milliseconds. */

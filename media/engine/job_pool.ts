@@ -7,7 +7,9 @@
  * Live jobs (`start`: one ffmpeg per converted stream, running as long as the stream) are not
  * counted: queueing one would stall its media for as long as the queue is, and they are
  * bounded already by the streams and players that need them (`limits.streams`,
- * `limits.sessions`).
+ * `limits.sessions`). Chunks of live conversions run as whole jobs (`live: true`, where the
+ * engine cannot stream, and for sound mixing) do count, but wait ahead of the other jobs and
+ * are never refused for a full queue: there is one at a time per converted stream.
  */
 import { ServiceUnavailableError } from "../../core/errors.ts";
 import {
@@ -49,6 +51,7 @@ export class EnginePool implements CodecEngine {
   #limits: EnginePoolLimits;
   #running = 0;
   #queue: Waiter[] = [];
+  #liveQueue: Waiter[] = [];
   #refused = 0;
   #closed = false;
 
@@ -63,9 +66,9 @@ export class EnginePool implements CodecEngine {
     return this.#engine.kind;
   }
 
-  /** Runs `job` once a slot is free; a 503 when the queue is full. */
+  /** Runs `job` once a slot is free; a 503 when the queue is full (never for live chunks). */
   async run(job: EngineJob): Promise<Uint8Array> {
-    await this.#acquire();
+    await this.#acquire(job.live === true);
     try {
       return await this.#engine.run(job);
     } finally {
@@ -77,7 +80,7 @@ export class EnginePool implements CodecEngine {
   figures(): EnginePoolFigures {
     return {
       running: this.#running,
-      queued: this.#queue.length,
+      queued: this.#queue.length + this.#liveQueue.length,
       max: this.#limits.maxRunning,
       maxQueued: this.#limits.maxQueued,
       refused: this.#refused,
@@ -87,19 +90,19 @@ export class EnginePool implements CodecEngine {
   /** Refuses the queued jobs, then kills the running ones. */
   async close(): Promise<void> {
     this.#closed = true;
-    for (const waiter of this.#queue.splice(0)) {
+    for (const waiter of [...this.#liveQueue.splice(0), ...this.#queue.splice(0)]) {
       waiter.reject(new EngineError("the engine is closed"));
     }
     await this.#engine.close();
   }
 
-  #acquire(): Promise<void> {
+  #acquire(live: boolean): Promise<void> {
     if (this.#closed) return Promise.reject(new EngineError("the engine is closed"));
     if (this.#running < this.#limits.maxRunning) {
       this.#running++;
       return Promise.resolve();
     }
-    if (this.#queue.length >= this.#limits.maxQueued) {
+    if (!live && this.#queue.length >= this.#limits.maxQueued) {
       this.#refused++;
       return Promise.reject(
         new ServiceUnavailableError(
@@ -108,13 +111,13 @@ export class EnginePool implements CodecEngine {
       );
     }
     const { promise, resolve, reject } = Promise.withResolvers<void>();
-    this.#queue.push({ resolve, reject });
+    (live ? this.#liveQueue : this.#queue).push({ resolve, reject });
     return promise;
   }
 
-  /** Hands the slot to the first waiting job, or frees it. */
+  /** Hands the slot to the first waiting live chunk, else the first waiting job, or frees it. */
   #release(): void {
-    const next = this.#queue.shift();
+    const next = this.#liveQueue.shift() ?? this.#queue.shift();
     if (next) next.resolve();
     else this.#running--;
   }

@@ -203,6 +203,7 @@ export class LiveTranscode {
         input,
         outputArgs: [...this.#options.codecArgs, "-f", "mpegts"],
         timeoutMs: chunkRunTimeoutMs,
+        live: true,
       });
       const demuxer = new TsDemuxer();
       const run = this.#newRun(frames[0].pts);

@@ -115,6 +115,7 @@ export async function openSoundMix(options: SoundMixOptions): Promise<ChunkedAud
         input: adts,
         outputArgs: ["-ar", rate, "-ac", channels, "-f", "s16le"],
         timeoutMs: jobTimeoutMs,
+        live: true,
       }),
     );
     const streamView = heap.int16(streamPcm, n);
@@ -137,6 +138,7 @@ export async function openSoundMix(options: SoundMixOptions): Promise<ChunkedAud
       input: heap.bytes(mixed, n * 2).slice(),
       outputArgs: ["-c:a", "aac", "-b:a", String(soundMixBitrate), "-f", "adts"],
       timeoutMs: jobTimeoutMs,
+      live: true,
     });
     // The first frame is the encoder's priming.
     return adtsPayloads(encoded).slice(1);
