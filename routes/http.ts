@@ -121,7 +121,9 @@ function createRestApp({ services, operations, listenerFigures }: RestAppOptions
   );
   app.onError((err, c) => {
     if (err instanceof MediaServerError) {
-      if (err.status >= 500 && err.status !== 501) log.error("operation failed", { err });
+      // A cap's refusal (503) is the server protecting itself, not a failure: a warning.
+      if (err.status === 503) log.warn("operation refused", { message: err.message });
+      else if (err.status >= 500 && err.status !== 501) log.error("operation failed", { err });
       return c.json(clientSafe(err.toJSON()), err.status as 400);
     }
     log.error("unexpected error", { path: c.req.path, err, stack: (err as Error).stack });
