@@ -95,8 +95,8 @@ export class HttpListener {
     this.#timer = setTimeout(() => {
       if (this.#stopped) return;
       try {
-        this.#restarts++;
         void this.#listen(this.#port);
+        this.#restarts++;
         this.#delayMs = Math.min(this.#delayMs * 2, relistenMaxDelayMs);
       } catch (err) {
         // No descriptor left even for the listening socket: try again later.
