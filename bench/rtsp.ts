@@ -1,13 +1,16 @@
 /**
- * RTSP pull cost per camera stream, next to ONE ffmpeg process doing the same pulls.
+ * RTSP pull cost per camera stream, next to ONE GStreamer process doing the same pulls.
  *
  * One GStreamer RTSP camera (tests/peers, H.264 640x360 25 fps 800 kbit/s + AAC) is pulled
- * 1, 10 and 50 times over TCP (distinct URIs): first by the server (in this process,
- * `/rtsp/startup`), then by one `ffmpeg` with as many inputs, each copied to a null output.
- * CPU (share of one core) and resident memory are measured over the same window once every
- * pull has run a while: the server's as the growth of this process over its idle state, the
- * ffmpeg process's whole (its base footprint shared by the pulls; the marginal cost per pull
- * beyond the first is printed too). Figures are per stream; the ratio is ours over ffmpeg's.
+ * 1, 10 and 50 times over TCP (one shared encoder at the camera):
+ * first by the server (in this process, `/rtsp/startup`), then by one GStreamer process
+ * (bench/support/gst_pull.py: an rtspsrc per pull, depayloaded into fakesinks; ffmpeg opens
+ * its inputs one after another, and a shared camera stalls the early ones meanwhile). Each
+ * side gets a fresh camera. CPU (share of one core) and resident memory are measured over the
+ * same window once every pull has run a while: the server's as the growth of this process
+ * over its idle state, the peer process's whole (its base footprint shared by the pulls; the
+ * marginal cost per pull beyond the first is printed too). Figures are per stream; the ratio
+ * is ours over the peer's.
  * Run: deno run -A bench/rtsp.ts
  */
 import process from "node:process";
@@ -65,6 +68,15 @@ async function cpuShare(ms: number): Promise<number> {
   return (cpu.user + cpu.system) / 1000 / (performance.now() - t0);
 }
 
+/**
+ * The URI of pull `i`: distinct for the server (one pull per URI) through its user name,
+ * which the camera leaves out of its media key, so every pull shares one encoder there (a
+ * query would give each pull an encoder of its own and starve them all past a few).
+ */
+function pullUri(url: string, i: number): string {
+  return url.replace("rtsp://", `rtsp://pull${i}@`);
+}
+
 /** Starts one pull, trying again when the camera (a Python process) answered too late. */
 async function startPull(server: RunningServer, uri: string, name: string): Promise<void> {
   for (let tries = 1;; tries++) {
@@ -87,7 +99,7 @@ async function ours(url: string, count: number): Promise<Cost> {
       await Promise.all(
         Array.from(
           { length: Math.min(startBatch, count - i) },
-          (_, j) => startPull(server, `${url}?pull=${i + j}`, `s${i + j}`),
+          (_, j) => startPull(server, pullUri(url, i + j), `s${i + j}`),
         ),
       );
     }
@@ -108,37 +120,39 @@ async function ours(url: string, count: number): Promise<Cost> {
   }
 }
 
-/** Longest wait for ffmpeg to open every input, in milliseconds (it opens them in turn). */
-const ffmpegOpenTimeoutMs = 120_000;
+/** Longest wait for the GStreamer peer to receive video on every pull, in milliseconds. */
+const peerReadyTimeoutMs = 60_000;
+const peerScript = new URL("./support/gst_pull.py", import.meta.url).pathname;
 
 /**
- * ONE ffmpeg process pulling the `count` streams (an input each, each mapped to its own null
- * output, copied), measured once it has opened every input and run `warmupMs`.
+ * ONE GStreamer process pulling the `count` streams (an rtspsrc each, depayloaded into
+ * fakesinks, all started at once), measured once every pull has video and `warmupMs` passed.
  */
-async function ffmpeg(url: string, count: number): Promise<Cost> {
-  const args = ["-nostdin", "-nostats", "-v", "info"];
-  for (let i = 0; i < count; i++) args.push("-rtsp_transport", "tcp", "-i", `${url}?pull=${i}`);
-  for (let i = 0; i < count; i++) args.push("-map", String(i), "-c", "copy", "-f", "null", "-");
-  const child = new Deno.Command("ffmpeg", {
-    args,
+async function gstreamer(url: string, count: number): Promise<Cost> {
+  // rtspsrc takes no user name without a password; the peer needs no distinct URIs anyway.
+  const uris = Array.from({ length: count }, () => url);
+  const child = new Deno.Command("/usr/bin/python3", {
+    args: ["-u", peerScript, ...uris],
     stdin: "null",
-    stdout: "null",
-    stderr: "piped",
+    stdout: "piped",
+    stderr: "inherit",
   }).spawn();
-  const stderr = child.stderr.pipeThrough(new TextDecoderStream()).getReader();
+  const stdout = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  let timer: ReturnType<typeof setTimeout> | undefined;
   try {
-    // "Stream mapping:" comes once every input is open and the outputs are set up.
-    let log = "";
-    const deadline = Date.now() + ffmpegOpenTimeoutMs;
-    while (!log.includes("Stream mapping:")) {
-      if (Date.now() > deadline) throw new Error(`ffmpeg did not open ${count} inputs`);
-      const { value, done } = await stderr.read();
-      if (done) throw new Error(`ffmpeg exited: ${log.slice(-2000)}`);
-      log += value;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new Error(`the GStreamer peer got no video on ${count} pulls`)),
+        peerReadyTimeoutMs,
+      );
+    });
+    let out = "";
+    while (!out.includes("READY")) {
+      const { value, done } = await Promise.race([stdout.read(), timeout]);
+      if (done) throw new Error(`the GStreamer peer exited: ${out}`);
+      out += value;
     }
-    const drained = (async () => {
-      while (!(await stderr.read()).done) { /* ffmpeg's later messages are not needed */ }
-    })();
+    clearTimeout(timer);
     await sleep(warmupMs);
     const ticks0 = cpuTicks(child.pid);
     const t0 = performance.now();
@@ -146,43 +160,50 @@ async function ffmpeg(url: string, count: number): Promise<Cost> {
     const ticks = cpuTicks(child.pid) - ticks0;
     const elapsedMs = performance.now() - t0;
     const rss = rssMiB(child.pid);
-    child.kill("SIGTERM");
-    await drained;
     return { cpu: ticks / clockTicksPerSecond * 1000 / elapsedMs / count, rssMiB: rss / count };
   } finally {
+    clearTimeout(timer);
     try {
-      child.kill("SIGKILL");
+      child.kill("SIGTERM");
     } catch {
       // exited already
     }
-    await stderr.cancel().catch(() => {});
+    await stdout.cancel();
     await child.status;
   }
 }
 
-const camera = await startGstRtsp();
-try {
+/** Runs `measure` against a camera of its own, so no phase inherits another's clients. */
+async function withCamera(measure: (url: string) => Promise<Cost>): Promise<Cost> {
+  const camera = await startGstRtsp();
+  try {
+    return await measure(camera.url);
+  } finally {
+    await camera.stop();
+  }
+}
+
+{
   console.log("RTSP pull over TCP, per stream (H.264 640x360 25 fps 800 kbit/s + AAC):");
-  console.log("pulls | ours cpu%  rss MiB | one ffmpeg cpu%  rss MiB | ratio cpu  rss");
-  let ffmpegOne: Cost | undefined;
+  console.log("pulls | ours cpu%  rss MiB | one gst cpu%  rss MiB | ratio cpu  rss");
+  let peerOne: Cost | undefined;
   let oursOne: Cost | undefined;
   for (const count of counts) {
-    const a = await ours(camera.url, count);
-    const b = await ffmpeg(camera.url, count);
-    ffmpegOne ??= b;
+    const a = await withCamera((url) => ours(url, count));
+    const b = await withCamera((url) => gstreamer(url, count));
+    peerOne ??= b;
     oursOne ??= a;
     console.log(
       `${String(count).padStart(5)} | ${(a.cpu * 100).toFixed(2).padStart(9)} ${
         a.rssMiB.toFixed(2).padStart(8)
-      } | ${(b.cpu * 100).toFixed(2).padStart(15)} ${b.rssMiB.toFixed(2).padStart(8)} | ${
+      } | ${(b.cpu * 100).toFixed(2).padStart(12)} ${b.rssMiB.toFixed(2).padStart(8)} | ${
         (a.cpu / b.cpu).toFixed(2).padStart(9)
       } ${(a.rssMiB / b.rssMiB).toFixed(2).padStart(4)}   (ours received ${
         a.kbps?.toFixed(0)
       } kbit/s per pull)`,
     );
     if ((a.kbps ?? 0) < starvedShare * (oursOne.kbps ?? 0)) {
-      // The camera encodes once per distinct URI: past what the machine can encode, pulls
-      // get less than the stream's rate and cost less, so the row compares nothing.
+      // Pulls that get less than the stream's rate cost less: the row compares nothing.
       console.log(
         `      | CAMERA STARVED: the pulls got ${a.kbps?.toFixed(0)} of ${
           oursOne.kbps?.toFixed(0)
@@ -190,14 +211,14 @@ try {
       );
     }
     if (count > 1) {
-      // ffmpeg's figure holds its base footprint shared by `count`; its cost per added pull:
-      const marginal = (b.rssMiB * count - ffmpegOne.rssMiB) / (count - 1);
+      // The peer's figure holds its base footprint shared by `count`; its cost per added pull:
+      const marginal = (b.rssMiB * count - peerOne.rssMiB) / (count - 1);
       console.log(
-        `      | one ffmpeg, per pull beyond the first: rss ${marginal.toFixed(2)} MiB ` +
+        `      | one GStreamer process, per pull beyond the first: rss ${
+          marginal.toFixed(2)
+        } MiB ` +
           `(ratio ours/that ${(a.rssMiB / marginal).toFixed(2)})`,
       );
     }
   }
-} finally {
-  await camera.stop();
 }
