@@ -6,7 +6,7 @@ Deno.test("ticks count up and skip what a blocked event loop missed", async () =
   await new Promise<void>((resolve) => {
     const clock = new FrameClock(10, (index) => {
       ticks.push(index);
-      if (index === 0) {
+      if (ticks.length === 1) {
         const until = performance.now() + 55;
         while (performance.now() < until) { /* hold the event loop */ }
       }
@@ -17,8 +17,9 @@ Deno.test("ticks count up and skip what a blocked event loop missed", async () =
     });
     clock.start();
   });
-  assert.equal(ticks[0], 0);
-  assert.ok(ticks[1] >= 5, `after a 55 ms stall the next tick is ${ticks[1]}`);
+  // On a loaded machine even the first timer may come a tick late; what matters is the skip.
+  assert.ok(ticks[0] <= 1, `first tick ${ticks[0]}`);
+  assert.ok(ticks[1] >= ticks[0] + 5, `after a 55 ms stall the next tick is ${ticks[1]}`);
   assert.equal(ticks[2], ticks[1] + 1);
 });
 

@@ -8,7 +8,7 @@
  * process dies) or an answer without a candidate (the browser never connects: "Failed by ICE
  * timeout"). So each peer gets a range of its own, two ports wide since werift refuses a
  * one-port range: both are held while the peer gathers, the one it did not bind is given
- * back once its candidates are known. The cursor starts at a random port and goes round,
+ * back once its candidates are known. The cursor starts at a random pair and goes round,
  * so processes sharing a range seldom probe the same port at the same time.
  */
 import { ServiceUnavailableError } from "../../../core/errors.ts";
@@ -20,7 +20,12 @@ export class UdpPortPool {
 
   /** `min`..`max`: the configured media port range, inclusive. */
   constructor(readonly min: number, readonly max: number) {
-    this.#cursor = min + Math.floor(Math.random() * (max - min + 1));
+    this.#cursor = Math.floor(Math.random() * this.#pairSlots);
+  }
+
+  /** Pairs the range holds: pairs start at an even offset from `min`, so freed ones never straddle. */
+  get #pairSlots(): number {
+    return Math.floor((this.max - this.min + 1) / 2);
   }
 
   /** Ports held now. */
@@ -33,12 +38,13 @@ export class UdpPortPool {
    * the range has no such pair left.
    */
   acquirePair(): number {
-    const span = this.max - this.min + 1;
-    for (let i = 0; i < span; i++) {
-      const port = this.min + (this.#cursor - this.min + i) % span;
-      if (port + 1 > this.max || this.#held.has(port) || this.#held.has(port + 1)) continue;
+    const slots = this.#pairSlots;
+    for (let i = 0; i < slots; i++) {
+      const slot = (this.#cursor + i) % slots;
+      const port = this.min + 2 * slot;
+      if (this.#held.has(port) || this.#held.has(port + 1)) continue;
       this.#held.add(port).add(port + 1);
-      this.#cursor = port + 2 > this.max ? this.min : port + 2;
+      this.#cursor = (slot + 1) % slots;
       return port;
     }
     throw new ServiceUnavailableError(
