@@ -4,21 +4,12 @@
  * values, truncation, repeated ranges). An input depends only on the run's seed and its index,
  * so any finding replays from those two numbers.
  */
+import { prng } from "../media/formats/test_fixtures.ts";
 
-/** A seeded PRNG (mulberry32): a function giving numbers in [0, 1). */
+export { prng };
+
+/** A seeded PRNG: a function giving numbers in [0, 1). */
 export type Rng = () => number;
-
-/** mulberry32 seeded with `seed`. */
-export function prng(seed: number): Rng {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** The PRNG of input `index` of a run seeded with `seed`. */
 export function inputRng(seed: number, index: number): Rng {

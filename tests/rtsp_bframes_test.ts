@@ -10,7 +10,7 @@ import type { StreamRecord } from "../core/records.ts";
 import { run } from "../media/formats/test_fixtures.ts";
 import { startGstRtsp } from "./helpers/gst_rtsp.ts";
 import { startNginxRtmp } from "./helpers/nginx_rtmp.ts";
-import { probe } from "./helpers/media_fixtures.ts";
+import { probe, waitFor } from "./helpers/media_fixtures.ts";
 import { testConfig, type TestServer, withServer } from "./helpers/test_server.ts";
 
 /** Frame rate of the camera. */
@@ -70,6 +70,9 @@ async function checkPush(server: TestServer, name: string, flv: string): Promise
   }
 }
 
+/** Longest the test waits for the camera's second keyframe, in milliseconds. */
+const gopWaitMs = 15_000;
+
 async function findStream(server: TestServer, name: string): Promise<StreamRecord> {
   const [record] = await (await server.post("/stream/find", { name })).json() as StreamRecord[];
   return record;
@@ -88,8 +91,14 @@ for (const video of ["h264-bframes", "h265-bframes"] as const) {
           localStreamName: name,
         });
         assert.equal(start.status, 200, await start.text());
-        // Rates are measured over whole windows of a second, once a GOP has gone by.
-        await new Promise((r) => setTimeout(r, 2500));
+        // Rates are measured over whole windows of a second, once a GOP has gone by; a loaded
+        // machine's camera may take longer to send its second keyframe.
+        await waitFor(
+          "a whole GOP",
+          async () => (await findStream(server, name))?.gop || undefined,
+          gopWaitMs,
+        );
+        await new Promise((r) => setTimeout(r, 1500));
         const record = await findStream(server, name);
         assert.ok(Math.abs(record.fps - cameraFps) <= 1, `fps ${record.fps}`);
         assert.equal(record.gop, 25);

@@ -14,6 +14,7 @@ import { AacDepacketizer } from "../media/rtp/aac_depacketizer.ts";
 import type { Depacketizer } from "../media/rtp/depacketizer.ts";
 import { maxAccessUnitBytes } from "../media/rtp/depacketizer.ts";
 import { FrameDepacketizer } from "../media/rtp/frame_depacketizer.ts";
+import { prng } from "../media/formats/test_fixtures.ts";
 import { H264Depacketizer } from "../media/rtp/h264_depacketizer.ts";
 import { H265Depacketizer } from "../media/rtp/h265_depacketizer.ts";
 import { parseRtpPacket } from "../media/rtp/packet.ts";
@@ -26,18 +27,7 @@ const iterations = 3000;
 /** Longest a target may take for all its iterations, in milliseconds (a hang fails it). */
 const targetTimeLimitMs = 5000;
 
-/** mulberry32: a small seeded PRNG, so every run feeds the same bytes. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
+/** Random bytes, up to `max` of them. */
 function randomBytes(rand: () => number, max: number): Uint8Array {
   const out = new Uint8Array(Math.floor(rand() * max));
   for (let i = 0; i < out.length; i++) out[i] = Math.floor(rand() * 256);
