@@ -14,6 +14,11 @@ import { closeCodes, type SignalingSession } from "./session.ts";
 const authTokenChars = 40;
 /** Length of the random sipLogin WCS gives non-SIP sessions. */
 const sipLoginChars = 20;
+/**
+ * Close code "Try Again Later" (IANA WebSocket registry): the refusal of a full server, which
+ * a client may retry, unlike a policy refusal (1008).
+ */
+const tryAgainLaterCode = 1013;
 
 /** The `connection` object of the SDK (§3.3), and the backend's answer to `/connect`. */
 const connectionObject = z.looseObject({
@@ -79,7 +84,13 @@ function recordOf(
 }
 
 /** Refuses the connection: `fail` to the client, the FAILED event, then the socket closes. */
-function refuse(session: SignalingSession, ctx: SignalingContext, info: string, body?: object) {
+function refuse(
+  session: SignalingSession,
+  ctx: SignalingContext,
+  info: string,
+  body?: object,
+  closeCode: number = closeCodes.policy,
+) {
   session.send("fail", { apiMethod: "ConnectionStatusEvent", status: "FAILED", info });
   if (body) {
     void ctx.services.hooks.invoke("ConnectionStatusEvent", {
@@ -88,7 +99,7 @@ function refuse(session: SignalingSession, ctx: SignalingContext, info: string, 
       info,
     });
   }
-  session.close(closeCodes.policy, info);
+  session.close(closeCode, info);
 }
 
 async function handleConnection(
@@ -108,6 +119,14 @@ async function handleConnection(
     return;
   }
   const { services } = ctx;
+  // Counted here rather than at the upgrade, so a browser over the cap learns why (a 503
+  // before the upgrade reaches the SDK as a bare 1006). Held until the session ends.
+  const sessions = services.limits.sessions;
+  if (!sessions.tryAcquire()) {
+    refuse(session, ctx, sessions.refusal(), undefined, tryAgainLaterCode);
+    return;
+  }
+  void session.ended.then(() => sessions.release());
   const owned = {
     sessionId: session.sessionId,
     authToken: randomToken(authTokenChars),

@@ -10,6 +10,7 @@ import {
   ParseError,
   ServiceUnavailableError,
 } from "../core/errors.ts";
+import { plainString } from "../core/records.ts";
 import type { Services } from "../core/services.ts";
 import type { RegisteredStream } from "../core/stream_registry.ts";
 import { type StreamClient, type StreamStatus } from "../media/protocols/webrtc/client.ts";
@@ -44,6 +45,17 @@ export const streamInfo = {
   error: "Failed by error",
   user: "Stopped by user",
 } as const;
+
+/** Info of a refused stream name (the SDK has no standard text for it). */
+export const badStreamNameInfo = "bad stream name: control characters";
+
+/**
+ * True for a name with a NUL or control character: it would reach file names (recordings),
+ * log lines and URIs, where REST input of the same kind is refused too.
+ */
+function isBadStreamName(name: unknown): boolean {
+  return typeof name === "string" && !plainString.safeParse(name).success;
+}
 
 const streamObject = z.looseObject({
   mediaSessionId: z.string().min(1).nullish(),
@@ -151,6 +163,10 @@ async function admit(
     fail(streamInfo.idInUse);
     return undefined;
   }
+  if (isBadStreamName(stream.name)) {
+    fail(badStreamNameInfo);
+    return undefined;
+  }
   const outcome = await services.hooks.invoke(hook, {
     ...stream,
     nodeId: services.nodeId,
@@ -159,6 +175,11 @@ async function admit(
   }, session.restClientConfig);
   if (!outcome.ok) {
     fail(streamInfo.restricted);
+    return undefined;
+  }
+  // A backend may rename the stream: its name is held to the same rule.
+  if (isBadStreamName(outcome.body.name)) {
+    fail(badStreamNameInfo, { ...outcome.body, mediaSessionId: stream.mediaSessionId });
     return undefined;
   }
   // The backend may only change the stream's own fields, never its identity.

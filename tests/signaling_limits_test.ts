@@ -1,7 +1,8 @@
 /**
  * Web SDK signaling against hostile clients on bare TCP: message limits enforced while
- * reading, protocol errors, broken upgrades, the handshake deadline, connection and session
- * caps (refused with 503 and counted, slots returned), and a server at its open-file limit.
+ * reading, protocol errors, broken upgrades, the handshake deadline, connection caps (refused
+ * with 503 and counted, slots returned; the sessions cap is in session_cap_test.ts), and a
+ * server at its open-file limit.
  */
 import assert from "node:assert/strict";
 import type { Config } from "../config.ts";
@@ -210,7 +211,7 @@ Deno.test("a connection cap of N: the N+1th gets 503, counted; slots return to 0
   }, config);
 });
 
-Deno.test("per-address and session caps refuse with 503 and count; sessions return to 0", async () => {
+Deno.test("the per-address cap refuses with 503 and counts", async () => {
   const perAddress = testConfig({ limits: { connectionsPerAddress: 2 } });
   await withServer(async (server, open) => {
     await open();
@@ -219,18 +220,6 @@ Deno.test("per-address and session caps refuse with 503 and count; sessions retu
     assert.match(refused, /ws connections per address limit of 2 reached/);
     assert.equal(server.signaling.limitsSnapshot().ws.connectionsPerAddress.refused, 1);
   }, perAddress);
-  const sessionCap = testConfig({ limits: { sessions: 2 } });
-  await withServer(async (server, open) => {
-    const a = await established(open);
-    await established(open);
-    const refused = await rawResponse(server.wsPort, upgradeRequest());
-    assert.match(refused, /^HTTP\/1\.1 503 [^]*sessions limit of 2 reached/);
-    const sessions = server.services.limits.sessions;
-    assert.deepEqual(sessions.toJSON(), { current: 2, max: 2, refused: 1 });
-    a.close();
-    await until(() => sessions.current === 1, "session slot released");
-    await established(open);
-  }, sessionCap);
 });
 
 Deno.test("a client that reads nothing is cut off; others are served meanwhile", async () => {

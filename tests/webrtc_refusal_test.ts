@@ -138,6 +138,58 @@ Deno.test({
 });
 
 Deno.test({
+  name: "stream names with NUL or control characters are FAILED before any hook, stream or file",
+  ...weriftSanitizers,
+  fn: async () => {
+    // The backend renames one stream to a name with a control character: refused as well.
+    const backend = await startHookBackend((call) => {
+      if (call.hook === "connect") {
+        const overwriteName = { restPolicy: "OVERWRITE", restOverwrite: "name" };
+        return {
+          status: 200,
+          body: { ...call.body, restClientConfig: { publishStream: overwriteName } },
+        };
+      }
+      if (call.hook === "publishStream" && call.body.name === "renamed") {
+        return { status: 200, body: { ...call.body, name: "cam\u0007" } };
+      }
+      return { status: 200, body: call.body };
+    });
+    const s = await server(testConfig({ hooks: { url: backend.url } }));
+    const { client } = await WcsClient.connect(s.wsUrl);
+    try {
+      const offer = minimalOffer("a=rtpmap:98 VP8/90000");
+      const expectBadName = async (message: string, name: string) => {
+        const id = crypto.randomUUID();
+        client.send(message, { mediaSessionId: id, name, record: true, sdp: offer });
+        const status = await nextStatus(client, id);
+        assert.deepEqual(
+          [status.status, status.info],
+          ["FAILED", "bad stream name: control characters"],
+          `${message} ${JSON.stringify(name)}`,
+        );
+      };
+      await expectBadName("publishStream", "cam\u0000.mp4");
+      await expectBadName("publishStream", "cam\r\nINFO forged line");
+      await expectBadName("playStream", "cam\u001b[2J");
+      await expectBadName("publishStream", "renamed");
+      const streamHooks = backend.calls.filter((c) => /^(publish|play)Stream$/.test(c.hook));
+      assert.deepEqual(streamHooks.map((c) => c.body.name), ["renamed"]);
+      assert.ok(!client.messages().includes("setRemoteSDP"), "an answer was made");
+      assert.equal(s.services.streams.size, 0);
+      assert.equal(openPeerCount(), 0);
+      const folder = s.services.config.folders.records;
+      const files = await Array.fromAsync(Deno.readDir(folder)).catch(() => []);
+      assert.deepEqual(files, []);
+    } finally {
+      await client.close();
+      await s.stop();
+      await backend.close();
+    }
+  },
+});
+
+Deno.test({
   name:
     "webrtc: a backend refusing publishStream under restOnError FAIL fails the publish; events reach it",
   ...weriftSanitizers,
