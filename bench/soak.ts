@@ -111,8 +111,17 @@ const cameraAccepting = (async () => {
 const cameraPort = (camera.addr as Deno.NetAddr).port;
 
 const ports = { rest: freePort(), ws: freePort(), rtmp: freePort() };
+/** Extra `deno run` flags for the server, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`. */
+const serverFlags = (Deno.env.get("SOAK_DENO_FLAGS") ?? "").split(" ").filter(Boolean);
 const server = new Deno.Command("prlimit", {
-  args: [`--nofile=${nofile}:${nofile}`, Deno.execPath(), "run", ...startPermissions, "main.ts"],
+  args: [
+    `--nofile=${nofile}:${nofile}`,
+    Deno.execPath(),
+    "run",
+    ...startPermissions,
+    ...serverFlags,
+    "main.ts",
+  ],
   cwd: new URL("..", import.meta.url).pathname,
   env: {
     NO_COLOR: "1",

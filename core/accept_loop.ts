@@ -2,6 +2,10 @@
  * An accept loop that no accept error can end: at the open-file limit (EMFILE) or on any
  * other failure it logs (at most once per interval, with the count of errors not logged),
  * pauses briefly so it does not spin, and keeps accepting. Only closing the listener ends it.
+ *
+ * Accepts of a full backlog complete without a trip through the event loop, so a burst of
+ * connections would be drained (and each handed on) in one go while /health and every other
+ * connection wait; the loop therefore yields to the event loop after `acceptsPerTurn`.
  */
 import type { Logger } from "./log.ts";
 import { descriptors } from "./fd_guard.ts";
@@ -12,21 +16,35 @@ export const acceptBackoffMs = 50;
 export const maxAcceptBackoffMs = 1000;
 /** Shortest interval between two logged accept errors, in ms. */
 export const acceptErrorLogIntervalMs = 5000;
+/** Connections accepted before the loop lets other I/O and timers run. */
+export const acceptsPerTurn = 4;
+
+/** Resolves after the event loop's next turn (timers and ready I/O ran in between). */
+function nextTurn(): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, 0));
+}
 
 /**
  * Accepts connections of `listener` and hands each to `onConnection` until the listener is
- * closed (or `closing()` says it is being closed).
+ * closed (or `closing()` says it is being closed). A connection the descriptor guard refuses
+ * goes to `onRefused` with the reason (default: closed at once).
  */
 export async function acceptLoop<C extends Deno.Conn>(
   listener: Deno.Listener<C>,
   onConnection: (conn: C) => void,
   log: Logger,
   closing: () => boolean,
+  onRefused: (conn: C, reason: string) => void = (conn) => conn.close(),
 ): Promise<void> {
   let backoffMs = acceptBackoffMs;
   let lastLoggedAt = -Infinity;
   let unlogged = 0;
+  let acceptedThisTurn = 0;
   for (;;) {
+    if (++acceptedThisTurn > acceptsPerTurn) {
+      await nextTurn();
+      acceptedThisTurn = 1;
+    }
     let conn: C;
     try {
       conn = await listener.accept();
@@ -45,9 +63,9 @@ export async function acceptLoop<C extends Deno.Conn>(
       continue;
     }
     backoffMs = acceptBackoffMs;
-    // Within the descriptor reserve: closed at once, so the REST listener keeps its share.
+    // Within the descriptor reserve: refused, so the REST listener keeps its share.
     if (!descriptors.admit()) {
-      conn.close();
+      onRefused(conn, descriptors.refusal());
       continue;
     }
     onConnection(conn);

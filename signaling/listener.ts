@@ -26,6 +26,12 @@ import { readRequestHead, writeAll } from "./websocket/upgrade.ts";
 
 /** Time a refused connection has to send its request head before it is cut, in ms. */
 export const refusalReadTimeoutMs = 1000;
+/**
+ * Connections refused by the descriptor guard that may wait at once for their request head
+ * to be answered 503; beyond, a refused connection is closed at once. Their descriptors come
+ * out of the reserve, so this stays a small share of it.
+ */
+export const maxAnsweredDescriptorRefusals = 32;
 
 /** The handlers of every message built so far. */
 export function defaultHandlers(): HandlerTable {
@@ -74,6 +80,8 @@ export class SignalingServer {
   /** Connections not upgraded yet, so a stop can cut them, and their handling to wait for. */
   readonly #handshakes = new Map<Deno.Conn, Promise<void>>();
   readonly #keepAlive: KeepAlive;
+  /** Descriptor refusals waiting to be answered 503 (at most maxAnsweredDescriptorRefusals). */
+  #answeringRefusals = 0;
   #stopping = false;
 
   constructor(services: Services, handlers: HandlerTable = defaultHandlers()) {
@@ -125,6 +133,7 @@ export class SignalingServer {
       (conn) => this.#track(conn, entry),
       log,
       () => this.#stopping,
+      (conn, reason) => this.#refuse(conn, entry, reason),
     );
     this.#keepAlive.start();
     this.#ctx.log.info("listening", { service, address: hostname, port });
@@ -152,9 +161,27 @@ export class SignalingServer {
     await this.#ctx.services.hooks.drain();
   }
 
-  /** Runs the handshake of a new connection, tracked until it is upgraded or refused. */
-  #track(conn: Deno.Conn, listener: Listener): void {
-    const handling = this.#handshake(conn, listener)
+  /**
+   * Answers a connection the descriptor guard refused with a 503 naming the reason, as long
+   * as few such answers are pending (the client's request head is read first, so closing
+   * does not reset the connection over unread bytes); closes it at once beyond.
+   */
+  #refuse(conn: Deno.Conn, listener: Listener, reason: string): void {
+    if (this.#answeringRefusals >= maxAnsweredDescriptorRefusals) {
+      closeQuietly(conn);
+      return;
+    }
+    this.#answeringRefusals++;
+    this.#track(conn, listener, reason);
+    this.#handshakes.get(conn)?.finally(() => this.#answeringRefusals--);
+  }
+
+  /**
+   * Runs the handshake of a new connection, tracked until it is upgraded or refused;
+   * `refusal`: refused already (by the descriptor guard), answered 503 once its head is read.
+   */
+  #track(conn: Deno.Conn, listener: Listener, refusal?: string): void {
+    const handling = this.#handshake(conn, listener, refusal)
       .catch((err) => {
         this.#ctx.log.error("signaling handshake failed", { err, stack: (err as Error).stack });
         closeQuietly(conn);
@@ -163,9 +190,10 @@ export class SignalingServer {
     this.#handshakes.set(conn, handling);
   }
 
-  async #handshake(conn: Deno.Conn, listener: Listener): Promise<void> {
+  async #handshake(conn: Deno.Conn, listener: Listener, refused?: string): Promise<void> {
     const remote = conn.remoteAddr as Deno.NetAddr;
-    const refusal = this.#takeConnectionSlot(listener, remote.hostname);
+    // A connection refused already takes no slot (so releases none).
+    const refusal = refused ?? this.#takeConnectionSlot(listener, remote.hostname);
     const releaseSlot = () => {
       listener.connections.release();
       listener.perAddress.release(remote.hostname);

@@ -6,6 +6,8 @@
  */
 import assert from "node:assert/strict";
 import { freePort, waitForHttp } from "./helpers/process.ts";
+import { upgradeRequest } from "./helpers/raw_ws_client.ts";
+import { maxAnsweredDescriptorRefusals, refusalReadTimeoutMs } from "../signaling/listener.ts";
 
 const root = new URL("..", import.meta.url).pathname;
 /** The permissions of the `start` task (deno.json). */
@@ -23,6 +25,7 @@ const startPermissions = [
 function startLimited(nofile: string, permissions: string[], env: Record<string, string> = {}) {
   const rest = freePort();
   const ws = freePort();
+  const rtmp = freePort();
   const child = new Deno.Command("prlimit", {
     args: [`--nofile=${nofile}`, Deno.execPath(), "run", ...permissions, "main.ts"],
     cwd: root,
@@ -30,7 +33,7 @@ function startLimited(nofile: string, permissions: string[], env: Record<string,
       NO_COLOR: "1",
       MEDIASERVER_PORTS_REST: String(rest),
       MEDIASERVER_PORTS_WS: String(ws),
-      MEDIASERVER_PORTS_RTMP: String(freePort()),
+      MEDIASERVER_PORTS_RTMP: String(rtmp),
       ...env,
     },
     stdin: "null",
@@ -51,7 +54,7 @@ function startLimited(nofile: string, permissions: string[], env: Record<string,
     const [stdout, stderr] = await output;
     return { status, stdout, stderr };
   };
-  return { child, url: `http://127.0.0.1:${rest}`, wsPort: ws, stop };
+  return { child, url: `http://127.0.0.1:${rest}`, wsPort: ws, rtmpPort: rtmp, stop };
 }
 
 Deno.test("start logs the open-file limit, soft raised to the hard one (256:4096 -> 4096)", async () => {
@@ -128,7 +131,12 @@ Deno.test("the descriptor guard refuses WS connections and pulls within the rese
     }
     assert.equal(health.limits.descriptors.reserve, 128);
     assert.ok(health.limits.descriptors.refused > 100, JSON.stringify(health.limits));
-    assert.ok(health.fds.open <= 256 - 128 + 16, JSON.stringify(health.fds));
+    // Refused connections waiting (up to a second) for their request head to be answered 503
+    // hold descriptors of the reserve too, a bounded number.
+    assert.ok(
+      health.fds.open <= 256 - 128 + 16 + maxAnsweredDescriptorRefusals,
+      JSON.stringify(health.fds),
+    );
     const pull = await fetch(`${server.url}/rest-api/rtsp/startup`, {
       method: "POST",
       headers: { "Content-Type": "application/json" },
@@ -185,6 +193,51 @@ Deno.test("400 /rtsp/startup to a camera that never answers, at a limit of 512: 
     camera.close();
     for (const conn of held) conn.close();
     await accepting.catch(() => {});
+    const { status, stderr } = await server.stop();
+    assert.equal(status.code, 0, stderr);
+  }
+});
+
+/** Everything the server sends on `conn` until it closes it (or `timeoutMs` passes). */
+async function readUntilClosed(conn: Deno.Conn, timeoutMs = 5000): Promise<string> {
+  const timer = setTimeout(() => conn.close(), timeoutMs);
+  const decoder = new TextDecoder();
+  const buffer = new Uint8Array(4096);
+  let text = "";
+  try {
+    for (;;) {
+      const n = await conn.read(buffer).catch(() => null);
+      if (n === null) break;
+      text += decoder.decode(buffer.subarray(0, n), { stream: true });
+    }
+  } finally {
+    clearTimeout(timer);
+  }
+  return text;
+}
+
+Deno.test("within the descriptor reserve a WebSocket upgrade gets 503 naming the limit; RTMP is closed", async () => {
+  const server = startLimited("256:256", startPermissions);
+  const conns: Deno.Conn[] = [];
+  try {
+    await waitForHttp(`${server.url}/health`, 10_000);
+    for (let i = 0; i < 200; i++) {
+      conns.push(await Deno.connect({ hostname: "127.0.0.1", port: server.wsPort }));
+    }
+    // The refused ones among them, sending nothing, are cut once their head is overdue.
+    await new Promise((r) => setTimeout(r, refusalReadTimeoutMs + 500));
+    const refused = await Deno.connect({ hostname: "127.0.0.1", port: server.wsPort });
+    await refused.write(new TextEncoder().encode(upgradeRequest()));
+    const response = await readUntilClosed(refused);
+    assert.match(response, /^HTTP\/1\.1 503 /);
+    assert.match(response, /\r\n\r\nopen-file limit of 256 nearly reached \(128 kept free\)\n$/);
+    // RTMP refuses as before: closed without a byte.
+    const rtmp = await Deno.connect({ hostname: "127.0.0.1", port: server.rtmpPort });
+    assert.equal(await readUntilClosed(rtmp), "");
+    const health = await (await fetch(`${server.url}/health`)).json();
+    assert.ok(health.limits.descriptors.refused >= 2, JSON.stringify(health.limits));
+  } finally {
+    for (const conn of conns) conn.close();
     const { status, stderr } = await server.stop();
     assert.equal(status.code, 0, stderr);
   }

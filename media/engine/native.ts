@@ -9,12 +9,20 @@ import {
   LogTail,
 } from "./engine.ts";
 import { ServiceUnavailableError } from "../../core/errors.ts";
+import { setPriority } from "node:os";
 
 /**
  * Writes a live job may have waiting for ffmpeg's stdin; beyond it input is dropped, so an
  * ffmpeg that falls behind costs its own output, not server memory (about 5 s of audio).
  */
 export const maxPendingLiveWrites = 256;
+
+/**
+ * Nice value of the ffmpeg of a whole job (snapshot, conversion): a burst of them would
+ * otherwise take the cores from the server's event loop (signaling, REST, /health), which
+ * answers within milliseconds only if it runs first. Live jobs keep the server's priority.
+ */
+export const wholeJobNice = 10;
 
 /** Runs jobs with the `ffmpeg` program found on PATH (or the given path). */
 export class NativeEngine implements CodecEngine {
@@ -30,6 +38,7 @@ export class NativeEngine implements CodecEngine {
   async run(job: EngineJob): Promise<Uint8Array> {
     if (this.#closed) throw new EngineError("the engine is closed");
     const child = this.#spawn(job);
+    lowerPriority(child.pid);
     let timedOut = false;
     const timer = setTimeout(() => {
       timedOut = true;
@@ -152,6 +161,15 @@ class NativeLiveJob implements LiveJob {
     await this.#done;
     // Unread output would keep its pipe open after the process is gone.
     if (!this.#child.stdout.locked) await this.#child.stdout.cancel().catch(() => {});
+  }
+}
+
+/** Renices a whole job's ffmpeg to `wholeJobNice`; where not allowed (no --allow-sys) it keeps the server's. */
+function lowerPriority(pid: number): void {
+  try {
+    setPriority(pid, wholeJobNice);
+  } catch {
+    // Not permitted, or exited already: it runs at the server's priority.
   }
 }
 
