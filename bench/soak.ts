@@ -13,6 +13,7 @@
 import { makeClip } from "../tests/helpers/media_fixtures.ts";
 import { freePort, waitForHttp } from "../tests/helpers/process.ts";
 import { WcsClient } from "../tests/helpers/wcs_client.ts";
+import { upgradeRequest } from "../tests/helpers/raw_ws_client.ts";
 
 const nofile = 1024;
 /** Load rounds; a second round shows whether memory keeps growing or has settled. */
@@ -25,6 +26,8 @@ const deadPulls = 200;
 const snapshots = 100;
 /** Pause between /health probes during the load, in ms. */
 const healthIntervalMs = 50;
+/** Pause between raw upgrade probes (what a refused Web SDK client is told), in ms. */
+const upgradeIntervalMs = 100;
 /** Longest wait for the server to come back to idle after the load, in ms. */
 const settleTimeoutMs = 30_000;
 /** Quiet time after the server is idle again before the "after" reading, in ms. */
@@ -90,6 +93,37 @@ class Tally {
   toString(): string {
     return [...this.counts].sort((a, b) => b[1] - a[1]).map(([k, n]) => `${n} ${k}`).join(", ");
   }
+}
+
+/**
+ * The server's answer to one upgrade request on bare TCP: `101`, or the status and body of a
+ * refusal, or `closed without a response`.
+ */
+async function upgradeOutcome(port: number): Promise<string> {
+  const conn = await Deno.connect({ hostname: "127.0.0.1", port });
+  const timer = setTimeout(() => conn.close(), 5000);
+  const decoder = new TextDecoder();
+  const buffer = new Uint8Array(4096);
+  let text = "";
+  try {
+    await conn.write(new TextEncoder().encode(upgradeRequest()));
+    while (!text.startsWith("HTTP/1.1 101 ")) {
+      const n = await conn.read(buffer).catch(() => null);
+      if (n === null) break;
+      text += decoder.decode(buffer.subarray(0, n), { stream: true });
+    }
+  } finally {
+    clearTimeout(timer);
+    try {
+      conn.close();
+    } catch {
+      // Closed by the timer already.
+    }
+  }
+  if (text === "") return "closed without a response";
+  const status = text.slice(9, 12);
+  const body = text.split("\r\n\r\n")[1]?.trim() ?? "";
+  return status === "101" ? "101" : `${status} ${body}`.slice(0, 70);
 }
 
 /** Short label of an error: its message without addresses and numbers that vary. */
@@ -179,6 +213,8 @@ interface RoundResult {
   loadMs: number;
   quickMs: number;
   sessions: Tally;
+  /** Raw upgrade probes during the load, by the server's answer. */
+  upgrades: Tally;
   rtmp: Tally;
   rtmpStillOpen: number;
   pulls: Tally;
@@ -204,6 +240,7 @@ async function round(): Promise<RoundResult> {
     loadMs: 0,
     quickMs: 0,
     sessions: new Tally(),
+    upgrades: new Tally(),
     rtmp: new Tally(),
     rtmpStillOpen: 0,
     pulls: new Tally(),
@@ -298,12 +335,20 @@ async function round(): Promise<RoundResult> {
     }
   })();
 
+  const upgrading = (async () => {
+    while (loading && !serverExited) {
+      result.upgrades.add(await upgradeOutcome(ports.ws).catch(labelOf));
+      await new Promise((r) => setTimeout(r, upgradeIntervalMs));
+    }
+  })();
+
   await Promise.all([sessions, rtmp, snaps]);
   result.quickMs = performance.now() - started;
   await pulls;
   result.loadMs = performance.now() - started;
   loading = false;
   await probing;
+  await upgrading;
   result.rtmpStillOpen = rtmpConns.length - rtmpClosedByServer;
   for (const conn of rtmpConns) {
     try {
@@ -358,6 +403,7 @@ for (const [i, r] of results.entries()) {
     } s)`,
   );
   console.log(`  sessions:  ${r.sessions}`);
+  console.log(`  upgrade probes: ${r.upgrades}`);
   console.log(`  rtmp:      ${r.rtmp}; ${r.rtmpStillOpen} still open at the end of the load`);
   console.log(`  pulls:     ${r.pulls}`);
   console.log(
