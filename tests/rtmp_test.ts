@@ -37,6 +37,13 @@ async function copyStream(url: string, seconds: number) {
 
 /** Mean volume of `seconds` of the audio of an RTMP stream, in dB (volumedetect). */
 async function meanVolumeDb(url: string, seconds: number): Promise<number> {
+  const db = await measuredVolumeDb(url, seconds);
+  assert.ok(db !== undefined, `no volume measured on ${url}`);
+  return db;
+}
+
+/** Mean volume of `seconds` of the audio at `url`, undefined when no audio came in that time. */
+async function measuredVolumeDb(url: string, seconds: number): Promise<number | undefined> {
   const out = await new Deno.Command("ffmpeg", {
     args: [
       ...["-hide_banner", "-nostdin", "-rw_timeout", "10000000", "-i", url, "-t", String(seconds)],
@@ -47,7 +54,7 @@ async function meanVolumeDb(url: string, seconds: number): Promise<number> {
   }).output();
   const text = new TextDecoder().decode(out.stderr);
   const match = text.match(/mean_volume: (-?[\d.]+|-inf) dB/);
-  assert.ok(match, `no volume measured: ${text.slice(-400)}`);
+  if (!match) return undefined;
   return match[1] === "-inf" ? -Infinity : Number(match[1]);
 }
 
@@ -398,16 +405,17 @@ Deno.test("sound_on mixes a sound file into a push; sound_off takes it out", asy
       loop: true,
     });
     assert.equal(on.status, 200, await on.text());
+    // The push may republish while the sound joins: a moment without audio is retried.
     const loud = await waitFor("the sound in the push", async () => {
-      const db = await meanVolumeDb(remote, 1);
-      return db > -40 ? db : undefined;
+      const db = await measuredVolumeDb(remote, 1);
+      return db !== undefined && db > -40 ? db : undefined;
     }, 15_000);
     assert.ok(loud > -40);
 
     assert.equal((await server.post("/push/sound_off", { mediaSessionId })).status, 200);
     await waitFor(
       "the sound to stop",
-      async () => (await meanVolumeDb(remote, 1) < -80 ? true : undefined),
+      async () => ((await measuredVolumeDb(remote, 1) ?? 0) < -80 ? true : undefined),
       15_000,
     );
     const unknown = await server.post("/push/sound_on", {

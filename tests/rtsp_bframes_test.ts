@@ -44,7 +44,8 @@ async function checkFile(path: string, what: string): Promise<void> {
   const durationSec = Math.max(...pts) - Math.min(...pts) + 1 / cameraFps;
   const expected = durationSec * cameraFps;
   assert.ok(
-    Math.abs(frames - expected) <= 0.05 * expected,
+    // Within 5%, or one frame of a short file (a loaded machine's x265 camera sends little).
+    Math.abs(frames - expected) <= Math.max(1.01, 0.05 * expected),
     `${what}: ${frames} frames in ${durationSec.toFixed(3)} s of video, expected ${expected}`,
   );
   for (let i = 1; i < packets.length; i++) {

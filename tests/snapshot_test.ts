@@ -12,7 +12,7 @@ for (const engine of ["native", "wasm"] as const) {
   Deno.test(`snapshot with the ${engine} engine is a PNG of the stream's size`, async () => {
     const config = testConfig({ media: { engine } });
     await Deno.mkdir(config.folders.media, { recursive: true });
-    await makeClip(`${config.folders.media}/clip.mp4`, { seconds: 3, width: 352, height: 288 });
+    await makeClip(`${config.folders.media}/clip.mp4`, { seconds: 10, width: 352, height: 288 });
     await withServer(async (server) => {
       assert.equal(server.services.engine.kind, engine);
       const start = await server.post("/vod/startup", {
