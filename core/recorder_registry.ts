@@ -36,7 +36,8 @@ const mibBytes = 1024 * 1024;
  * free. Recordings already running go on.
  */
 export class RecorderRegistry {
-  #single = new Map<string, { recorder: Recorder; stream: Stream }>();
+  /** Recorders by mediaSessionId, listed until their file has its final name. */
+  #single = new Map<string, { recorder: Recorder; stream: Stream; stopping?: Promise<void> }>();
   #multi = new Map<string, Recorder>();
   #config: Config;
   #streams: StreamRegistry;
@@ -87,11 +88,15 @@ export class RecorderRegistry {
   /** Stops the recorder of `mediaSessionId` and closes its file under its final name. */
   async terminate(mediaSessionId: string): Promise<void> {
     const entry = this.#single.get(mediaSessionId);
-    if (!entry) throw new NotFoundError(`recorder of mediaSessionId ${mediaSessionId} not found`);
-    this.#single.delete(mediaSessionId);
+    if (!entry || entry.stopping) {
+      throw new NotFoundError(`recorder of mediaSessionId ${mediaSessionId} not found`);
+    }
     this.#cap.release();
     if (entry.stream.recording === entry.recorder) entry.stream.recording = undefined;
-    await entry.recorder.stop();
+    // Listed until the file is closed and renamed, so a client that waits for the recorder
+    // to go away finds the file under its final name.
+    entry.stopping = entry.recorder.stop().finally(() => this.#single.delete(mediaSessionId));
+    await entry.stopping;
   }
 
   /** Records of the single-stream recorders. */
@@ -148,7 +153,9 @@ export class RecorderRegistry {
 
   /** Stops every recorder, closing their files (server stop). */
   async closeAll(): Promise<void> {
-    await Promise.all([...this.#single.keys()].map((id) => this.terminate(id)));
+    await Promise.all(
+      [...this.#single].map(([id, entry]) => entry.stopping ?? this.terminate(id)),
+    );
     await Promise.all([...this.#multi.keys()].map((uri) => this.multiTerminate(uri)));
   }
 
