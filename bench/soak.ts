@@ -11,7 +11,7 @@
  * twice, to tell memory the runtime keeps from memory that leaks.
  */
 import { makeClip } from "../tests/helpers/media_fixtures.ts";
-import { freePort, waitForHttp } from "../tests/helpers/process.ts";
+import { freePort, startPermissions, waitForHttp } from "../tests/helpers/process.ts";
 import { WcsClient } from "../tests/helpers/wcs_client.ts";
 import { upgradeRequest } from "../tests/helpers/raw_ws_client.ts";
 
@@ -33,17 +33,6 @@ const settleTimeoutMs = 30_000;
 /** Quiet time after the server is idle again before the "after" reading, in ms. */
 const quietMs = 3000;
 const startTimeoutMs = 15_000;
-
-/** The `start` task's permissions (deno.json). */
-const startPermissions = [
-  "--allow-net",
-  "--allow-read",
-  "--allow-write",
-  "--allow-env",
-  "--allow-run",
-  "--allow-sys",
-  "--allow-ffi",
-];
 
 /** Resources of a process as the kernel counts them. */
 interface Usage {

@@ -5,24 +5,17 @@
  * refusing WebSocket connections and pulls within it.
  */
 import assert from "node:assert/strict";
-import { freePort, waitForHttp } from "./helpers/process.ts";
+import { freePort, startPermissions, waitForHttp } from "./helpers/process.ts";
 import { upgradeRequest } from "./helpers/raw_ws_client.ts";
 import { maxAnsweredDescriptorRefusals, refusalReadTimeoutMs } from "../signaling/listener.ts";
 
 const root = new URL("..", import.meta.url).pathname;
-/** The permissions of the `start` task (deno.json). */
-const startPermissions = [
-  "--allow-net",
-  "--allow-read",
-  "--allow-write",
-  "--allow-env",
-  "--allow-run",
-  "--allow-sys",
-  "--allow-ffi",
-];
-
 /** main.ts under `prlimit --nofile=<soft>:<hard>` on free ports; stdout and stderr kept. */
-function startLimited(nofile: string, permissions: string[], env: Record<string, string> = {}) {
+function startLimited(
+  nofile: string,
+  permissions: readonly string[],
+  env: Record<string, string> = {},
+) {
   const rest = freePort();
   const ws = freePort();
   const rtmp = freePort();

@@ -1,5 +1,17 @@
 /** Helpers for tests that run the server as a subprocess. */
 
+/**
+ * The permissions of the `start` task, read from deno.json so that tests and benchmarks run
+ * the server exactly as users start it.
+ */
+export const startPermissions: readonly string[] = (() => {
+  const denoJson = JSON.parse(
+    Deno.readTextFileSync(new URL("../../deno.json", import.meta.url)),
+  ) as { tasks: { start: string } };
+  const serverCommand = denoJson.tasks.start.split("&&").at(-1)!;
+  return serverCommand.trim().split(/\s+/).filter((arg) => arg.startsWith("--allow-"));
+})();
+
 /** A TCP port that was free a moment ago on 127.0.0.1. */
 export function freePort(): number {
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
