@@ -15,7 +15,8 @@ function children(): number[] {
   return pids;
 }
 
-Deno.test("a whole job's ffmpeg runs at nice 10", async () => {
+/** The nice value of the one ffmpeg `job` runs, looked at while it runs. */
+async function niceOfJob(live: boolean): Promise<number> {
   const engine = new NativeEngine();
   const { promise: checked, resolve: check } = Promise.withResolvers<void>();
   // Input that ends only once the running ffmpeg was looked at.
@@ -27,6 +28,7 @@ Deno.test("a whole job's ffmpeg runs at nice 10", async () => {
     inputArgs: ["-f", "mpegts"],
     input: input(),
     outputArgs: ["-f", "null"],
+    live,
   }).catch((err) => err);
   try {
     let pids: number[] = [];
@@ -37,12 +39,19 @@ Deno.test("a whole job's ffmpeg runs at nice 10", async () => {
     assert.equal(pids.length, 1);
     // Field 19 of /proc/<pid>/stat, counted after the command name's closing parenthesis.
     const stat = Deno.readTextFileSync(`/proc/${pids[0]}/stat`);
-    const nice = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[16]);
-    assert.equal(nice, wholeJobNice);
-    assert.equal(wholeJobNice, 10);
+    return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[16]);
   } finally {
     check();
     await job;
     await engine.close();
   }
+}
+
+Deno.test("a whole job's ffmpeg runs at nice 10", async () => {
+  assert.equal(await niceOfJob(false), wholeJobNice);
+  assert.equal(wholeJobNice, 10);
+});
+
+Deno.test("a chunk of live audio keeps the server's priority", async () => {
+  assert.equal(await niceOfJob(true), 0);
 });

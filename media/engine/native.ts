@@ -38,7 +38,9 @@ export class NativeEngine implements CodecEngine {
   async run(job: EngineJob): Promise<Uint8Array> {
     if (this.#closed) throw new EngineError("the engine is closed");
     const child = this.#spawn(job);
-    lowerPriority(child.pid);
+    // A chunk of live audio (sound_on, chunked conversion) is due in real time: only jobs
+    // that can wait give way to the server.
+    if (!job.live) lowerPriority(child.pid);
     let timedOut = false;
     const timer = setTimeout(() => {
       timedOut = true;
