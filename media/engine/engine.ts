@@ -90,6 +90,11 @@ export interface LiveJobOptions {
   inputArgs: string[];
   /** Arguments after the input; must name the output format (`-f`). */
   outputArgs: string[];
+  /**
+   * Writes that may wait for ffmpeg's stdin before `write` drops (default
+   * `maxPendingLiveWrites`); raw video, a megabyte a frame, needs far fewer.
+   */
+  maxPendingWrites?: number;
 }
 
 /** A running live job: bytes in as they come, bytes out as ffmpeg writes them. */

@@ -72,7 +72,11 @@ export class NativeEngine implements CodecEngine {
   start(job: LiveJobOptions): LiveJob {
     if (this.#closed) throw new EngineError("the engine is closed");
     const child = this.#spawn(job);
-    return new NativeLiveJob(child, () => this.#running.delete(child));
+    return new NativeLiveJob(
+      child,
+      job.maxPendingWrites ?? maxPendingLiveWrites,
+      () => this.#running.delete(child),
+    );
   }
 
   /**
@@ -128,6 +132,7 @@ class NativeLiveJob implements LiveJob {
   #child: Deno.ChildProcess;
   #writer: WritableStreamDefaultWriter<Uint8Array>;
   #pending = 0;
+  #maxPending: number;
   #exited = false;
   #done: Promise<void>;
   #log = new LogTail();
@@ -135,8 +140,9 @@ class NativeLiveJob implements LiveJob {
     this.#pending--;
   };
 
-  constructor(child: Deno.ChildProcess, onExit: () => void) {
+  constructor(child: Deno.ChildProcess, maxPending: number, onExit: () => void) {
     this.#child = child;
+    this.#maxPending = maxPending;
     this.#writer = child.stdin.getWriter();
     this.output = child.stdout;
     this.#done = Promise.all([readLog(child.stderr, this.#log), child.status]).then(() => {
@@ -150,7 +156,7 @@ class NativeLiveJob implements LiveJob {
   }
 
   write(chunk: Uint8Array): boolean {
-    if (this.#exited || this.#pending >= maxPendingLiveWrites) return false;
+    if (this.#exited || this.#pending >= this.#maxPending) return false;
     this.#pending++;
     this.#writer.write(chunk).then(this.#settled, this.#settled);
     return true;
