@@ -11,12 +11,7 @@
 import type { LiveJob } from "../engine/engine.ts";
 import { findH264ParameterSets } from "../codecs/h264.ts";
 import type { MediaFrame } from "../frame.ts";
-import type {
-  RawVideoFrame,
-  VideoEncoder,
-  VideoEncoderOptions,
-  VideoEncoderSettings,
-} from "./video_codec.ts";
+import type { RawVideoFrame, VideoEncoder, VideoEncoderOptions } from "./video_codec.ts";
 import { videoEncoderArgs } from "./video_encoder_args.ts";
 import {
   type EncodedPicture,
@@ -30,13 +25,17 @@ import {
  */
 export const maxPendingEncoderWrites = 3;
 /** Longest span of pictures one chunked run encodes, in milliseconds. */
-export const maxChunkMs = 1000;
+const maxChunkMs = 1000;
 /** Chunks that may wait while a run is going; pictures beyond them are dropped. */
 const maxQueuedChunks = 1;
 /** Longest one chunked run may take, in milliseconds. */
 const chunkRunTimeoutMs = 15_000;
 
-/** An encoder for `options.settings`: streaming when the engine can, chunked otherwise. */
+/**
+ * An encoder for `options.settings`: streaming when the engine can, chunked otherwise.
+ * Throws the engine's error when its ffmpeg cannot be started (EngineError, or a 503 when
+ * no file descriptor is left).
+ */
 export function createVideoEncoder(options: VideoEncoderOptions): VideoEncoder {
   return options.engine.start
     ? new StreamingVideoEncoder(options)
@@ -48,18 +47,24 @@ export function i420Bytes(width: number, height: number): number {
   return width * height + 2 * Math.ceil(width / 2) * Math.ceil(height / 2);
 }
 
-/** Rejects a picture that would desynchronise ffmpeg's raw input (a caller's bug). */
-function checkPicture(picture: RawVideoFrame, settings: VideoEncoderSettings): void {
-  const { width, height } = settings;
+/**
+ * True when the picture is of the encoder's size: any other would desynchronise ffmpeg's raw
+ * input for good, so it is refused (a caller's bug, logged).
+ */
+function fits(picture: RawVideoFrame, options: VideoEncoderOptions): boolean {
+  const { width, height } = options.settings;
   if (
-    picture.width !== width || picture.height !== height ||
-    picture.data.length !== i420Bytes(width, height)
+    picture.width === width && picture.height === height &&
+    picture.data.length === i420Bytes(width, height)
   ) {
-    throw new RangeError(
-      `picture ${picture.width}x${picture.height} (${picture.data.length} bytes) ` +
-        `is not the encoder's ${width}x${height} I420`,
-    );
+    return true;
   }
+  options.log.warn("video encoder refused a picture of another size", {
+    picture: `${picture.width}x${picture.height}`,
+    bytes: picture.data.length,
+    encoder: `${width}x${height}`,
+  });
+  return false;
 }
 
 /**
@@ -160,8 +165,7 @@ class StreamingVideoEncoder implements VideoEncoder {
 
   push(picture: RawVideoFrame): boolean {
     if (this.#closed) return false;
-    checkPicture(picture, this.#options.settings);
-    if (!this.#job.write(picture.data)) {
+    if (!fits(picture, this.#options) || !this.#job.write(picture.data)) {
       this.#dropped++;
       return false;
     }
@@ -226,7 +230,10 @@ class ChunkedVideoEncoder implements VideoEncoder {
 
   push(picture: RawVideoFrame): boolean {
     if (this.#closed) return false;
-    checkPicture(picture, this.#options.settings);
+    if (!fits(picture, this.#options)) {
+      this.#dropped++;
+      return false;
+    }
     // A new chunk starts only if it could be queued: pictures are refused while a run is
     // going and another chunk waits, so no queue grows behind a slow engine.
     if (this.#chunk.length === 0 && this.#pendingChunks > maxQueuedChunks) {

@@ -3,7 +3,7 @@ import { silentLogger } from "../../core/log.ts";
 import { parseH264Sps } from "../codecs/h264.ts";
 import { lengthPrefixedToAnnexB } from "../codecs/nalu.ts";
 import { findH264ParameterSets } from "../codecs/h264.ts";
-import type { CodecEngine } from "../engine/engine.ts";
+import { type CodecEngine, EngineError } from "../engine/engine.ts";
 import { NativeEngine } from "../engine/native.ts";
 import { WasmEngine } from "../engine/wasm.ts";
 import { ivfOf } from "../formats/ivf.ts";
@@ -46,11 +46,16 @@ function track(codec: EncodedVideoCodec): Track {
 }
 
 /** An encoder of the test settings on `engine`, collecting its frames. */
-function encoderOn(engine: CodecEngine, codec: EncodedVideoCodec, output: Track) {
+function encoderOn(
+  engine: CodecEngine,
+  codec: EncodedVideoCodec,
+  output: Track,
+  bitrateKbps = 300,
+) {
   const frames: MediaFrame[] = [];
   const encoder = createVideoEncoder({
     engine,
-    settings: { codec, width, height, fps, keyFrameInterval, bitrateKbps: 300 },
+    settings: { codec, width, height, fps, keyFrameInterval, bitrateKbps },
     track: output,
     onFrame: (frame) => {
       // The configuration is set before the first keyframe is handed on.
@@ -130,7 +135,11 @@ for (const kind of ["native", "wasm"] as const) {
       if (codec === "H264") {
         assert.equal(output.config?.codec, "H264");
         const sps = parseH264Sps(output.config.sps[0]);
-        assert.deepEqual([sps.profileIdc, sps.width, sps.height], [66, width, height]);
+        // Baseline with constraint_set1 (Constrained Baseline), level 1.2 for 320x180 at 15 fps.
+        assert.deepEqual(
+          [sps.profileIdc, sps.constraintFlags & 0x40, sps.levelIdc, sps.width, sps.height],
+          [66, 0x40, 12, width, height],
+        );
         assert.ok(output.config.pps.length > 0);
         // Every keyframe repeats the parameter sets, so a viewer can join at any of them.
         for (const frame of frames.filter((f) => f.keyframe)) {
@@ -161,7 +170,8 @@ for (const codec of ["H264", "VP8"] as const) {
   Deno.test(`native ${codec} encoder: a picture comes back without waiting for the next`, async () => {
     const [picture] = await pictures(1);
     const engine = new NativeEngine();
-    const { encoder, frames } = encoderOn(engine, codec, track(codec));
+    // No bitrate given: the encoder picks one for the size.
+    const { encoder, frames } = encoderOn(engine, codec, track(codec), 0);
     try {
       assert.ok(encoder.push(picture));
       await waitFor(() => frames.length === 1, "the first frame", 5000);
@@ -212,14 +222,65 @@ Deno.test("chunked encoder: one run going and one chunk queued, pictures beyond 
   assert.equal(encoder.push(input[0]), false);
 });
 
-Deno.test("encoder refuses a picture of another size", async () => {
-  const engine = new WasmEngine();
-  const { encoder } = encoderOn(engine, "H264", track("H264"));
+/** An engine without `start` (so chunked) running native ffmpeg, whose first run fails. */
+function chunkedEngine(native: NativeEngine): CodecEngine & { runs: number } {
+  return {
+    kind: "native",
+    runs: 0,
+    run(job) {
+      return this.runs++ === 0
+        ? Promise.reject(new EngineError("first run fails"))
+        : native.run(job);
+    },
+    close: () => native.close(),
+  };
+}
+
+Deno.test("chunked encoder: a failed run costs its pictures only", async () => {
+  const input = await pictures(20);
+  const engine = chunkedEngine(new NativeEngine());
+  const { encoder, frames } = encoderOn(engine, "H264", track("H264"));
   try {
-    assert.throws(
-      () => encoder.push({ width: 2, height: 2, data: new Uint8Array(6), pts: 0 }),
-      RangeError,
-    );
+    for (const picture of input) await pushWhenAccepted(encoder, picture);
+    await waitFor(() => frames.length >= 10, "the second chunk");
+    assert.equal(engine.runs, 2);
+    assert.equal(encoder.dropped, 10);
+  } finally {
+    await encoder.close();
+    await engine.close();
+  }
+  assert.deepEqual(frames.map((f) => f.pts), input.slice(10).map((p) => p.pts));
+  assert.equal(frames[0].keyframe, true);
+});
+
+Deno.test("chunked encoder: nothing comes out after close, even from a run going", async () => {
+  const input = await pictures(10);
+  const engine = chunkedEngine(new NativeEngine());
+  engine.runs = 1; // no failure
+  const { encoder, frames } = encoderOn(engine, "VP8", track("VP8"));
+  try {
+    for (const picture of input) assert.ok(encoder.push(picture));
+    assert.equal(engine.runs, 1, "not started before the chain's next turn");
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    assert.equal(engine.runs, 2, "the run is going");
+    await encoder.close();
+  } finally {
+    await engine.close();
+  }
+  assert.equal(frames.length, 0);
+});
+
+Deno.test("encoder refuses a picture of another size and keeps encoding", async () => {
+  const [picture] = await pictures(1);
+  const engine = new NativeEngine();
+  const { encoder, frames } = encoderOn(engine, "H264", track("H264"));
+  try {
+    assert.equal(encoder.push({ width: 2, height: 2, data: new Uint8Array(6), pts: 0 }), false);
+    assert.equal(encoder.push({ ...picture, data: picture.data.subarray(1) }), false);
+    assert.equal(encoder.dropped, 2);
+    assert.ok(encoder.push(picture));
+    await waitFor(() => frames.length === 1, "the frame of the right size");
+    assert.equal(frames[0].pts, picture.pts);
   } finally {
     await encoder.close();
     await engine.close();
