@@ -76,8 +76,9 @@ class Run {
   /** Picture number of `#pts[0]`. */
   #first = 0;
   #options: VideoEncoderOptions;
-  /** Pictures ffmpeg wrote no frame for (never expected; logged once). */
+  /** Pictures ffmpeg wrote no frame for, frames of no picture: never expected, logged once. */
   #lost = 0;
+  #unmatched = 0;
 
   constructor(options: VideoEncoderOptions) {
     this.#options = options;
@@ -103,7 +104,9 @@ class Run {
       if (this.#lost++ === 0) log.warn("video encoder skipped a picture", { codec: track.codec });
     }
     if (this.#pts.length === 0 || this.#first !== picture.index) {
-      log.warn("video encoder frame matches no picture", { index: picture.index });
+      if (this.#unmatched++ === 0) {
+        log.warn("video encoder frame matches no picture", { index: picture.index });
+      }
       return;
     }
     const pts = this.#pts.shift()!;

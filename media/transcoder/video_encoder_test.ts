@@ -9,7 +9,12 @@ import { WasmEngine } from "../engine/wasm.ts";
 import { ivfOf } from "../formats/ivf.ts";
 import { decode, probeStreams, run, tempPath } from "../formats/test_fixtures.ts";
 import type { MediaFrame, Track } from "../frame.ts";
-import type { EncodedVideoCodec, RawVideoFrame, VideoEncoder } from "./video_codec.ts";
+import type {
+  EncodedVideoCodec,
+  RawVideoFrame,
+  VideoEncoder,
+  VideoEncoderSettings,
+} from "./video_codec.ts";
 import { createVideoEncoder, i420Bytes } from "./video_encoder.ts";
 import { h264LevelFor } from "./video_encoder_args.ts";
 
@@ -50,12 +55,12 @@ function encoderOn(
   engine: CodecEngine,
   codec: EncodedVideoCodec,
   output: Track,
-  bitrateKbps = 300,
+  settings: Partial<VideoEncoderSettings> = {},
 ) {
   const frames: MediaFrame[] = [];
   const encoder = createVideoEncoder({
     engine,
-    settings: { codec, width, height, fps, keyFrameInterval, bitrateKbps },
+    settings: { codec, width, height, fps, keyFrameInterval, bitrateKbps: 300, ...settings },
     track: output,
     onFrame: (frame) => {
       // The configuration is set before the first keyframe is handed on.
@@ -171,7 +176,7 @@ for (const codec of ["H264", "VP8"] as const) {
     const [picture] = await pictures(1);
     const engine = new NativeEngine();
     // No bitrate given: the encoder picks one for the size.
-    const { encoder, frames } = encoderOn(engine, codec, track(codec), 0);
+    const { encoder, frames } = encoderOn(engine, codec, track(codec), { bitrateKbps: 0 });
     try {
       assert.ok(encoder.push(picture));
       await waitFor(() => frames.length === 1, "the first frame", 5000);
@@ -180,6 +185,22 @@ for (const codec of ["H264", "VP8"] as const) {
       await encoder.close();
       await engine.close();
     }
+  });
+}
+
+for (const codec of ["H264", "VP8"] as const) {
+  Deno.test(`native ${codec} encoder at 29.97 fps: frames keep their pictures' pts`, async () => {
+    const input = await pictures(12);
+    const engine = new NativeEngine();
+    const { encoder, frames } = encoderOn(engine, codec, track(codec), { fps: 29.97 });
+    try {
+      for (const picture of input) await pushWhenAccepted(encoder, picture);
+      await waitFor(() => frames.length === input.length, "12 frames");
+    } finally {
+      await encoder.close();
+      await engine.close();
+    }
+    assert.deepEqual(frames.map((f) => f.pts), input.map((p) => p.pts));
   });
 }
 
