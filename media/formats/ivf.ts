@@ -15,15 +15,8 @@ export function ivfOf(frames: readonly Uint8Array[], width: number, height: numb
   const size = fileHeaderBytes + frames.reduce((n, f) => n + frameHeaderBytes + f.length, 0);
   const out = new Uint8Array(size);
   const view = new DataView(out.buffer);
-  out.set([0x44, 0x4b, 0x49, 0x46]); // "DKIF"
-  view.setUint16(4, 0, true); // version
-  view.setUint16(6, fileHeaderBytes, true);
-  out.set([0x56, 0x50, 0x38, 0x30], 8); // "VP80"
-  view.setUint16(12, width, true);
-  view.setUint16(14, height, true);
-  view.setUint32(16, 30, true); // time base 1/30 s: timestamps count frames here
-  view.setUint32(20, 1, true);
-  view.setUint32(24, frames.length, true);
+  // Time base 1/30 s: timestamps count frames here.
+  writeFileHeader(view, width, height, 30, frames.length);
   let at = fileHeaderBytes;
   frames.forEach((frame, i) => {
     view.setUint32(at, frame.length, true);
@@ -32,6 +25,52 @@ export function ivfOf(frames: readonly Uint8Array[], width: number, height: numb
     at += frameHeaderBytes + frame.length;
   });
   return out;
+}
+
+/**
+ * Incremental IVF writer of a VP8 stream of one picture size (a pipe to ffmpeg): the first
+ * frame comes with the file header, whose frame count is 0 (unknown).
+ */
+export class IvfWriter {
+  #header: Uint8Array | undefined;
+
+  /** Timestamps are in 1/`clockRate` s (90000: the media plane's video pts as they are). */
+  constructor(width: number, height: number, clockRate: number) {
+    this.#header = new Uint8Array(fileHeaderBytes);
+    writeFileHeader(new DataView(this.#header.buffer), width, height, clockRate, 0);
+  }
+
+  /** The bytes of one frame (its header and data, after the file header the first time). */
+  frame(data: Uint8Array, timestamp: number): Uint8Array {
+    const before = this.#header?.length ?? 0;
+    const out = new Uint8Array(before + frameHeaderBytes + data.length);
+    if (this.#header) out.set(this.#header);
+    this.#header = undefined;
+    const view = new DataView(out.buffer, before);
+    view.setUint32(0, data.length, true);
+    view.setBigInt64(4, BigInt(timestamp), true);
+    out.set(data, before + frameHeaderBytes);
+    return out;
+  }
+}
+
+/** Writes a VP8 file header of timestamps in 1/`timeBaseDen` s at the start of `view`. */
+function writeFileHeader(
+  view: DataView,
+  width: number,
+  height: number,
+  timeBaseDen: number,
+  frameCount: number,
+): void {
+  [0x44, 0x4b, 0x49, 0x46].forEach((b, i) => view.setUint8(i, b)); // "DKIF"
+  view.setUint16(4, 0, true); // version
+  view.setUint16(6, fileHeaderBytes, true);
+  [0x56, 0x50, 0x38, 0x30].forEach((b, i) => view.setUint8(8 + i, b)); // "VP80"
+  view.setUint16(12, width, true);
+  view.setUint16(14, height, true);
+  view.setUint32(16, timeBaseDen, true);
+  view.setUint32(20, 1, true);
+  view.setUint32(24, frameCount, true);
 }
 
 /** What an IVF file header says. */

@@ -1,0 +1,165 @@
+/**
+ * What both video decoders (streaming and chunked) need to feed ffmpeg: the picture size a
+ * keyframe starts, the container the compressed frames travel in (MPEG-TS for H.264 and
+ * H.265, IVF for VP8, which MPEG-TS cannot carry), the arguments that make ffmpeg write raw
+ * I420 pictures, one per input frame, and which frames a decoder may skip.
+ */
+import { findH264ParameterSets, H264NalType, parseH264Sps } from "../codecs/h264.ts";
+import { findH265ParameterSets, H265NalType, h265NalType, parseH265Sps } from "../codecs/h265.ts";
+import { vp8KeyframeInfo } from "../codecs/vp8.ts";
+import { IvfWriter } from "../formats/ivf.ts";
+import { TsMuxer } from "../formats/mpegts/muxer.ts";
+import type { MediaFrame, Track } from "../frame.ts";
+
+/** A picture size in pixels. */
+export interface PictureSize {
+  width: number;
+  height: number;
+}
+
+/** Bytes of one tightly packed I420 picture (chroma planes ceil(w/2) x ceil(h/2)). */
+export function i420Bytes({ width, height }: PictureSize): number {
+  return width * height + 2 * Math.ceil(width / 2) * Math.ceil(height / 2);
+}
+
+/**
+ * The size of the pictures a keyframe starts: from its in-band SPS (H.264/H.265) or frame
+ * header (VP8), else the track's SPS, else the track's size; undefined when none says.
+ */
+export function keyframeSize(track: Track, frame: MediaFrame): PictureSize | undefined {
+  try {
+    switch (track.codec) {
+      case "H264": {
+        const sps = findH264ParameterSets(frame.data).sps[0] ??
+          (track.config?.codec === "H264" ? track.config.sps[0] : undefined);
+        if (sps) return sizeOf(parseH264Sps(sps));
+        break;
+      }
+      case "H265": {
+        const sps = findH265ParameterSets(frame.data).sps[0] ??
+          (track.config?.codec === "H265" ? track.config.sps[0] : undefined);
+        if (sps) return sizeOf(parseH265Sps(sps));
+        break;
+      }
+      case "VP8": {
+        const info = vp8KeyframeInfo(frame.data);
+        if (info) return sizeOf(info);
+        break;
+      }
+    }
+  } catch {
+    // A damaged parameter set: the track's size is the best guess left.
+  }
+  return track.width && track.height ? { width: track.width, height: track.height } : undefined;
+}
+
+function sizeOf({ width, height }: PictureSize): PictureSize | undefined {
+  return width > 0 && height > 0 ? { width, height } : undefined;
+}
+
+/** The compressed frames of one ffmpeg run, in the container ffmpeg reads them from. */
+export interface DecoderInput {
+  /** ffmpeg's input arguments naming the container. */
+  readonly args: string[];
+  /** The bytes of one frame (container headers included where due). */
+  encode(frame: MediaFrame): Uint8Array;
+}
+
+/** A new input for one ffmpeg run decoding `track` at `size` (each run starts afresh). */
+export function decoderInput(track: Track, size: PictureSize): DecoderInput {
+  if (track.codec === "VP8") {
+    // IVF timestamps in the track's clock: ffmpeg reads them as they are.
+    const writer = new IvfWriter(size.width, size.height, track.clockRate);
+    return { args: ["-f", "ivf"], encode: (f) => writer.frame(f.data, f.pts) };
+  }
+  // The muxer repeats the track's SPS/PPS before keyframes that lack them in-band.
+  const muxer = new TsMuxer({ tracks: [{ ...track, id: 0 }] });
+  return { args: ["-f", "mpegts"], encode: (f) => muxer.mux({ ...f, trackId: 0 }) };
+}
+
+/**
+ * ffmpeg's input options for a decoder: no probing beyond the first packets, so a live run
+ * decodes at once (`-fflags nobuffer`, which live audio uses, made ffmpeg 5.1 lose every
+ * other H.264 picture of an MPEG-TS pipe, so it is left out).
+ */
+export const decoderProbeArgs = ["-probesize", "32", "-analyzeduration", "0"];
+
+/**
+ * ffmpeg's output options for a decoder: raw I420, one picture per decoded frame (no frame
+ * rate conversion drops or repeats any), audio ignored. ffmpeg scales pictures of another
+ * size than the first to it (`-autoscale`), so every picture has the size of the run.
+ */
+export const decoderOutputArgs = [
+  ...["-an", "-fps_mode", "passthrough"],
+  ...["-f", "rawvideo", "-pix_fmt", "yuv420p"],
+];
+
+/** H.265 NAL types of RASL pictures (RASL_N, RASL_R). */
+const h265RaslN = 8;
+const h265RaslR = 9;
+/** H.265 NAL types of BLA pictures, after which RASL pictures are never output. */
+const h265BlaLast = 18;
+
+/** Type of the first VCL NAL unit of a length-prefixed H.265 access unit (-1 if none). */
+function h265PictureType(data: Uint8Array): number {
+  for (let p = 0; p + 4 < data.length;) {
+    const len = ((data[p] << 24) | (data[p + 1] << 16) | (data[p + 2] << 8) | data[p + 3]) >>> 0;
+    const type = h265NalType(data.subarray(p + 4));
+    if (type < 32) return type;
+    p += 4 + len;
+  }
+  return -1;
+}
+
+/**
+ * True when the RASL pictures that follow `keyframe` will not be output: it is an H.265 BLA,
+ * or a CRA decoded first (`decodedFirst`: a new run, a chunk's start, or after lost frames).
+ * RASL pictures refer to pictures before the keyframe, so a decoder starting there skips
+ * them (or, after a gap it does not know of, would output garbage), and they must not be
+ * counted as pictures to come.
+ */
+export function skipsLeadingPictures(
+  codec: Track["codec"],
+  keyframe: Uint8Array,
+  decodedFirst: boolean,
+): boolean {
+  if (codec !== "H265") return false;
+  const type = h265PictureType(keyframe);
+  return (type === H265NalType.cra && decodedFirst) ||
+    (type >= H265NalType.irapFirst && type <= h265BlaLast);
+}
+
+/** True for an H.265 RASL picture (see `skipsLeadingPictures`). */
+export function isLeadingPicture(codec: Track["codec"], frame: Uint8Array): boolean {
+  if (codec !== "H265") return false;
+  const type = h265PictureType(frame);
+  return type === h265RaslN || type === h265RaslR;
+}
+
+/**
+ * True when no later frame refers to this one (an H.264 access unit whose slices all have
+ * nal_ref_idc 0), so losing it spoils nothing else. Other codecs: false.
+ */
+export function isDisposable(codec: Track["codec"], frame: Uint8Array): boolean {
+  if (codec !== "H264") return false;
+  let slices = 0;
+  for (let p = 0; p + 4 < frame.length;) {
+    const len = ((frame[p] << 24) | (frame[p + 1] << 16) | (frame[p + 2] << 8) | frame[p + 3]) >>>
+      0;
+    const header = frame[p + 4];
+    const type = header & 0x1f;
+    if (type >= H264NalType.slice && type <= H264NalType.idr) {
+      if ((header & 0x60) !== 0) return false;
+      slices++;
+    }
+    p += 4 + len;
+  }
+  return slices > 0;
+}
+
+/** Inserts `pts` into the ascending array `sorted` (short: a linear scan from the end). */
+export function insertSorted(sorted: number[], pts: number): void {
+  let i = sorted.length;
+  while (i > 0 && sorted[i - 1] > pts) i--;
+  sorted.splice(i, 0, pts);
+}

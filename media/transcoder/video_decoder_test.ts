@@ -1,0 +1,305 @@
+/**
+ * The pipeline's video decoder on both engines: ffmpeg-made clips (H.264 with B-frames,
+ * H.265, VP8) pushed frame by frame come out as raw I420 pictures identical to ffmpeg's own
+ * decode of the clip, one per frame, on the source's presentation times; a resolution change
+ * mid-stream gives pictures of both sizes; a decoder that falls behind drops input but never
+ * emits a picture under a wrong pts; close leaves no process or Worker behind.
+ */
+import assert from "node:assert/strict";
+import { silentLogger } from "../../core/log.ts";
+import { vp8IsKeyframe } from "../codecs/vp8.ts";
+import type { CodecEngine } from "../engine/engine.ts";
+import { NativeEngine } from "../engine/native.ts";
+import { WasmEngine } from "../engine/wasm.ts";
+import { IvfReader } from "../formats/ivf.ts";
+import { TsDemuxer } from "../formats/mpegts/demuxer.ts";
+import { fixture, run, tempPath } from "../formats/test_fixtures.ts";
+import type { MediaFrame, Track } from "../frame.ts";
+import type { RawVideoFrame } from "./video_codec.ts";
+import { createVideoDecoder } from "./video_decoder.ts";
+import { i420Bytes } from "./video_decoder_input.ts";
+
+/** A clip as a source gives it, and ffmpeg's own decode of it. */
+interface Clip {
+  track: Track;
+  /** Video frames in decode order. */
+  frames: MediaFrame[];
+  /** ffmpeg's pictures of the clip, in presentation order. */
+  pictures: Uint8Array[];
+  width: number;
+  height: number;
+}
+
+const clips = new Map<string, Promise<Clip>>();
+
+/** ffmpeg's decode of a file to I420 pictures of `width` x `height`. */
+async function referencePictures(path: string, width: number, height: number) {
+  const out = await new Deno.Command("ffmpeg", {
+    args: ["-v", "error", "-i", path, "-an", "-f", "rawvideo", "-pix_fmt", "yuv420p", "-"],
+    stdout: "piped",
+  }).output();
+  const bytes = i420Bytes({ width, height });
+  assert.equal(out.stdout.length % bytes, 0);
+  return Array.from(
+    { length: out.stdout.length / bytes },
+    (_, i) => out.stdout.subarray(i * bytes, (i + 1) * bytes),
+  );
+}
+
+/** The video of an MPEG-TS file, demuxed as a source would. */
+async function tsClip(path: string, width: number, height: number): Promise<Clip> {
+  const demuxer = new TsDemuxer();
+  const all = [...demuxer.push(await Deno.readFile(path)), ...demuxer.flush()];
+  const track = demuxer.tracks.find((t) => t.kind === "video")!;
+  const video = all.filter((f) => f.trackId === track.id);
+  // The clip starts at 0 (ffmpeg's MPEG-TS starts at 1.4 s).
+  const start = Math.min(...video.map((f) => f.pts));
+  const frames = shifted(video, -start);
+  return { track, frames, pictures: await referencePictures(path, width, height), width, height };
+}
+
+/** A 2 s 25 fps clip: the fixture, or ffmpeg-made at another size or in VP8. */
+function clip(kind: "h264" | "h265" | "h264-small" | "vp8"): Promise<Clip> {
+  let made = clips.get(kind);
+  if (made) return made;
+  made = (async () => {
+    if (kind === "h264") return tsClip(await fixture("h264_aac", "ts"), 320, 240);
+    if (kind === "h265") return tsClip(await fixture("h265_aac", "ts"), 320, 240);
+    const [width, height] = kind === "vp8" ? [320, 240] : [160, 120];
+    const path = await tempPath(`decoder-${kind}.${kind === "vp8" ? "ivf" : "ts"}`);
+    await run("ffmpeg", [
+      ...["-v", "error", "-y", "-f", "lavfi", "-i", `testsrc2=size=${width}x${height}:rate=25`],
+      ...["-t", "2", "-pix_fmt", "yuv420p", "-g", "25"],
+      ...(kind === "vp8" ? ["-c:v", "libvpx", "-b:v", "500k"] : ["-c:v", "libx264", "-bf", "2"]),
+      path,
+    ]);
+    if (kind !== "vp8") return tsClip(path, width, height);
+    const reader = new IvfReader();
+    const ivf = reader.push(await Deno.readFile(path));
+    const { timeBaseNum, timeBaseDen } = reader.header!;
+    const track: Track = { id: 0, kind: "video", codec: "VP8", clockRate: 90000, width, height };
+    const frames = ivf.map((f): MediaFrame => {
+      const pts = Math.round(f.timestamp * 90000 * timeBaseNum / timeBaseDen);
+      return {
+        trackId: 0,
+        codec: "VP8",
+        pts,
+        dts: pts,
+        keyframe: vp8IsKeyframe(f.data),
+        data: f.data,
+      };
+    });
+    return { track, frames, pictures: await referencePictures(path, width, height), width, height };
+  })();
+  clips.set(kind, made);
+  return made;
+}
+
+/** The clip's frames `offset` (90 kHz) later. */
+function shifted(frames: MediaFrame[], offset: number): MediaFrame[] {
+  return frames.map((f) => ({ ...f, pts: f.pts + offset, dts: f.dts + offset }));
+}
+
+/** The clip's pts in presentation order. */
+function presentationPts(frames: MediaFrame[], offset = 0): number[] {
+  return frames.map((f) => f.pts + offset).sort((a, b) => a - b);
+}
+
+const clipSpan = 2 * 90000;
+/**
+ * Frames of the next clip pushed after the last one, as a live source goes on: the decoder
+ * has no end of input, so these push the last pictures out of ffmpeg's parser and reorder
+ * buffer (streaming) or end the last GOP (chunked).
+ */
+const followingFrames = 6;
+
+/**
+ * Pushes `frames` (paced: ten times their real rate for the native engine, about their rate
+ * for ffmpeg.wasm, which decodes a GOP at a time) and returns the pictures before `until`
+ * once they and the frames dropped make `expected`.
+ */
+async function decode(
+  engine: CodecEngine,
+  track: Track,
+  frames: MediaFrame[],
+  until: number,
+  expected: number,
+): Promise<{ pictures: RawVideoFrame[]; dropped: number }> {
+  const pictures: RawVideoFrame[] = [];
+  const decoder = createVideoDecoder({
+    engine,
+    track,
+    log: silentLogger,
+    onPicture: (p) => pictures.push(p),
+  });
+  try {
+    const paceMs = engine.kind === "native" ? 4 : 30;
+    for (const frame of frames) {
+      decoder.push(frame);
+      await delay(paceMs);
+    }
+    const deadline = Date.now() + 15_000;
+    const done = () => pictures.filter((p) => p.pts < until).length + decoder.dropped;
+    while (done() < expected && Date.now() < deadline) await delay(20);
+    return { pictures: pictures.filter((p) => p.pts < until), dropped: decoder.dropped };
+  } finally {
+    await decoder.close();
+  }
+}
+
+function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+function lumaMean(picture: Uint8Array, width: number, height: number): number {
+  let sum = 0;
+  for (let i = 0; i < width * height; i++) sum += picture[i];
+  return sum / (width * height);
+}
+
+/** Checks that each picture is ffmpeg's picture of the clip at the same presentation time. */
+function assertPicturesOf(clip: Clip, pictures: RawVideoFrame[], offset: number): void {
+  const times = presentationPts(clip.frames, offset);
+  for (const picture of pictures) {
+    const index = times.indexOf(picture.pts);
+    assert.ok(index >= 0, `picture pts ${picture.pts} is no frame's`);
+    assert.equal(picture.width, clip.width);
+    assert.equal(picture.height, clip.height);
+    assert.equal(picture.data.length, i420Bytes(clip));
+    const want = clip.pictures[index];
+    assert.ok(
+      Math.abs(
+        lumaMean(picture.data, clip.width, clip.height) -
+          lumaMean(want, clip.width, clip.height),
+      ) < 0.5,
+      `luma of picture ${index}`,
+    );
+    assert.deepEqual(picture.data, want, `picture ${index} is ffmpeg's`);
+  }
+}
+
+function assertIncreasing(pictures: RawVideoFrame[]): void {
+  for (let i = 1; i < pictures.length; i++) {
+    assert.ok(
+      pictures[i].pts > pictures[i - 1].pts,
+      `pts ${pictures[i].pts} after ${pictures[i - 1].pts}`,
+    );
+  }
+}
+
+const engines: [string, () => CodecEngine][] = [
+  ["native", () => new NativeEngine()],
+  ["wasm", () => new WasmEngine()],
+];
+
+for (const [name, makeEngine] of engines) {
+  for (const kind of ["h264", "vp8", "h265"] as const) {
+    Deno.test(`${name} decoder: a 2 s ${kind} clip gives ffmpeg's 50 pictures on its pts`, async () => {
+      const source = await clip(kind);
+      const engine = makeEngine();
+      try {
+        const frames = [
+          ...source.frames,
+          ...shifted(source.frames, clipSpan).slice(0, followingFrames),
+        ];
+        const { pictures, dropped } = await decode(engine, source.track, frames, clipSpan, 50);
+        assertIncreasing(pictures);
+        assertPicturesOf(source, pictures, 0);
+        if (kind === "h265" && name === "wasm") {
+          // Each GOP is a run that starts at a CRA: its RASL pictures are not decodable.
+          assert.equal(pictures.length + dropped, 50);
+        } else {
+          assert.deepEqual(pictures.map((p) => p.pts), presentationPts(source.frames));
+          assert.equal(dropped, 0);
+        }
+      } finally {
+        await engine.close();
+      }
+    });
+  }
+
+  Deno.test(`${name} decoder: a resolution change mid-stream gives pictures of both sizes`, async () => {
+    const [large, small] = await Promise.all([clip("h264"), clip("h264-small")]);
+    const engine = makeEngine();
+    try {
+      const frames = [
+        ...large.frames,
+        ...shifted(small.frames, clipSpan),
+        ...shifted(small.frames, 2 * clipSpan).slice(0, followingFrames),
+      ];
+      const { pictures, dropped } = await decode(engine, large.track, frames, 2 * clipSpan, 100);
+      assertIncreasing(pictures);
+      const before = pictures.filter((p) => p.pts < clipSpan);
+      const after = pictures.filter((p) => p.pts >= clipSpan);
+      assertPicturesOf(large, before, 0);
+      assertPicturesOf(small, after, clipSpan);
+      assert.deepEqual(after.map((p) => p.pts), presentationPts(small.frames, clipSpan));
+      // The streaming decoder drops the pictures its old ffmpeg still held (parser and
+      // reorder delay).
+      assert.ok(before.length >= 50 - (name === "native" ? 6 : 0), `${before.length} large`);
+      assert.equal(before.length + dropped, 50);
+    } finally {
+      await engine.close();
+    }
+  });
+
+  Deno.test(`${name} decoder: close stops the engine's work and emits nothing after`, async () => {
+    const source = await clip("h264");
+    const engine = makeEngine();
+    const pictures: RawVideoFrame[] = [];
+    const decoder = createVideoDecoder({
+      engine,
+      track: source.track,
+      log: silentLogger,
+      onPicture: (p) => pictures.push(p),
+    });
+    // Two GOPs and a keyframe: the chunked decoder has a run in flight, the streaming one
+    // pictures in its pipes.
+    for (const frame of source.frames.slice(0, 45)) decoder.push(frame);
+    decoder.push(shifted(source.frames, clipSpan)[0]);
+    await decoder.close();
+    const count = pictures.length;
+    decoder.push(source.frames[0]);
+    await delay(300);
+    assert.equal(pictures.length, count);
+    await engine.close();
+  });
+}
+
+Deno.test("native decoder: input it cannot take is dropped up to a keyframe, never mislabeled", async () => {
+  const source = await clip("h264");
+  const engine = new NativeEngine();
+  try {
+    // Four clips at once: more than the decoder's pending writes, so some are refused.
+    const burst = [0, 1, 2, 3].flatMap((i) => shifted(source.frames, i * clipSpan));
+    const pictures: RawVideoFrame[] = [];
+    const decoder = createVideoDecoder({
+      engine,
+      track: source.track,
+      log: silentLogger,
+      onPicture: (p) => pictures.push(p),
+    });
+    for (const frame of burst) decoder.push(frame);
+    assert.ok(decoder.dropped > 0, "the burst overflowed the pending writes");
+    await delay(500);
+    for (const frame of shifted(source.frames, 4 * clipSpan)) {
+      decoder.push(frame);
+      await delay(2);
+    }
+    const deadline = Date.now() + 10_000;
+    while (!pictures.some((p) => p.pts >= 4 * clipSpan + 90000) && Date.now() < deadline) {
+      await delay(20);
+    }
+    await decoder.close();
+    assertIncreasing(pictures);
+    for (let i = 0; i <= 4; i++) {
+      const ofClip = pictures.filter((p) => p.pts >= i * clipSpan && p.pts < (i + 1) * clipSpan);
+      assertPicturesOf(source, ofClip, i * clipSpan);
+    }
+    // The paced clip after the burst decodes whole (but its last frames, still in ffmpeg).
+    const last = pictures.filter((p) => p.pts >= 4 * clipSpan);
+    assert.ok(last.length >= 44, `${last.length} pictures of the paced clip`);
+  } finally {
+    await engine.close();
+  }
+});
