@@ -126,6 +126,9 @@ export const configSchema = z.strictObject({
     pushes: z.int().min(1).default(200).describe("RTMP pushes at once."),
     vods: z.int().min(1).default(100).describe("VOD streams at once."),
     recorders: z.int().min(1).default(200).describe("Recorders and multi-recorders at once."),
+    transcoders: z.int().min(1).default(32).describe(
+      "Transcoders at once (REST transcoders and renditions made for players).",
+    ),
     engineJobs: z.int().min(1).optional().describe(
       "Codec engine jobs (ffmpeg processes or Workers) running at once; snapshots queue behind them. Default: the number of CPU cores.",
     ),

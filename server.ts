@@ -101,6 +101,9 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
         await rest.shutdown();
         // Recorders first, so files close cleanly while their streams still run.
         await services.recorders.closeAll();
+        await services.transcoders.closeAll();
+        await services.playRenditions.closeAll();
+        await services.decoders.close();
         await services.vod.closeAll();
         await services.rtsp.closeAll();
         await services.pushes.closeAll();

@@ -108,6 +108,7 @@ export interface Limits {
   readonly pushes: Cap;
   readonly vods: Cap;
   readonly recorders: Cap;
+  readonly transcoders: Cap;
 }
 
 /** Builds the server-wide caps from the configuration. */
@@ -119,5 +120,6 @@ export function createLimits(limits: Config["limits"]): Limits {
     pushes: new Cap("pushes", limits.pushes),
     vods: new Cap("vods", limits.vods),
     recorders: new Cap("recorders", limits.recorders),
+    transcoders: new Cap("transcoders", limits.transcoders),
   };
 }

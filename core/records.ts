@@ -174,6 +174,8 @@ export const transcoderRecord = z.object({
   ...processedStream,
   remoteStreamName: z.string(),
   encoder: transcoderEncoder,
+  /** Video frames the transcoder dropped because it could not keep up. */
+  droppedFrames: z.int().min(0).optional(),
 });
 /** A Transcoder record. */
 export type TranscoderRecord = z.infer<typeof transcoderRecord>;
@@ -183,6 +185,8 @@ export const transcoder2Record = z.object({
   ...processedStream,
   remoteStreamName: z.string(),
   encoder: transcoder2Encoder,
+  /** Video frames the transcoder dropped because it could not keep up. */
+  droppedFrames: z.int().min(0).optional(),
 });
 /** A Transcoder2 record. */
 export type Transcoder2Record = z.infer<typeof transcoder2Record>;

@@ -16,6 +16,9 @@ import { VodRegistry } from "./vod_registry.ts";
 import { PushRegistry } from "./push_registry.ts";
 import { RtmpPullRegistry } from "./rtmp_pull_registry.ts";
 import { createLimits, type Limits } from "./limits.ts";
+import { DecoderHub } from "../media/transcoder/decoded_source.ts";
+import { TranscoderRegistry } from "./transcoder_registry.ts";
+import { PlayRenditions } from "../media/transcoder/play_renditions.ts";
 
 /** Registries and services of one server. */
 export interface Services {
@@ -43,6 +46,12 @@ export interface Services {
   readonly pushes: PushRegistry;
   /** Remote RTMP streams played into local streams. */
   readonly rtmpPulls: RtmpPullRegistry;
+  /** Sources being decoded for transcoders: one decoder per source stream. */
+  readonly decoders: DecoderHub;
+  /** Transcoders of the `/transcoder` and `/transcoder2` groups. */
+  readonly transcoders: TranscoderRegistry;
+  /** Renditions made for Web SDK players asking for another size or bitrate. */
+  readonly playRenditions: PlayRenditions;
   /** Server-wide caps of `config.limits`. */
   readonly limits: Limits;
 }
@@ -51,6 +60,12 @@ export interface Services {
 export function createServices(config: Config, log: Logger): Services {
   const limits = createLimits(config.limits);
   const streams = new StreamRegistry(limits.streams);
+  const engine = new EnginePool(createEngine(config.media.engine), {
+    // More jobs than cores only slow each other down, and the server with them.
+    maxRunning: config.limits.engineJobs ?? navigator.hardwareConcurrency,
+    maxQueued: config.limits.engineQueue,
+  });
+  const decoders = new DecoderHub(engine, log);
   return {
     config,
     log,
@@ -60,14 +75,20 @@ export function createServices(config: Config, log: Logger): Services {
     hooks: new HookClient({ url: config.hooks.url, timeoutMs: config.hooks.timeoutMs, log }),
     vod: new VodRegistry(config, streams, log, limits.vods),
     recorders: new RecorderRegistry(config, streams, log, limits.recorders),
-    engine: new EnginePool(createEngine(config.media.engine), {
-      // More jobs than cores only slow each other down, and the server with them.
-      maxRunning: config.limits.engineJobs ?? navigator.hardwareConcurrency,
-      maxQueued: config.limits.engineQueue,
-    }),
+    engine,
     rtsp: new RtspRegistry(config, streams, log, limits.pulls),
     pushes: new PushRegistry(config, streams, log, limits.pushes),
     rtmpPulls: new RtmpPullRegistry(config, streams, log, limits.pulls),
+    decoders,
+    playRenditions: new PlayRenditions(decoders, engine, log, limits.transcoders),
+    transcoders: new TranscoderRegistry(
+      config,
+      streams,
+      decoders,
+      engine,
+      log,
+      limits.transcoders,
+    ),
     limits,
   };
 }

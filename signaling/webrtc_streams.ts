@@ -27,6 +27,7 @@ import { WebRtcPublisher } from "../media/providers/webrtc_publisher.ts";
 import { WebRtcFramePlayer } from "../media/publishers/webrtc_frame_player.ts";
 import { WebRtcPlayer } from "../media/publishers/webrtc_player.ts";
 import { Stream } from "../media/stream.ts";
+import { PlayRenditions, type PlayRequest } from "../media/transcoder/play_renditions.ts";
 import type { HandlerTable, MessageHandler, SignalingContext } from "./handlers.ts";
 import { parsePayload } from "./payload.ts";
 import { PublishRecording } from "./publish_recording.ts";
@@ -280,6 +281,20 @@ async function handlePlay(
   if (!source) return fail(streamInfo.notFound);
   const media = offerMedia(stream.sdp, fail, ctx);
   if (!media) return;
+  const request = playRequest(stream);
+  if (source instanceof Stream && PlayRenditions.wanted(source, request)) {
+    const video = media.find((m) => m.kind === "video" && m.direction !== "inactive");
+    const codec = video && pickPublishCodec(video)?.codec;
+    if (codec !== "H264" && codec !== "VP8") return fail(streamInfo.noCodecs);
+    let rendition: Stream;
+    try {
+      rendition = services.playRenditions.get(source, request, codec);
+    } catch (err) {
+      ctx.log.info("play rendition refused", { name, reason: (err as Error).message });
+      return fail((err as Error).message);
+    }
+    return await playFrames(session, ctx, stream, source, media, rendition);
+  }
   if (!(source instanceof WebRtcPublisher)) {
     if (!(source instanceof Stream)) {
       ctx.log.info("play refused: the source gives no frames", { name });
@@ -311,9 +326,21 @@ async function handlePlay(
   );
 }
 
+/** What a play request asks of the stream's picture: `width`/`height`, `maxBitrate` (kbit/s). */
+function playRequest(stream: Record<string, unknown>): PlayRequest {
+  const number = (value: unknown) =>
+    typeof value === "number" && Number.isFinite(value) && value > 0 ? value : 0;
+  return {
+    width: number(stream.width),
+    height: number(stream.height),
+    maxBitrateKbps: number(stream.maxBitrate),
+  };
+}
+
 /**
- * Plays a stream that did not come over WebRTC: packets are made from its frames, and audio
- * the player cannot take is read from the stream's shared Opus conversion.
+ * Plays a stream that did not come over WebRTC, or a rendition (`frames`) of any source:
+ * packets are made from its frames, and audio the player cannot take is read from the
+ * shared Opus conversion.
  */
 async function playFrames(
   session: SignalingSession,
@@ -321,6 +348,7 @@ async function playFrames(
   stream: Record<string, unknown>,
   source: Stream,
   media: SdpMedia[],
+  base: Stream = source,
 ): Promise<void> {
   const { services } = ctx;
   const name = source.name;
@@ -330,7 +358,7 @@ async function playFrames(
   const codecs: NegotiatedCodec[] = [];
   let convert = false;
   for (const m of media) {
-    const track = source.tracks.find((t) => t.kind === m.kind);
+    const track = base.tracks.find((t) => t.kind === m.kind);
     if (!track || m.direction === "inactive") continue;
     const match = matchFramePlayCodec(m, track);
     if (!match) {
@@ -345,7 +373,7 @@ async function playFrames(
     convert ||= match.convertToOpus;
   }
   if (codecs.length === 0) return fail(streamInfo.noCodecs);
-  const frames = convert ? convertedAudio(source, "OPUS", services.engine, ctx.log) : source;
+  const frames = convert ? convertedAudio(base, "OPUS", services.engine, ctx.log) : base;
   await startPlayer(
     session,
     ctx,

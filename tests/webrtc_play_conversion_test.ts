@@ -6,7 +6,13 @@
  */
 import assert from "node:assert/strict";
 import { silentLogger } from "../core/log.ts";
-import { AudioConversion, convertedAudio } from "../media/engine/audio_conversion.ts";
+import {
+  AudioConversion,
+  type AudioTarget,
+  codecArgs,
+  convertedAudio,
+  targetTrack,
+} from "../media/engine/audio_conversion.ts";
 import type { CodecEngine } from "../media/engine/engine.ts";
 import { LiveTranscode } from "../media/engine/live_transcode.ts";
 import { NativeEngine } from "../media/engine/native.ts";
@@ -135,25 +141,15 @@ async function convertPaced(
   engine: CodecEngine,
   input: Track,
   frames: MediaFrame[],
-  target: "OPUS" | "AAC",
+  target: AudioTarget,
 ) {
-  const output: Track = {
-    id: 0,
-    kind: "audio",
-    codec: target,
-    clockRate: 48000,
-    sampleRate: 48000,
-    // ffmpeg.wasm cannot encode stereo Opus (see audio_conversion.ts).
-    channels: engine.kind === "wasm" ? 1 : 2,
-  };
+  const output = { ...targetTrack(input, target, engine), id: 0 };
   const out: MediaFrame[] = [];
   const transcode = new LiveTranscode({
     engine,
     input,
     output,
-    codecArgs: target === "OPUS"
-      ? ["-c:a", "libopus", "-frame_duration", "20", "-ar", "48000", "-ac", `${output.channels}`]
-      : ["-c:a", "aac", "-ar", "48000", "-ac", `${output.channels}`],
+    codecArgs: codecArgs(output),
     onFrame: (frame) => out.push(frame),
     log: silentLogger,
   });
@@ -167,7 +163,12 @@ async function convertPaced(
   // What is still in the converter (a chunk, for the wasm engine) comes out within 2 s.
   await new Promise((r) => setTimeout(r, 2000));
   await transcode.close();
-  return { out, latency: transcode.latency, streaming: transcode.streaming };
+  return {
+    out,
+    clock: output.clockRate,
+    latency: transcode.latency,
+    streaming: transcode.streaming,
+  };
 }
 
 for (
@@ -176,13 +177,15 @@ for (
     ["OPUS", "AAC", NativeEngine],
     ["PCMU", "OPUS", NativeEngine],
     ["AAC", "OPUS", WasmEngine],
+    ["AAC", "PCMU", NativeEngine],
+    ["OPUS", "PCMA", WasmEngine],
   ] as const
 ) {
   Deno.test(`live ${from} to ${to} (${Engine.name}): output on the input timeline, latency`, async () => {
     const { track, frames } = await toneFrames(from, 4);
     const engine = new Engine();
     try {
-      const { out, latency, streaming } = await convertPaced(engine, track, frames, to);
+      const { out, clock, latency, streaming } = await convertPaced(engine, track, frames, to);
       console.log(
         `bench: live ${from}>${to} ${engine.kind}${streaming ? "" : " (chunked)"}: ` +
           `first output ${Math.round(latency.firstOutputMs)} ms, ` +
@@ -192,8 +195,8 @@ for (
       const inEndSec = frames.at(-1)!.pts / track.clockRate;
       assert.ok(out.length > 0 && out.every((f) => f.codec === to));
       // The output covers the input's span on the input's clock (within two frames).
-      assert.ok(Math.abs(out[0].pts / 48000 - inStartSec) < 0.05, `starts at ${out[0].pts}`);
-      assert.ok(out.at(-1)!.pts / 48000 > inEndSec - 1.1, `ends at ${out.at(-1)!.pts / 48000}`);
+      assert.ok(Math.abs(out[0].pts / clock - inStartSec) < 0.05, `starts at ${out[0].pts}`);
+      assert.ok(out.at(-1)!.pts / clock > inEndSec - 1.1, `ends at ${out.at(-1)!.pts / clock}`);
       for (let i = 1; i < out.length; i++) assert.ok(out[i].pts > out[i - 1].pts);
       assert.equal(streaming, engine.kind === "native");
       // Streaming: well under the 1 s of the chunked conversion it replaced.

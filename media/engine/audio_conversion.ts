@@ -14,7 +14,9 @@ import type { CodecEngine } from "./engine.ts";
 import { LiveTranscode } from "./live_transcode.ts";
 
 /** Codecs audio can be converted to. */
-export type AudioTarget = "OPUS" | "AAC";
+export type AudioTarget = "OPUS" | "AAC" | "PCMU" | "PCMA";
+/** Sample rate of G.711, in Hz. */
+const g711SampleRate = 8000;
 
 /** Longest span of video held waiting for converted audio, in milliseconds. */
 export const maxVideoHoldMs = 1000;
@@ -49,33 +51,58 @@ export function convertedAudio(
   return conversion;
 }
 
-/** The track `audio` becomes when converted to `target` by `engine`. */
-export function targetTrack(audio: Track, target: AudioTarget, engine: CodecEngine): Track {
+/** The track `audio` becomes when converted to `target` by `engine`, at `sampleRate` Hz. */
+export function targetTrack(
+  audio: Track,
+  target: AudioTarget,
+  engine: CodecEngine,
+  sampleRate = convertedSampleRate,
+): Track {
   // WebRTC's Opus is signalled as stereo (a mono Opus stream decodes the same); ffmpeg.wasm
   // 0.12.10 crashes encoding stereo Opus (memory access out of bounds), so there it is mono.
   // AAC keeps the source's layout up to stereo.
+  if (target === "PCMU" || target === "PCMA") {
+    // G.711 as telephony and WebRTC know it: 8 kHz mono.
+    const clockRate = g711SampleRate;
+    return {
+      id: audio.id,
+      kind: "audio",
+      codec: target,
+      clockRate,
+      sampleRate: clockRate,
+      channels: 1,
+    };
+  }
   const channels = target === "OPUS"
     ? (engine.kind === "wasm" ? 1 : 2)
     : Math.min(audio.channels ?? 2, 2);
+  // Opus always runs its RTP clock at 48 kHz, whatever rate it codes.
+  const clockRate = target === "OPUS" ? convertedSampleRate : sampleRate;
   return {
     id: audio.id,
     kind: "audio",
     codec: target,
-    clockRate: convertedSampleRate,
-    sampleRate: convertedSampleRate,
+    clockRate,
+    sampleRate: clockRate,
     channels,
     config: target === "OPUS"
       ? { codec: "OPUS" }
-      : { codec: "AAC", asc: buildAsc(aacLcObjectType, convertedSampleRate, channels) },
+      : { codec: "AAC", asc: buildAsc(aacLcObjectType, clockRate, channels) },
   };
 }
 
-/** ffmpeg's encoder options for `track`. */
-export function codecArgs(track: Track): string[] {
+/** ffmpeg's encoder options for `track`, at `bitrate` bit/s (default: the codec's own). */
+export function codecArgs(track: Track, bitrate?: number): string[] {
   const rate = ["-ar", String(track.clockRate), "-ac", String(track.channels)];
+  if (track.codec === "PCMU" || track.codec === "PCMA") {
+    return ["-vn", "-c:a", track.codec === "PCMU" ? "pcm_mulaw" : "pcm_alaw", ...rate];
+  }
   return track.codec === "OPUS"
-    ? ["-vn", "-c:a", "libopus", "-b:a", String(opusBitrate), "-frame_duration", "20", ...rate]
-    : ["-vn", "-c:a", "aac", "-b:a", String(aacBitrate), ...rate];
+    ? [
+      ...["-vn", "-c:a", "libopus", "-b:a", String(bitrate || opusBitrate)],
+      ...["-frame_duration", "20", ...rate],
+    ]
+    : ["-vn", "-c:a", "aac", "-b:a", String(bitrate || aacBitrate), ...rate];
 }
 
 /** A source stream with its audio converted; a Stream started and stopped by its readers. */

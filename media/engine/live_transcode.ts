@@ -33,6 +33,54 @@ const lowDelayOutputArgs = [
   // One PES per audio frame: by default the muxer gathers ~3 KB of audio per PES.
   ...["-pes_payload_size", "0", "-f", "mpegts"],
 ];
+/** G.711 leaves ffmpeg raw (MPEG-TS has no mapping for it) and is cut into frames of this, in ms. */
+export const g711FrameMs = 20;
+
+/** Turns ffmpeg's output bytes into frames (pts in ffmpeg's own clock). */
+interface OutputParser {
+  push(chunk: Uint8Array): MediaFrame[];
+  flush(): MediaFrame[];
+}
+
+/** Cuts raw G.711 (one byte a sample) into frames of `g711FrameMs`. */
+class G711Framer implements OutputParser {
+  #pending = new Uint8Array(0);
+  #samples = 0;
+  constructor(private readonly track: Track) {}
+
+  push(chunk: Uint8Array): MediaFrame[] {
+    const bytes = this.track.clockRate * (this.track.channels ?? 1) * g711FrameMs / 1000;
+    const data = new Uint8Array(this.#pending.length + chunk.length);
+    data.set(this.#pending);
+    data.set(chunk, this.#pending.length);
+    const frames: MediaFrame[] = [];
+    let at = 0;
+    for (; at + bytes <= data.length; at += bytes) {
+      frames.push(this.#frame(data.slice(at, at + bytes)));
+    }
+    this.#pending = data.slice(at);
+    return frames;
+  }
+
+  flush(): MediaFrame[] {
+    if (this.#pending.length === 0) return [];
+    const last = this.#frame(this.#pending);
+    this.#pending = new Uint8Array(0);
+    return [last];
+  }
+
+  #frame(data: Uint8Array): MediaFrame {
+    const pts = this.#samples;
+    this.#samples += data.length / (this.track.channels ?? 1);
+    const codec = this.track.codec;
+    return { trackId: this.track.id, codec, pts, dts: pts, keyframe: true, data };
+  }
+}
+
+/** True for the codecs ffmpeg writes raw rather than in MPEG-TS. */
+function isG711(track: Track): boolean {
+  return track.codec === "PCMU" || track.codec === "PCMA";
+}
 
 /** What a live transcode is built from. */
 export interface LiveTranscodeOptions {
@@ -107,7 +155,12 @@ export class LiveTranscode {
     if (options.engine.start) {
       this.#job = options.engine.start({
         inputArgs: [...lowDelayInputArgs, ...this.#inputArgs],
-        outputArgs: [...options.codecArgs, ...lowDelayOutputArgs],
+        outputArgs: [
+          ...options.codecArgs,
+          ...(isG711(options.output)
+            ? ["-flush_packets", "1", ...this.#outputFormat]
+            : lowDelayOutputArgs),
+        ],
       });
       this.#encoder = this.#newEncoder();
       this.#reading = this.#read(this.#job);
@@ -160,6 +213,19 @@ export class LiveTranscode {
     await this.#chunks;
   }
 
+  /** ffmpeg's output format: MPEG-TS, or raw G.711. */
+  get #outputFormat(): string[] {
+    const { output } = this.#options;
+    if (!isG711(output)) return ["-f", "mpegts"];
+    return ["-f", output.codec === "PCMU" ? "mulaw" : "alaw"];
+  }
+
+  #newParser(): OutputParser {
+    if (isG711(this.#options.output)) return new G711Framer(this.#options.output);
+    const demuxer = new TsDemuxer();
+    return { push: (chunk) => demuxer.push(chunk), flush: () => demuxer.flush() };
+  }
+
   #newEncoder(): InputEncoder {
     const { input } = this.#options;
     if (input.codec === "PCMU" || input.codec === "PCMA" || input.codec === "MP3") {
@@ -171,12 +237,12 @@ export class LiveTranscode {
   }
 
   async #read(job: LiveJob): Promise<void> {
-    const demuxer = new TsDemuxer();
+    const parser = this.#newParser();
     const run = this.#newRun();
     try {
       for await (const chunk of job.output) {
         if (this.#closed) break;
-        for (const frame of demuxer.push(chunk)) run(frame);
+        for (const frame of parser.push(chunk)) run(frame);
       }
     } catch (err) {
       if (!this.#closed) this.#options.log.warn("live conversion output failed", { err });
@@ -201,13 +267,13 @@ export class LiveTranscode {
       const out = await this.#options.engine.run({
         inputArgs: this.#inputArgs,
         input,
-        outputArgs: [...this.#options.codecArgs, "-f", "mpegts"],
+        outputArgs: [...this.#options.codecArgs, ...this.#outputFormat],
         timeoutMs: chunkRunTimeoutMs,
         live: true,
       });
-      const demuxer = new TsDemuxer();
+      const parser = this.#newParser();
       const run = this.#newRun(frames[0].pts);
-      for (const frame of [...demuxer.push(out), ...demuxer.flush()]) run(frame);
+      for (const frame of [...parser.push(out), ...parser.flush()]) run(frame);
     } catch (err) {
       if (!this.#closed) this.#options.log.warn("audio chunk conversion failed", { err });
     }

@@ -109,7 +109,7 @@ export class VideoComposer {
   >;
   /** The background image as a picture that never changes (version 0). */
   readonly #backgroundImage?: RawVideoFrame;
-  readonly #watermark?: Watermark & { rgba: ArrayBuffer };
+  #watermark?: Watermark & { rgba: ArrayBuffer };
   readonly #runner: WorkerRunner;
   readonly #ownsRunner: boolean;
   readonly #scene = nextSceneId++;
@@ -144,10 +144,7 @@ export class VideoComposer {
       maxLatenessMs: options.maxLatenessMs ?? 2 * frameIntervalMs,
     };
     this.#frameBytes = i420Size(options.width, options.height);
-    if (options.watermark) {
-      const { rgba, width, height, x, y } = options.watermark;
-      this.#watermark = { width, height, x, y, rgba: rgba.slice().buffer };
-    }
+    this.setWatermark(options.watermark);
     if (options.backgroundImage) {
       const { width, height, data } = options.backgroundImage;
       if (data.length < i420Size(width, height)) {
@@ -160,6 +157,21 @@ export class VideoComposer {
     for (let i = 0; i < this.#runner.size; i++) {
       this.#views.push({ generation: -1, sent: new Map(), evict: [], hasWatermark: false });
     }
+  }
+
+  /**
+   * Draws `watermark` over the frames composed from now on instead of the current one;
+   * undefined removes it.
+   */
+  setWatermark(watermark: VideoComposerOptions["watermark"]): void {
+    if (!watermark) {
+      this.#watermark = undefined;
+      return;
+    }
+    const { rgba, width, height, x, y } = watermark;
+    this.#watermark = { width, height, x, y, rgba: rgba.slice().buffer };
+    // Each Worker gets the new image with its next job.
+    for (const view of this.#views) view.hasWatermark = false;
   }
 
   /** Adds an input (drawn in the order added); `screen` marks a screen share for `desktop`. */

@@ -2,7 +2,7 @@
  * The pipeline's video encoder: raw I420 pictures in, H.264 or VP8 frames out on the
  * pictures' own pts. With an engine that streams (native ffmpeg) one ffmpeg runs for the
  * encoder's whole life, pictures on its stdin; otherwise (ffmpeg.wasm) pictures are gathered
- * into chunks of a GOP or about a second and each chunk is encoded by one run, which adds
+ * into chunks of about a second and each chunk is encoded by one run, which adds
  * about a chunk plus a run of latency.
  *
  * ffmpeg encodes without reordering and neither drops nor repeats pictures, so frame n of a
@@ -220,11 +220,10 @@ class ChunkedVideoEncoder implements VideoEncoder {
     this.#options = options;
     const { settings } = options;
     this.#args = videoEncoderArgs(settings, options.engine.kind);
-    // Each run starts with a keyframe: a chunk is at most one GOP, and at most ~1 s.
-    this.#chunkFrames = Math.max(
-      1,
-      Math.min(Math.round(settings.keyFrameInterval), Math.round(settings.fps * maxChunkMs / 1000)),
-    );
+    // About a second a run, whatever the GOP: each run costs a Worker and an instance, so
+    // shorter runs fall behind (a GOP of 3 at 15 fps was 5 runs a second). Keyframes still
+    // come every `keyFrameInterval` inside a run, and each run starts with one.
+    this.#chunkFrames = Math.max(1, Math.round(settings.fps * maxChunkMs / 1000));
   }
 
   get dropped(): number {

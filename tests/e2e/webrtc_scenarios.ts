@@ -318,6 +318,65 @@ Deno.test("WebRTC publish and play with the Web SDK in Chromium", async (t) => {
       }
 
       await t.step(
+        codec === "H264"
+          ? "H264: a transcoder2 to VP8 320x240 of the WebRTC publisher plays at that size"
+          : "VP8: a player asking 320x240 of the 640x480 stream gets a 320x240 rendition",
+        async () => {
+          const key = `${name}-small`;
+          const uri = `transcoder2://${key}`;
+          if (codec === "H264") {
+            await postOk(server, "/transcoder2/startup", {
+              uri,
+              remoteStreamName: name,
+              localStreamName: key,
+              encoder: {
+                width: 320,
+                height: 240,
+                fps: 15,
+                keyFrameInterval: 15,
+                videoCodec: "VP8",
+              },
+            });
+            await waitUntil(
+              "the transcoded stream",
+              async () => (await find(server, { name: key })).length > 0,
+            );
+          }
+          const played = await call<{ status: string; info: string }>(
+            b,
+            "startStream",
+            "s",
+            key,
+            "play",
+            codec === "H264"
+              ? { name: key }
+              : { name, constraints: { audio: true, video: { width: 320, height: 240 } } },
+            ["PLAYING", "FAILED", "STOPPED"],
+          );
+          assert.equal(played.status, "PLAYING", played.info);
+          await waitUntil("frames decoded at 320x240", async () => {
+            const stats = await call<InboundStats>(b, "inboundStats", key);
+            return stats.framesDecoded > 10 && stats.frameWidth === 320 &&
+              stats.frameHeight === 240;
+          }, 20_000);
+          if (codec === "H264") {
+            const [record] = await find(server, { name: key, published: true });
+            assert.deepEqual([record.videoCodec, record.width, record.height], ["VP8", 320, 240]);
+          }
+          await call(b, "callStream", key, "stop");
+          if (codec === "H264") await postOk(server, "/transcoder2/terminate", { uri });
+          await waitUntil(
+            "the transcoder's decoder and encoder to stop",
+            () =>
+              Promise.resolve(
+                server.services.decoders.decoders === 0 &&
+                  server.services.playRenditions.size === 0,
+              ),
+          );
+        },
+      );
+
+      await t.step(
         `${codec}: /stream/terminate ends publisher and player with their statuses`,
         async () => {
           const [record] = await find(server, { name, published: true });

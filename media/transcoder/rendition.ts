@@ -1,0 +1,356 @@
+/**
+ * One output profile of a decoded source: pictures resized, resampled to the output frame
+ * rate and stamped with a watermark by the video kernels (in a Worker), then encoded; audio
+ * passed through or converted. Output frames keep the source's timeline: video frame n of
+ * the output is presented at origin + n / fps, where origin is the first picture's pts, and
+ * audio keeps its own pts, so A/V stay as in sync as the source was.
+ *
+ * The output frame rate is driven by the source's pictures, not by a wall clock: tick n is
+ * composed once a picture at or after its time has arrived, from the newest picture due by
+ * then. A missing input frame therefore repeats the last picture; a gap longer than
+ * `sourceGapMs` is logged and skipped rather than filled.
+ */
+import type { Logger } from "../../core/log.ts";
+import { type AudioTarget, codecArgs, targetTrack } from "../engine/audio_conversion.ts";
+import type { CodecEngine } from "../engine/engine.ts";
+import { LiveTranscode } from "../engine/live_transcode.ts";
+import type { MediaFrame, Track } from "../frame.ts";
+import { VideoComposer } from "../mixer/video_composer.ts";
+import {
+  type EncodedVideoCodec,
+  pipelineVideoClockHz,
+  type RawVideoFrame,
+  type VideoEncoder,
+} from "./video_codec.ts";
+import { createVideoEncoder } from "./video_encoder.ts";
+import type { WatermarkImage } from "./watermark.ts";
+
+/** Longest source gap filled by repeating the last picture, in ms; longer ones are skipped. */
+export const sourceGapMs = 2000;
+/**
+ * Output frames being composed at once, in seconds of output; a tick beyond is dropped (the
+ * kernels are behind). A second's worth, since pictures come in bursts: a chunked decoder
+ * (ffmpeg.wasm) gives a whole GOP at once, a new reader the cached GOP.
+ */
+const maxComposingSec = 1;
+/**
+ * Longest audio is held back waiting for the video of its time, in ms: streaming engines
+ * add ~150 ms to video, chunked ones (ffmpeg.wasm) a GOP plus a second and two runs.
+ */
+const maxAudioHoldMs = { streaming: 1000, chunked: 5000 };
+/** Largest side of an output picture, in pixels. */
+export const maxOutputSide = 4096;
+/** Frame rate when neither the profile nor the source's pictures give one. */
+const defaultFps = 30;
+/** Keyframe interval when the profile gives none, in seconds. */
+const defaultKeyFrameIntervalSec = 2;
+
+/** A watermark image and where its top-left corner goes on the output, in pixels. */
+export interface PlacedWatermark {
+  image: WatermarkImage;
+  x: number;
+  y: number;
+}
+
+/** What the audio of a rendition becomes; absent: the source's audio as it is. */
+export interface AudioProfile {
+  codec: AudioTarget;
+  /** Output sample rate in Hz (0: 48 kHz); Opus always runs at 48 kHz. */
+  sampleRate: number;
+  /** Output bitrate in kbit/s (0: the codec's default). */
+  bitrateKbps: number;
+}
+
+/** What a rendition makes of its source. */
+export interface RenditionProfile {
+  /** Output size; 0 for one side keeps the source's aspect, 0 for both its size. */
+  width: number;
+  height: number;
+  /** Output frames per second; 0 follows the source. */
+  fps: number;
+  /** Frames from keyframe to keyframe; 0 means two seconds' worth. */
+  keyFrameInterval: number;
+  videoCodec: EncodedVideoCodec;
+  /** Video bitrate in kbit/s; 0 lets the encoder pick for the size. */
+  bitrateKbps: number;
+  audio?: AudioProfile;
+}
+
+/** What a rendition is built from. */
+export interface RenditionOptions {
+  engine: CodecEngine;
+  profile: RenditionProfile;
+  /** The source's video track, if any. */
+  sourceVideo: Track | undefined;
+  /** The source's audio track, if any. */
+  sourceAudio: Track | undefined;
+  watermark?: PlacedWatermark;
+  /** Receives every output frame, track ids of `Rendition.tracks`. */
+  onFrame: (frame: MediaFrame) => void;
+  log: Logger;
+}
+
+/** Counters of a rendition. */
+export interface RenditionStats {
+  /** Output frames encoded. */
+  encodedFrames: number;
+  /**
+   * Video frames dropped because a stage was behind: pictures the composer skipped, ticks
+   * not composed, pictures the encoder refused.
+   */
+  droppedFrames: number;
+  /** Source gaps longer than `sourceGapMs`. */
+  sourceGaps: number;
+}
+
+/** The output size of a `width` x `height` source for a profile asking `reqW` x `reqH`. */
+export function outputSize(
+  width: number,
+  height: number,
+  reqW: number,
+  reqH: number,
+): { width: number; height: number } {
+  const even = (n: number) => Math.max(2, Math.min(maxOutputSide, Math.round(n / 2) * 2));
+  if (reqW > 0 && reqH > 0) return { width: reqW, height: reqH };
+  if (reqW > 0) return { width: reqW, height: even(reqW * height / width) };
+  if (reqH > 0) return { width: even(reqH * width / height), height: reqH };
+  return { width: even(width), height: even(height) };
+}
+
+/** One output profile of a decoded source. */
+export class Rendition {
+  /** The output tracks: video (when the source has video) then audio; ids are indexes. */
+  readonly tracks: Track[] = [];
+  readonly stats: RenditionStats = { encodedFrames: 0, droppedFrames: 0, sourceGaps: 0 };
+  #options: RenditionOptions;
+  #video: Track | undefined;
+  #audio: Track | undefined;
+  #composer: VideoComposer | undefined;
+  #encoder: VideoEncoder | undefined;
+  #audioTranscode: LiveTranscode | undefined;
+  #watermark: PlacedWatermark | undefined;
+  #fps = 0;
+  /** pts of the first picture: output frame n is presented at origin + n / fps. */
+  #origin = 0;
+  #nextTick = 0;
+  #lastPicturePts = -Infinity;
+  /** Pictures before the first, to measure the source's frame rate when the profile has none. */
+  #firstPictures: RawVideoFrame[] = [];
+  #composing = 0;
+  /** Output time (90 kHz) up to which video has been emitted; audio waits for it. */
+  #videoUntil = -Infinity;
+  #heldAudio: MediaFrame[] = [];
+  #closed = false;
+
+  constructor(options: RenditionOptions) {
+    this.#options = options;
+    this.#watermark = options.watermark;
+    const { sourceVideo, sourceAudio, profile, engine } = options;
+    if (sourceVideo) {
+      this.#video = {
+        id: this.tracks.length,
+        kind: "video",
+        codec: profile.videoCodec,
+        clockRate: pipelineVideoClockHz,
+      };
+      if (sourceVideo.width && sourceVideo.height) {
+        Object.assign(
+          this.#video,
+          outputSize(sourceVideo.width, sourceVideo.height, profile.width, profile.height),
+        );
+      }
+      this.tracks.push(this.#video);
+    }
+    if (sourceAudio) {
+      const audio = profile.audio;
+      const converts = audio !== undefined &&
+        (audio.codec !== sourceAudio.codec ||
+          (audio.sampleRate > 0 && audio.sampleRate !== sourceAudio.clockRate) ||
+          audio.bitrateKbps > 0);
+      this.#audio = converts
+        ? { ...targetTrack(sourceAudio, audio.codec, engine, audio.sampleRate || undefined) }
+        : { ...sourceAudio };
+      this.#audio.id = this.tracks.length;
+      this.tracks.push(this.#audio);
+      if (converts) {
+        this.#audioTranscode = new LiveTranscode({
+          engine,
+          input: sourceAudio,
+          output: this.#audio,
+          codecArgs: codecArgs(this.#audio, audio.bitrateKbps * 1000),
+          onFrame: (frame) => this.#onAudioOut(frame),
+          log: options.log.child({ conversion: `${sourceAudio.codec}>${audio.codec}` }),
+        });
+      }
+    }
+  }
+
+  /** The output frame rate, once the first pictures have set it (0 before). */
+  get fps(): number {
+    return this.#fps;
+  }
+
+  /** Draws `watermark` over the frames composed from now on; undefined removes it. */
+  setWatermark(watermark: PlacedWatermark | undefined): void {
+    this.#watermark = watermark;
+    this.#composer?.setWatermark(watermark && { ...watermark.image, ...watermark });
+  }
+
+  /** A decoded picture of the source, in presentation order. */
+  pushPicture(picture: RawVideoFrame): void {
+    if (this.#closed || !this.#video) return;
+    if (!this.#composer && !this.#startVideo(picture)) return;
+    this.#compose(picture);
+  }
+
+  /** A compressed audio frame of the source. */
+  pushAudio(frame: MediaFrame): void {
+    if (this.#closed || !this.#audio) return;
+    if (this.#audioTranscode) this.#audioTranscode.push(frame);
+    else this.#onAudioOut({ ...frame, trackId: this.#audio.id });
+  }
+
+  /** Stops the kernels, the encoder and the audio conversion; nothing is emitted afterwards. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#composer?.close();
+    await Promise.all([this.#encoder?.close(), this.#audioTranscode?.close()]);
+  }
+
+  /**
+   * Starts the video stages at the first pictures: their size fixes the output size and,
+   * when the profile has no frame rate, their spacing the rate. False while still measuring.
+   */
+  #startVideo(picture: RawVideoFrame): boolean {
+    const { profile, engine, log } = this.#options;
+    let fps = profile.fps;
+    if (fps <= 0) {
+      this.#firstPictures.push(picture);
+      const first = this.#firstPictures[0];
+      if (this.#firstPictures.length < 2) return false;
+      const spacing = picture.pts - first.pts;
+      fps = spacing > 0
+        ? Math.min(60, Math.max(1, Math.round(pipelineVideoClockHz / spacing)))
+        : defaultFps;
+    }
+    this.#fps = fps;
+    const video = this.#video!;
+    const size = outputSize(picture.width, picture.height, profile.width, profile.height);
+    video.width = size.width;
+    video.height = size.height;
+    const watermark = this.#watermark;
+    this.#composer = new VideoComposer({
+      ...size,
+      frameRate: fps,
+      layout: "grid",
+      fit: "letterbox",
+      watermark: watermark && { ...watermark.image, ...watermark },
+    });
+    this.#composer.addInput("source");
+    this.#encoder = createVideoEncoder({
+      engine,
+      settings: {
+        codec: profile.videoCodec,
+        ...size,
+        fps,
+        keyFrameInterval: profile.keyFrameInterval > 0
+          ? profile.keyFrameInterval
+          : Math.round(fps * defaultKeyFrameIntervalSec),
+        bitrateKbps: profile.bitrateKbps,
+      },
+      track: video,
+      onFrame: (frame) => this.#onVideoOut(frame),
+      log,
+    });
+    const first = this.#firstPictures[0] ?? picture;
+    this.#origin = first.pts;
+    log.info("rendition started", { width: size.width, height: size.height, fps });
+    // Pictures held while measuring the rate go first.
+    const held = this.#firstPictures.slice(0, -1);
+    this.#firstPictures = [];
+    for (const early of held) this.#compose(early);
+    return true;
+  }
+
+  /** Queues a picture on the composer and composes every output tick due by its time. */
+  #compose(picture: RawVideoFrame): void {
+    const composer = this.#composer!;
+    const pts = picture.pts - this.#origin;
+    if (pts < 0) {
+      this.stats.droppedFrames++;
+      return;
+    }
+    const tickPts = (tick: number) => Math.round(tick * pipelineVideoClockHz / this.#fps);
+    if (pts - this.#lastPicturePts > sourceGapMs * pipelineVideoClockHz / 1000) {
+      if (this.#lastPicturePts >= 0) {
+        this.stats.sourceGaps++;
+        this.#options.log.warn("source gap skipped", {
+          gapMs: Math.round((pts - this.#lastPicturePts) * 1000 / pipelineVideoClockHz),
+        });
+      }
+      // Resume at this picture's own tick: a long gap is not filled with repeats.
+      this.#nextTick = Math.max(this.#nextTick, Math.floor(pts * this.#fps / pipelineVideoClockHz));
+    }
+    this.#lastPicturePts = pts;
+    if (!composer.push("source", { ...picture, pts })) this.stats.droppedFrames++;
+    while (tickPts(this.#nextTick) <= pts) {
+      const tick = this.#nextTick++;
+      if (this.#composing >= Math.max(1, this.#fps * maxComposingSec)) {
+        this.stats.droppedFrames++;
+        continue;
+      }
+      this.#composing++;
+      composer.compose(tick).then((frame) => {
+        this.#composing--;
+        if (this.#closed) return;
+        const out = { ...frame, pts: frame.pts + this.#origin };
+        if (!this.#encoder!.push(out)) this.stats.droppedFrames++;
+      }, (err) => {
+        this.#composing--;
+        if (this.#closed) return;
+        this.stats.droppedFrames++;
+        this.#options.log.warn("composing a frame failed", { err });
+      });
+    }
+  }
+
+  #onVideoOut(frame: MediaFrame): void {
+    if (this.#closed) return;
+    this.stats.encodedFrames++;
+    this.#options.onFrame(frame);
+    this.#videoUntil = frame.pts;
+    this.#releaseAudio(frame.pts);
+  }
+
+  /**
+   * Audio goes out once the video of its time has (video takes longer through the
+   * pipeline), so readers get the two interleaved in time; it is held at most
+   * `maxAudioHoldMs`, and not at all without video.
+   */
+  #onAudioOut(frame: MediaFrame): void {
+    if (this.#closed) return;
+    const audioClock = this.#audio!.clockRate;
+    const time = frame.pts * pipelineVideoClockHz / audioClock;
+    if (!this.#video || time <= this.#videoUntil) {
+      this.#options.onFrame(frame);
+      return;
+    }
+    this.#heldAudio.push(frame);
+    const holdMs = this.#options.engine.start ? maxAudioHoldMs.streaming : maxAudioHoldMs.chunked;
+    const latest = time - holdMs * pipelineVideoClockHz / 1000;
+    this.#releaseAudio(Math.max(this.#videoUntil, latest));
+  }
+
+  /** Emits the held audio presented up to `until` (90 kHz). */
+  #releaseAudio(until: number): void {
+    const audioClock = this.#audio?.clockRate ?? 1;
+    let i = 0;
+    for (; i < this.#heldAudio.length; i++) {
+      const frame = this.#heldAudio[i];
+      if (frame.pts * pipelineVideoClockHz / audioClock > until) break;
+      this.#options.onFrame(frame);
+    }
+    if (i > 0) this.#heldAudio.splice(0, i);
+  }
+}
