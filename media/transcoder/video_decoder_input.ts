@@ -86,8 +86,7 @@ export const decoderProbeArgs = ["-probesize", "32", "-analyzeduration", "0"];
 
 /**
  * ffmpeg's output options for a decoder: raw I420, one picture per decoded frame (no frame
- * rate conversion drops or repeats any), audio ignored. ffmpeg scales pictures of another
- * size than the first to it (`-autoscale`), so every picture has the size of the run.
+ * rate conversion drops or repeats any), audio ignored.
  */
 export const decoderOutputArgs = [
   ...["-an", "-fps_mode", "passthrough"],
