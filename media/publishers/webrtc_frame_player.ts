@@ -19,6 +19,7 @@ import { RetransmitBudget } from "../protocols/webrtc/retransmit_budget.ts";
 import { type RtpSendPath, WeriftSendPath } from "../protocols/webrtc/send_path.ts";
 import { FramePacketizer } from "../rtp/frame_packetizer.ts";
 import { H264Packetizer } from "../rtp/h264_packetizer.ts";
+import { Vp8Packetizer } from "../rtp/vp8_packetizer.ts";
 import type { Packetizer, PacketSink } from "../rtp/packetizer.ts";
 import type { Stream, StreamReader } from "../stream.ts";
 import { playConnectTimeoutMs } from "./webrtc_player.ts";
@@ -202,6 +203,8 @@ export class WebRtcFramePlayer implements RegisteredStream {
           const config = frames.tracks[track.id].config;
           return config?.codec === "H264" ? [...config.sps, ...config.pps] : [];
         })
+        : track.codec === "VP8"
+        ? new Vp8Packetizer()
         : new FramePacketizer(),
       rtpClock: codec.clockRate,
       timestampBase: randomUint32(),

@@ -8,6 +8,7 @@ import { H264Depacketizer } from "./h264_depacketizer.ts";
 import { H264Packetizer } from "./h264_packetizer.ts";
 import type { RtpPacket } from "./packet.ts";
 import type { Packetizer } from "./packetizer.ts";
+import { Vp8Packetizer } from "./vp8_packetizer.ts";
 
 const sps = Uint8Array.of(0x67, 0x42, 0xc0, 0x1e, 0xda);
 const pps = Uint8Array.of(0x68, 0xce, 0x3c, 0x80);
@@ -158,4 +159,26 @@ Deno.test("G.711 frames longer than a packet split at sample offsets; Opus passe
   assert.deepEqual(packetize(p, [opus]).map((pk) => pk.payload.length), [160]);
   assert.throws(() => packetize(p, [{ ...opus, data: new Uint8Array(1300) }]), ParseError);
   assert.throws(() => packetize(p, [{ ...opus, data: new Uint8Array(0) }]), ParseError);
+});
+
+Deno.test("VP8: descriptor S on the first packet only, marker on the last; pieces rebuild the frame", () => {
+  const frame = new Uint8Array(2500).map((_, i) => i * 7);
+  const packets: { payload: Uint8Array; marker: boolean }[] = [];
+  new Vp8Packetizer(1000).packetize(
+    { trackId: 0, codec: "VP8", pts: 0, dts: 0, keyframe: true, data: frame },
+    (payload, marker) => packets.push({ payload: payload.slice(), marker }),
+  );
+  assert.deepEqual(packets.map((p) => p.payload.length), [1000, 1000, 503]);
+  assert.deepEqual(packets.map((p) => p.payload[0]), [0x10, 0x00, 0x00]);
+  assert.deepEqual(packets.map((p) => p.marker), [false, false, true]);
+  const rebuilt = packets.flatMap((p) => [...p.payload.subarray(1)]);
+  assert.deepEqual(new Uint8Array(rebuilt), frame);
+  assert.throws(
+    () =>
+      new Vp8Packetizer().packetize(
+        { trackId: 0, codec: "VP8", pts: 0, dts: 0, keyframe: false, data: new Uint8Array() },
+        () => {},
+      ),
+    ParseError,
+  );
 });
