@@ -73,6 +73,41 @@ async function mediaFiles(dir: string): Promise<void> {
   await write("flv", "h264_aac.flv", await clip(`${dir}/a.flv`, 0.6));
 }
 
+/**
+ * PNGs ffmpeg writes, most of them tiny so that mutations often land in headers and CRCs:
+ * RGBA, 1-bit gray, 16-bit gray+alpha Adam7, 16-bit gray, Adam7 RGBA, a palette with tRNS;
+ * and some uncompressed (zlib level 0), whose scanlines a mutation can reach (the fuzz
+ * target writes their Adler-32 again).
+ */
+async function pngFiles(dir: string): Promise<void> {
+  const alpha = (size: string) =>
+    `testsrc2=size=${size}:d=0.04,format=rgba,` +
+    "geq=r='r(X,Y)':g='g(X,Y)':b='b(X,Y)':a='mod(X*7+Y*13,256)'";
+  const palette = [
+    "-vf",
+    "split[a][b];[a]palettegen=reserve_transparent=1:max_colors=16[p];" +
+    "[b][p]paletteuse=alpha_threshold=128",
+  ];
+  const stored = ["-compression_level", "0", "-pred", "mixed"];
+  const pictures: [string, string, string[]][] = [
+    ["tiny_rgba.png", "4x4", ["-pix_fmt", "rgba"]],
+    ["tiny_mono.png", "8x2", ["-pix_fmt", "monob"]],
+    ["tiny_ya16_adam7.png", "5x3", ["-pix_fmt", "ya16be", "-flags", "+ildct"]],
+    ["gray16.png", "24x16", ["-pix_fmt", "gray16be", "-pred", "paeth"]],
+    ["rgba_adam7.png", "24x16", ["-pix_fmt", "rgba", "-pred", "mixed", "-flags", "+ildct"]],
+    ["pal_trns.png", "12x8", palette],
+    ["stored_rgba.png", "4x4", [...stored, "-pix_fmt", "rgba"]],
+    ["stored_pal_trns.png", "12x8", [...stored, ...palette]],
+    ["stored_ya16_adam7.png", "5x3", [...stored, "-pix_fmt", "ya16be", "-flags", "+ildct"]],
+    ["stored_mono_adam7.png", "9x3", [...stored, "-pix_fmt", "monob", "-flags", "+ildct"]],
+    ["stored_rgb48.png", "6x4", [...stored, "-pix_fmt", "rgb48be"]],
+  ];
+  for (const [name, size, args] of pictures) {
+    await ffmpeg(["-f", "lavfi", "-i", alpha(size), "-frames:v", "1", ...args, `${dir}/${name}`]);
+    await write("png", name, await Deno.readFile(`${dir}/${name}`));
+  }
+}
+
 /** Reads from `conn` until `done(bytes)` or `ms` pass; returns every byte read. */
 async function readUntil(
   conn: Deno.Conn,
@@ -303,6 +338,7 @@ async function signallingFrames(): Promise<void> {
 const dir = await Deno.makeTempDir({ prefix: "fuzz-corpus-" });
 try {
   await mediaFiles(dir);
+  await pngFiles(dir);
   await rtspCaptures();
   await rtmpCapture(dir);
   await signallingFrames();

@@ -12,6 +12,8 @@ import type { MediaFrame } from "../media/frame.ts";
 import { memoryByteSource, Mp4Demuxer } from "../media/formats/mp4/demuxer.ts";
 import { TsDemuxer } from "../media/formats/mpegts/demuxer.ts";
 import { parseSdp } from "../media/formats/sdp/sdp.ts";
+import { decodePng } from "../media/formats/png.ts";
+import { restampPngChecks } from "../media/formats/png_fixtures.ts";
 import { decodeAmf0All } from "../media/protocols/rtmp/amf0.ts";
 import { ChunkReader } from "../media/protocols/rtmp/chunk_reader.ts";
 import { parseCommand } from "../media/protocols/rtmp/command.ts";
@@ -258,6 +260,15 @@ export const targets: readonly FuzzTarget[] = [
     async run(input) {
       const demuxer = await Mp4Demuxer.open(memoryByteSource(input));
       for await (const frame of demuxer.frames()) parseParameterSets(frame);
+    },
+  },
+  {
+    name: "png",
+    maxBytes: 16_000,
+    // A watermark file is read whole. Its checks (signature, CRCs, the Adler-32 of stored
+    // zlib) are written again after the mutation, or nearly every input would stop there.
+    async run(input) {
+      await decodePng(restampPngChecks(input));
     },
   },
   {
