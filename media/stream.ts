@@ -29,6 +29,8 @@ export interface StreamOptions {
   mediaProvider: string;
   /** Stops the provider; called once by `terminate`, with the reason. */
   stopProvider: (info: string) => Promise<void>;
+  /** Video frames the provider lost so far (metric `VIDEO_LOST`), e.g. a transcoder's drops. */
+  lostVideoFrames?: () => number;
 }
 
 /** Measured rates of a stream, from the last complete window of `rateWindowMs`. */
@@ -55,6 +57,7 @@ export class Stream implements RegisteredStream {
 
   #readers = new Set<StreamReader>();
   #stopProvider: (info: string) => Promise<void>;
+  #lostVideoFrames: (() => number) | undefined;
   #ended = false;
   #endedSignal = Promise.withResolvers<void>();
   #hasVideo: boolean;
@@ -79,6 +82,7 @@ export class Stream implements RegisteredStream {
     this.tracks = options.tracks;
     this.mediaProvider = options.mediaProvider;
     this.#stopProvider = options.stopProvider;
+    this.#lostVideoFrames = options.lostVideoFrames;
     this.#hasVideo = options.tracks.some((t) => t.kind === "video");
   }
 
@@ -215,6 +219,7 @@ export class Stream implements RegisteredStream {
         VIDEO_GOP_SIZE: this.#gopSize,
         VIDEO_K_FRAMES: this.#keyframes,
         VIDEO_P_FRAMES: this.#videoFrames - this.#keyframes,
+        VIDEO_LOST: this.#lostVideoFrames?.() ?? 0,
       };
     }
     return record;

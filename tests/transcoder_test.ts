@@ -8,6 +8,8 @@ import { Buffer } from "node:buffer";
 import type { StreamRecord, TranscoderRecord } from "../core/records.ts";
 import { decode, run, tempPath } from "../media/formats/test_fixtures.ts";
 import { WorkerRunner } from "../media/mixer/worker_runner.ts";
+import { Stream } from "../media/stream.ts";
+import { PlayRenditions } from "../media/transcoder/play_renditions.ts";
 import { childrenNamed } from "./helpers/children.ts";
 import { probe, waitFor } from "./helpers/media_fixtures.ts";
 import { testConfig, type TestServer, withServer } from "./helpers/test_server.ts";
@@ -125,6 +127,12 @@ for (const engine of ["native", "wasm"] as const) {
       assert.equal(record.localMediaSessionId, stream.mediaSessionId);
       assert.equal(record.hasVideo, true);
       assert.equal(record.hasAudio, true);
+      assert.equal(typeof record.droppedFrames, "number");
+      const [withMetrics] = await (await server.post("/stream/find", {
+        name: "small",
+        display: ["metrics"],
+      })).json() as StreamRecord[];
+      assert.equal(withMetrics.metrics?.VIDEO_LOST, record.droppedFrames);
 
       const snapshot = await snapshotPixels(server, "small");
       assert.deepEqual([snapshot.width, snapshot.height], [320, 180]);
@@ -132,7 +140,7 @@ for (const engine of ["native", "wasm"] as const) {
       // ffmpeg.wasm delivers a second at a time, after a start-up it catches up from: let it
       // settle, and record longer so one chunk's burst weighs less.
       if (engine === "wasm") await new Promise((r) => setTimeout(r, 4000));
-      const recordMs = engine === "wasm" ? 12_000 : 6000;
+      const recordMs = engine === "wasm" ? 12_000 : 10_000;
       const started = performance.now();
       await ok(server, "/stream/startRecording", { mediaSessionId: stream.mediaSessionId });
       await new Promise((r) => setTimeout(r, recordMs));
@@ -368,5 +376,49 @@ Deno.test("transcoder refusals: 400 naming the field, 404, 409", async () => {
     assert.equal((await transcoders(server)).length, 1);
     await ok(server, "/transcoder/terminate", { uri: "transcoder://t" });
     assert.deepEqual(await transcoders(server), []);
+  }, config);
+});
+
+Deno.test("players asking the same size share one rendition; it stops with its last reader", async () => {
+  const config = testConfig({ media: { engine: "native" } });
+  await clip(config.folders.media, "clip.mp4", { seconds: 30, size: "640x360", fps: 25 });
+  await withServer(async (server) => {
+    await ok(server, "/vod/startup", { uri: "vod-live://clip.mp4", localStreamName: "cam" });
+    const source = server.services.streams.published("cam");
+    assert.ok(source instanceof Stream);
+    const renditions = server.services.playRenditions;
+    const small = { width: 320, height: 180, maxBitrateKbps: 0 };
+    assert.equal(PlayRenditions.wanted(source, small), true);
+    assert.equal(
+      PlayRenditions.wanted(source, { width: 640, height: 0, maxBitrateKbps: 0 }),
+      false,
+    );
+    const a = renditions.get(source, small, "H264");
+    const b = renditions.get(source, small, "H264");
+    assert.equal(a, b);
+    const c = renditions.get(source, { ...small, maxBitrateKbps: 300 }, "VP8");
+    assert.notEqual(a, c);
+    const readers = [a.reader(), b.reader(), c.reader()];
+    // Read with next(): leaving a for-await loop would close the reader.
+    const firstVideo = async (reader: (typeof readers)[number], stream: Stream) => {
+      for (let frame = await reader.next(); frame; frame = await reader.next()) {
+        if (stream.tracks[frame.trackId].kind === "video") return frame;
+      }
+    };
+    const [fa, fc] = await Promise.all([firstVideo(readers[0], a), firstVideo(readers[2], c)]);
+    assert.deepEqual([fa?.codec, fa?.keyframe, fc?.codec], ["H264", true, "VP8"]);
+    assert.deepEqual([a.videoTrack?.width, a.videoTrack?.height], [320, 180]);
+    // The source's AAC becomes Opus for WebRTC, once per rendition.
+    assert.equal(a.tracks.find((t) => t.kind === "audio")?.codec, "OPUS");
+    assert.equal(renditions.size, 2);
+    assert.equal(server.services.decoders.decoders, 1);
+    // One decoder, and per rendition one video encoder and one audio conversion.
+    assert.equal(childrenNamed("ffmpeg"), 5);
+    for (const reader of readers) reader.close();
+    await waitFor(
+      "the renditions to stop",
+      () => renditions.size === 0 && childrenNamed("ffmpeg") === 0 || undefined,
+    );
+    assert.equal(server.services.decoders.decoders, 0);
   }, config);
 });

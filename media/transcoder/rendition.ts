@@ -121,7 +121,7 @@ export function outputSize(
 export class Rendition {
   /** The output tracks: video (when the source has video) then audio; ids are indexes. */
   readonly tracks: Track[] = [];
-  readonly stats: RenditionStats = { encodedFrames: 0, droppedFrames: 0, sourceGaps: 0 };
+  #stats = { encodedFrames: 0, droppedFrames: 0, sourceGaps: 0 };
   #options: RenditionOptions;
   #video: Track | undefined;
   #audio: Track | undefined;
@@ -183,6 +183,14 @@ export class Rendition {
         });
       }
     }
+  }
+
+  /** Counters since start. */
+  get stats(): RenditionStats {
+    const stats = { ...this.#stats };
+    // The encoder counts what it refused and what a failed run lost.
+    stats.droppedFrames += this.#encoder?.dropped ?? 0;
+    return stats;
   }
 
   /** The output frame rate, once the first pictures have set it (0 before). */
@@ -278,13 +286,13 @@ export class Rendition {
     const composer = this.#composer!;
     const pts = picture.pts - this.#origin;
     if (pts < 0) {
-      this.stats.droppedFrames++;
+      this.#stats.droppedFrames++;
       return;
     }
     const tickPts = (tick: number) => Math.round(tick * pipelineVideoClockHz / this.#fps);
     if (pts - this.#lastPicturePts > sourceGapMs * pipelineVideoClockHz / 1000) {
       if (this.#lastPicturePts >= 0) {
-        this.stats.sourceGaps++;
+        this.#stats.sourceGaps++;
         this.#options.log.warn("source gap skipped", {
           gapMs: Math.round((pts - this.#lastPicturePts) * 1000 / pipelineVideoClockHz),
         });
@@ -293,23 +301,22 @@ export class Rendition {
       this.#nextTick = Math.max(this.#nextTick, Math.floor(pts * this.#fps / pipelineVideoClockHz));
     }
     this.#lastPicturePts = pts;
-    if (!composer.push("source", { ...picture, pts })) this.stats.droppedFrames++;
+    if (!composer.push("source", { ...picture, pts })) this.#stats.droppedFrames++;
     while (tickPts(this.#nextTick) <= pts) {
       const tick = this.#nextTick++;
       if (this.#composing >= Math.max(1, this.#fps * maxComposingSec)) {
-        this.stats.droppedFrames++;
+        this.#stats.droppedFrames++;
         continue;
       }
       this.#composing++;
       composer.compose(tick).then((frame) => {
         this.#composing--;
         if (this.#closed) return;
-        const out = { ...frame, pts: frame.pts + this.#origin };
-        if (!this.#encoder!.push(out)) this.stats.droppedFrames++;
+        this.#encoder!.push({ ...frame, pts: frame.pts + this.#origin });
       }, (err) => {
         this.#composing--;
         if (this.#closed) return;
-        this.stats.droppedFrames++;
+        this.#stats.droppedFrames++;
         this.#options.log.warn("composing a frame failed", { err });
       });
     }
@@ -317,7 +324,7 @@ export class Rendition {
 
   #onVideoOut(frame: MediaFrame): void {
     if (this.#closed) return;
-    this.stats.encodedFrames++;
+    this.#stats.encodedFrames++;
     this.#options.onFrame(frame);
     this.#videoUntil = frame.pts;
     this.#releaseAudio(frame.pts);

@@ -110,6 +110,7 @@ export class Transcoder {
       tracks: rendition.tracks,
       mediaProvider: transcoderMediaProvider,
       stopProvider: (info) => this.stop(info),
+      lostVideoFrames: () => rendition.stats.droppedFrames,
     });
     try {
       streams.add(output);
