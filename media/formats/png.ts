@@ -446,9 +446,13 @@ function unfilter(
         const a = line[i - pixelBytes];
         const b = above[i];
         const c = above[i - pixelBytes];
-        const pa = Math.abs(b - c);
-        const pb = Math.abs(a - c);
-        const pc = Math.abs(a + b - 2 * c);
+        // Distances of p = a + b - c to a, b and c, without Math.abs calls in the hot loop.
+        let pa = b - c;
+        let pb = a - c;
+        let pc = pa + pb;
+        if (pa < 0) pa = -pa;
+        if (pb < 0) pb = -pb;
+        if (pc < 0) pc = -pc;
         line[i] = line[i] + (pa <= pb && pa <= pc ? a : pb <= pc ? b : c);
       }
       return;
