@@ -38,13 +38,8 @@ export async function loadWatermark(
     return await decodePng(bytes);
   } catch (err) {
     if (!(err instanceof ParseError)) throw err;
-    throw new BadRequestError(
-      field,
-      `${JSON.stringify(fileName)} is not a usable PNG: ${err.message}`,
-      {
-        cause: err,
-      },
-    );
+    const message = `${JSON.stringify(fileName)} is not a usable PNG: ${err.message}`;
+    throw new BadRequestError(field, message, { cause: err });
   }
 }
 
