@@ -17,12 +17,15 @@
  *    and, for reference, one CLI that decodes once and splits. Ratios are ours over peers',
  *    per output frame (a side that fell behind real time did less work in its window).
  *    RSS growth is this process's and its children's, per transcoder (the first one also
- *    starts the shared decoder).
+ *    starts the shared decoder). Where our CPU goes is printed too: the ffmpeg children by
+ *    role (decoder, encoders) and this process's threads by name (main, Workers, V8 helpers).
  * 2. Added latency, source → output: readers on the source Stream and on each output Stream
  *    note the wall time each video pts arrives; an output frame is matched to the source
  *    frame of the nearest pts (same timeline; at 30 → 30 fps they coincide).
  * 3. wasm engine (ffmpeg.wasm in Workers): real-time factor of a 360p30 and a 720p30 source
- *    transcoded at its own size (output frames per wall second / 30), with the cores it used.
+ *    transcoded at its own size (output frames per wall second / 30), the cores it used over
+ *    the source's, and the factor per core used (what one core would sustain), with the
+ *    frames the decoder and the transcoder dropped.
  *
  * Every phase prints the output frame rate it measured; a ratio of a side below 90% of the
  * source's rate is marked NOT VALID, and the run exits 1 when a native output ran below half
@@ -34,7 +37,12 @@ import type { Stream } from "../media/stream.ts";
 import { videoEncoderArgs } from "../media/transcoder/video_encoder_args.ts";
 import { testConfig } from "../tests/helpers/test_server.ts";
 import { startTestServer, type TestServer } from "../tests/helpers/test_server.ts";
-import { cpuShareBetween, sampleTree, type TreeSample } from "./support/process_tree.ts";
+import {
+  cpuShareBetween,
+  sampleTree,
+  threadSharesBetween,
+  type TreeSample,
+} from "./support/process_tree.ts";
 
 /** Frame rate of every source and output. */
 const fps = 30;
@@ -164,11 +172,33 @@ interface Window {
   cpu: number;
   /** This process alone (kernel Workers, pipes, muxing), share of one core. */
   processCpu: number;
+  /** This process's threads by name, shares of one core. */
+  threads: Map<string, number>;
+  /** The ffmpeg children by role ("decoder", "encoder", "other"), shares of one core. */
+  roles: Map<string, number>;
+  /** Resident memory of each ffmpeg child at the end, in MiB, by role. */
+  rssByRole: Map<string, number[]>;
   /** Video frames per second arriving at each output's reader. */
   outFps: number[];
   /** Source → output delays of the frames of the window, all outputs, in ms, sorted. */
   latencyMs: number[];
   end: TreeSample;
+}
+
+/**
+ * What an ffmpeg child of the pipeline does, from its arguments: a decoder writes raw video,
+ * an encoder reads it.
+ */
+function roleOf(pid: number): string {
+  let args: string[];
+  try {
+    args = Deno.readTextFileSync(`/proc/${pid}/cmdline`).split("\0");
+  } catch {
+    return "other";
+  }
+  const raw = args.indexOf("rawvideo");
+  if (raw < 0) return "other";
+  return raw > args.indexOf("-i") ? "decoder" : "encoder";
 }
 
 /** A server of one engine with a VOD source `src` of `clipPath` playing, readers attached. */
@@ -225,20 +255,40 @@ class Bench {
       outFps.push(output.countBetween(start.atMs, end.atMs) / seconds);
       latencyMs.push(...latencies(this.source, output, start.atMs, end.atMs));
     }
+    const rssByRole = new Map<string, number[]>();
+    for (const [pid, rss] of end.childRssMiB) {
+      const role = roleOf(pid);
+      rssByRole.set(role, [...rssByRole.get(role) ?? [], rss]);
+    }
     return {
       cpu: cpuShareBetween(start, end),
+      rssByRole,
       processCpu: cpuShareBetween(start, end, (pid) => pid === Deno.pid),
+      threads: new Map(threadSharesBetween(start, end)),
+      roles: new Map(
+        ["decoder", "encoder", "other"].map((
+          role,
+        ) => [
+          role,
+          cpuShareBetween(start, end, (pid) => pid !== Deno.pid && roleOf(pid) === role),
+        ]),
+      ),
       outFps,
       latencyMs: latencyMs.sort((a, b) => a - b),
       end,
     };
   }
 
-  /** Frames the transcoders dropped so far, from their records. */
-  async droppedFrames(): Promise<number> {
+  /**
+   * Frames dropped so far: by the source's shared decoder, and by the transcoders (their
+   * records: composer and encoder).
+   */
+  async dropped(): Promise<string> {
     const res = await this.server.post("/transcoder/find_all", {});
     const records = await res.json() as { droppedFrames: number }[];
-    return records.reduce((n, r) => n + r.droppedFrames, 0);
+    const renditions = records.reduce((n, r) => n + r.droppedFrames, 0);
+    const decoder = this.server.services.decoders.droppedFrames(this.#stream("src"));
+    return `decoder ${decoder}, transcoders ${renditions}`;
   }
 
   async stop(): Promise<void> {
@@ -412,7 +462,7 @@ async function benchNative(clip720: string): Promise<void> {
   let idle: Window;
   let one: Window;
   let four: Window;
-  let dropped: number;
+  let dropped: string;
   try {
     await sleep(settleMs);
     idle = await bench.measure(windowMs);
@@ -426,7 +476,7 @@ async function benchNative(clip720: string): Promise<void> {
     }
     await sleep(warmupMs);
     four = await bench.measure(windowMs);
-    dropped = await bench.droppedFrames();
+    dropped = await bench.dropped();
   } finally {
     await bench.stop();
   }
@@ -493,7 +543,28 @@ async function benchNative(clip720: string): Promise<void> {
       (peerFour.rssMiB / profiles.length).toFixed(1)
     } MiB each, split ${peerSplit.rssMiB.toFixed(1)} MiB`,
   );
-  console.log(`frames dropped by the transcoders (their records): ${dropped}`);
+  const over = (w: Window, shares: (x: Window) => Map<string, number>) =>
+    [...shares(w)].map(([name, share]) => [name, share - (shares(idle).get(name) ?? 0)] as const)
+      .filter(([, share]) => share >= 0.005)
+      .sort((a, b) => b[1] - a[1])
+      .map(([name, share]) => `${name} ${pct(share)}`).join(", ");
+  for (const [label, w] of [["1", one], ["4", four]] as const) {
+    console.log(
+      `where ours goes, ${label} running: ffmpeg ${over(w, (x) => x.roles)}; process threads ${
+        over(w, (x) => x.threads)
+      }`,
+    );
+  }
+  console.log(
+    `RSS of our ffmpeg children, 4 running: ${
+      [...four.rssByRole].map(([role, list]) =>
+        `${list.length} ${role} ${
+          (list.reduce((a, b) => a + b, 0) / list.length).toFixed(1)
+        } MiB each`
+      ).join(", ")
+    }`,
+  );
+  console.log(`frames dropped so far: ${dropped}`);
   if ([...one.outFps, ...four.outFps].some((f) => f < fps / 2)) {
     nativeBroken = true;
     console.log(`OUTPUT NOT FLOWING: an output ran below ${fps / 2} fps`);
@@ -508,13 +579,15 @@ async function benchWasm(width: number, height: number, clipPath: string): Promi
     await bench.transcode("w", width, height);
     await sleep(wasmWarmupMs);
     const w = await bench.measure(wasmWindowMs);
-    const outFps = w.outFps[0];
+    const factor = w.outFps[0] / fps;
+    const cores = w.cpu - idle.cpu;
     console.log(
-      `${`${width}x${height}`.padEnd(9)} | real-time factor ${(outFps / fps).toFixed(2)} (${
-        outFps.toFixed(1)
-      } fps out) | cores ${(w.cpu - idle.cpu).toFixed(2)} over the source's | latency ${
-        latencyText(w.latencyMs)
-      } | dropped ${await bench.droppedFrames()}`,
+      `${`${width}x${height}`.padEnd(9)} | real-time factor ${factor.toFixed(2)} (${
+        w.outFps[0].toFixed(1)
+      } fps out), ${(factor / cores).toFixed(2)} per core used | cores ${
+        cores.toFixed(2)
+      } over the source's | latency ${latencyText(w.latencyMs)} | dropped: ${await bench
+        .dropped()}`,
     );
   } finally {
     await bench.stop();

@@ -15,8 +15,16 @@ export interface TreeSample {
   rootRssMiB: number;
   /** Resident memory of the descendants together, in MiB. */
   childrenRssMiB: number;
+  /** Resident memory of each descendant, in MiB, by pid. */
+  childRssMiB: Map<number, number>;
   /** Descendants alive. */
   children: number;
+  /**
+   * CPU time of the root's threads so far, in clock ticks, by thread name with its number
+   * left out ("deno" the main thread, "worker" Workers, "tokio-runtime-w" I/O, "V8
+   * DefaultWorke" the engine's helpers such as the garbage collector), each thread by its id.
+   */
+  threads: Map<number, { name: string; ticks: number }>;
   /** When it was read, from `performance.now()`. */
   atMs: number;
 }
@@ -50,8 +58,13 @@ export function descendants(pid: number): number[] {
 
 /** utime + stime of `pid` (all its threads), in clock ticks; undefined once it has exited. */
 export function cpuTicks(pid: number): number | undefined {
+  return ticksOf(`/proc/${pid}/stat`);
+}
+
+/** utime + stime of the process or thread whose stat file is `path`. */
+function ticksOf(path: string): number | undefined {
   try {
-    const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
+    const stat = Deno.readTextFileSync(path);
     const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
     return Number(fields[11]) + Number(fields[12]);
   } catch {
@@ -75,17 +88,38 @@ export function sampleTree(root: number): TreeSample {
   const rootTicks = cpuTicks(root);
   if (rootTicks !== undefined) ticks.set(root, rootTicks);
   let childrenRssMiB = 0;
+  const childRssMiB = new Map<number, number>();
   const children = descendants(root);
   for (const pid of children) {
     const t = cpuTicks(pid);
     if (t === undefined) continue;
     ticks.set(pid, t);
-    childrenRssMiB += rssMiB(pid);
+    const rss = rssMiB(pid);
+    childRssMiB.set(pid, rss);
+    childrenRssMiB += rss;
+  }
+  const threads = new Map<number, { name: string; ticks: number }>();
+  try {
+    for (const task of Deno.readDirSync(`/proc/${root}/task`)) {
+      try {
+        const tid = Number(task.name);
+        const name = Deno.readTextFileSync(`/proc/${root}/task/${tid}/comm`).trim()
+          .replace(/-\d+$/, "");
+        const t = ticksOf(`/proc/${root}/task/${tid}/stat`);
+        if (t !== undefined) threads.set(tid, { name, ticks: t });
+      } catch {
+        // The thread ended meanwhile.
+      }
+    }
+  } catch {
+    // The root exited.
   }
   return {
     ticks,
+    threads,
     rootRssMiB: rssMiB(root),
     childrenRssMiB,
+    childRssMiB,
     children: children.length,
     atMs: performance.now(),
   };
@@ -108,4 +142,18 @@ export function cpuShareBetween(
   }
   const seconds = (after.atMs - before.atMs) / 1000;
   return ticks / clockTicksPerSecond / seconds;
+}
+
+/**
+ * CPU used by the root's threads between two samples, by thread name, as shares of one core,
+ * largest first (threads that ended in between are not counted).
+ */
+export function threadSharesBetween(before: TreeSample, after: TreeSample): [string, number][] {
+  const seconds = (after.atMs - before.atMs) / 1000;
+  const byName = new Map<string, number>();
+  for (const [tid, { name, ticks }] of after.threads) {
+    const used = ticks - (before.threads.get(tid)?.ticks ?? 0);
+    byName.set(name, (byName.get(name) ?? 0) + used / clockTicksPerSecond / seconds);
+  }
+  return [...byName].sort((a, b) => b[1] - a[1]);
 }
