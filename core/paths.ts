@@ -8,6 +8,10 @@ import { BadRequestError, NotFoundError } from "./errors.ts";
 
 /** Absolute path of `name` inside `folder`; refuses absolute names and `..` segments. */
 export function pathInside(folder: string, name: string, field: string): string {
+  // deno-lint-ignore no-control-regex
+  if (/[\u0000-\u001f\u007f]/.test(name)) {
+    throw new BadRequestError(field, `${JSON.stringify(name)} has control characters`);
+  }
   if (name === "" || isAbsolute(name) || name.split(/[/\\]/).includes("..")) {
     throw new BadRequestError(field, `${JSON.stringify(name)} must name a path inside its folder`);
   }
