@@ -14,7 +14,7 @@ import {
 } from "../media/transcoder/rendition.ts";
 import { Transcoder } from "../media/transcoder/transcoder.ts";
 import type { EncodedVideoCodec } from "../media/transcoder/video_codec.ts";
-import { loadWatermark } from "../media/transcoder/watermark.ts";
+import { loadWatermark, type WatermarkImage } from "../media/transcoder/watermark.ts";
 import {
   BadRequestError,
   ConflictError,
@@ -22,6 +22,7 @@ import {
   ServiceUnavailableError,
 } from "./errors.ts";
 import type { Cap } from "./limits.ts";
+import { pathInside } from "./paths.ts";
 import type { Logger } from "./log.ts";
 import type { Transcoder2Record, TranscoderRecord } from "./records.ts";
 import type { StreamRegistry } from "./stream_registry.ts";
@@ -74,6 +75,9 @@ const minAudioBps = 1_000;
 /** Highest audio sample rate, in Hz. */
 const maxAudioRate = 96_000;
 
+/** Watermark images kept decoded, by file name. */
+const maxCachedWatermarks = 16;
+
 interface Entry {
   scheme: TranscoderScheme;
   uri: string;
@@ -93,6 +97,7 @@ export class TranscoderRegistry {
   #engine: CodecEngine;
   #log: Logger;
   #cap: Cap;
+  #watermarks = new Map<string, { mtimeMs: number; image: Promise<WatermarkImage> }>();
 
   /** @param cap the `transcoders` cap; a transcoder holds a slot from startup to its end. */
   constructor(
@@ -232,8 +237,22 @@ export class TranscoderRegistry {
     y: number,
     field = "watermark",
   ): Promise<PlacedWatermark> {
-    const image = await loadWatermark(this.#config.folders.media, file, field);
-    return { image, x, y };
+    // Decoded once per file version: a big PNG costs ~25 ms and its pixels, per decode.
+    const mtimeMs = await Deno.stat(pathInside(this.#config.folders.media, file, field))
+      .then((info) => info.mtime?.getTime() ?? 0, () => -1);
+    const cached = this.#watermarks.get(file);
+    if (cached && cached.mtimeMs === mtimeMs && mtimeMs >= 0) {
+      return { image: await cached.image, x, y };
+    }
+    const image = loadWatermark(this.#config.folders.media, file, field);
+    if (mtimeMs >= 0) {
+      if (this.#watermarks.size >= maxCachedWatermarks) {
+        this.#watermarks.delete(this.#watermarks.keys().next().value!);
+      }
+      this.#watermarks.set(file, { mtimeMs, image });
+      image.catch(() => this.#watermarks.delete(file));
+    }
+    return { image: await image, x, y };
   }
 }
 
