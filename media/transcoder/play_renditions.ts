@@ -1,13 +1,14 @@
 /**
  * Renditions made for players that ask for another size or bitrate than their source's (the
- * Web SDK's play constraints `video: {width, height}` and `maxBitrate`, as in WCS). Players
- * asking the same of the same source share one rendition; it starts with its first reader
+ * Web SDK's play constraints `video: {width, height}` and `maxBitrate`, as in WCS; HLS ABR
+ * profiles). Readers asking the same of the same source share one rendition; it starts with its first reader
  * and stops, encoder and kernels included, when the last one leaves. It is not published
  * under a name: only its players read it.
  */
 import { ServiceUnavailableError } from "../../core/errors.ts";
 import type { Cap } from "../../core/limits.ts";
 import type { Logger } from "../../core/log.ts";
+import type { AudioTarget } from "../engine/audio_conversion.ts";
 import type { CodecEngine } from "../engine/engine.ts";
 import { Stream, type StreamReader } from "../stream.ts";
 import type { DecoderHub, SourceSubscription } from "./decoded_source.ts";
@@ -23,6 +24,8 @@ export interface PlayRequest {
   height: number;
   /** Highest video bitrate in kbit/s; 0 for none. */
   maxBitrateKbps: number;
+  /** Frames per second; 0 or absent follows the source. */
+  fps?: number;
 }
 
 /** A rendition of a source as a Stream its players read. */
@@ -125,34 +128,41 @@ export class PlayRenditions {
   }
 
   /**
-   * The stream of `source` encoded as `codec` per `request`, shared with players that asked
-   * the same; its audio becomes Opus when it is not. A rendition beyond the `transcoders`
-   * cap is a 503.
+   * The stream of `source` encoded as `codec` per `request`, shared with readers that asked
+   * the same; its audio becomes `audio` (Opus for WebRTC players, AAC for HLS) when it is
+   * not. A rendition beyond the `transcoders` cap is a 503.
    */
-  get(source: Stream, request: PlayRequest, codec: RenditionProfile["videoCodec"]): Stream {
+  get(
+    source: Stream,
+    request: PlayRequest,
+    codec: RenditionProfile["videoCodec"],
+    audio: AudioTarget = "OPUS",
+  ): Stream {
     const width = evenSize(request.width);
     const height = evenSize(request.height);
-    const key = `${source.mediaSessionId}/${width}x${height}/${request.maxBitrateKbps}/${codec}`;
+    const fps = request.fps ?? 0;
+    const key = `${source.mediaSessionId}/${width}x${height}@${fps}/` +
+      `${request.maxBitrateKbps}/${codec}/${audio}`;
     const running = this.#renditions.get(key);
     if (running && !running.ended) return running;
     if (!this.#cap.tryAcquire()) throw new ServiceUnavailableError(this.#cap.refusal());
-    const audio = source.tracks.find((t) => t.kind === "audio");
+    const sourceAudio = source.tracks.find((t) => t.kind === "audio");
     const log = this.#log.child({ stream: source.name, rendition: key });
     const rendition = new Rendition({
       engine: this.#engine,
       profile: {
         width,
         height,
-        fps: 0,
+        fps,
         keyFrameInterval: 0,
         videoCodec: codec,
         bitrateKbps: request.maxBitrateKbps,
-        audio: audio && audio.codec !== "OPUS"
-          ? { codec: "OPUS", sampleRate: 0, bitrateKbps: 0 }
+        audio: sourceAudio && sourceAudio.codec !== audio
+          ? { codec: audio, sampleRate: 0, bitrateKbps: 0 }
           : undefined,
       },
       sourceVideo: source.videoTrack,
-      sourceAudio: audio,
+      sourceAudio,
       onFrame: (frame) => stream.push(frame),
       log,
     });
