@@ -12,7 +12,7 @@ import { Stream } from "../media/stream.ts";
 import { PlayRenditions } from "../media/transcoder/play_renditions.ts";
 import { childrenNamed } from "./helpers/children.ts";
 import { probe, waitFor } from "./helpers/media_fixtures.ts";
-import { testConfig, type TestServer, withServer } from "./helpers/test_server.ts";
+import { startTestServer, testConfig, type TestServer, withServer } from "./helpers/test_server.ts";
 
 /** Writes a clip of `seconds` to the media folder: a picture source, H.264 and AAC. */
 async function clip(
@@ -256,7 +256,8 @@ Deno.test("two transcoders of one source share one decoder; terminate ends every
 });
 
 Deno.test("a transcoder waits for its source, and ends with it", async () => {
-  const config = testConfig();
+  const config = testConfig({ media: { engine: "native" } });
+  const workersBefore = WorkerRunner.liveWorkers;
   await clip(config.folders.media, "short.mp4", { seconds: 3, size: "320x240", fps: 25 });
   await withServer(async (server) => {
     await ok(server, "/transcoder/startup", {
@@ -279,7 +280,32 @@ Deno.test("a transcoder waits for its source, and ends with it", async () => {
       .map((s) => s.name);
     assert.deepEqual(names, []);
     assert.equal(server.services.decoders.decoders, 0);
+    await waitFor("every ffmpeg to exit", () => childrenNamed("ffmpeg") === 0 || undefined);
+    assert.equal(WorkerRunner.liveWorkers, workersBefore);
   }, config);
+});
+
+Deno.test("server stop ends running transcoders with their processes and Workers", async () => {
+  const config = testConfig({ media: { engine: "native" } });
+  await clip(config.folders.media, "clip.mp4", { seconds: 30, size: "320x240", fps: 25 });
+  const workersBefore = WorkerRunner.liveWorkers;
+  const server = await startTestServer(config);
+  try {
+    await ok(server, "/vod/startup", { uri: "vod-live://clip.mp4", localStreamName: "cam" });
+    await ok(server, "/transcoder2/startup", {
+      uri: "transcoder2://t",
+      remoteStreamName: "cam",
+      localStreamName: "t",
+      encoder: { width: 160, height: 120, fps: 15, keyFrameInterval: 15, audioCodec: "opus" },
+    });
+    await outputStream(server, "t");
+    // Decoder, encoder and the AAC to Opus conversion.
+    assert.equal(childrenNamed("ffmpeg"), 3);
+  } finally {
+    await server.stop();
+  }
+  assert.equal(childrenNamed("ffmpeg"), 0);
+  assert.equal(WorkerRunner.liveWorkers, workersBefore);
 });
 
 Deno.test("a source with B-frames gives an output that decodes cleanly with rising dts", async () => {
