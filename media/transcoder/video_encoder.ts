@@ -2,7 +2,7 @@
  * The pipeline's video encoder: raw I420 pictures in, H.264 or VP8 frames out on the
  * pictures' own pts. With an engine that streams (native ffmpeg) one ffmpeg runs for the
  * encoder's whole life, pictures on its stdin; otherwise (ffmpeg.wasm) pictures are gathered
- * into chunks of about a second and each chunk is encoded by one run, which adds
+ * into chunks of whole GOPs, about a second of them, and each chunk is encoded by one run, which adds
  * about a chunk plus a run of latency.
  *
  * ffmpeg encodes without reordering and neither drops nor repeats pictures, so frame n of a
@@ -25,9 +25,12 @@ import {
  */
 export const maxPendingEncoderWrites = 3;
 /** Longest span of pictures one chunked run encodes, in milliseconds. */
-const maxChunkMs = 1000;
-/** Chunks that may wait while a run is going; pictures beyond them are dropped. */
-const maxQueuedChunks = 1;
+const maxChunkMs = 2000;
+/**
+ * Chunks that may wait while a run is going; pictures beyond them are dropped. Two: a
+ * chunked decoder hands over a whole GOP at once (2 s of pictures for a GOP of 60 at 30 fps).
+ */
+const maxQueuedChunks = 2;
 /** Longest one chunked run may take, in milliseconds. */
 const chunkRunTimeoutMs = 15_000;
 
@@ -220,10 +223,16 @@ class ChunkedVideoEncoder implements VideoEncoder {
     this.#options = options;
     const { settings } = options;
     this.#args = videoEncoderArgs(settings, options.engine.kind);
-    // About a second a run, whatever the GOP: each run costs a Worker and an instance, so
-    // shorter runs fall behind (a GOP of 3 at 15 fps was 5 runs a second). Keyframes still
-    // come every `keyFrameInterval` inside a run, and each run starts with one.
-    this.#chunkFrames = Math.max(1, Math.round(settings.fps * maxChunkMs / 1000));
+    // Whole GOPs, about a second of them: each run costs a Worker and an instance, so
+    // shorter runs fall behind (a GOP of 3 at 15 fps was 5 runs a second); a run starts
+    // with a keyframe, so whole GOPs keep keyframes on their interval. A GOP longer than
+    // `maxChunkMs` is cut (its keyframes then come every `maxChunkMs`).
+    const gop = Math.max(1, Math.round(settings.keyFrameInterval));
+    const second = Math.max(1, Math.round(settings.fps));
+    this.#chunkFrames = Math.min(
+      gop * Math.max(1, Math.floor(second / gop)),
+      Math.max(1, Math.round(settings.fps * maxChunkMs / 1000)),
+    );
   }
 
   get dropped(): number {

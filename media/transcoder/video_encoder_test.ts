@@ -223,16 +223,16 @@ Deno.test("native encoder: refused pictures are counted and the rest keep their 
   assert.equal(frames[0].keyframe, true);
 });
 
-Deno.test("chunked encoder: one run going and one chunk queued, pictures beyond are dropped", async () => {
-  const input = await pictures(30);
+Deno.test("chunked encoder: one run going and two chunks queued, pictures beyond are dropped", async () => {
+  const input = await pictures(40);
   const engine = new WasmEngine();
   const { encoder, frames } = encoderOn(engine, "VP8", track("VP8"));
   const accepted = input.filter((picture) => encoder.push(picture)).map((p) => p.pts);
   try {
-    // Chunks of 10: the first runs, the second waits, the third finds no room.
-    assert.deepEqual(accepted, input.slice(0, 20).map((p) => p.pts));
+    // Chunks of 10: the first runs, the next two wait, the fourth finds no room.
+    assert.deepEqual(accepted, input.slice(0, 30).map((p) => p.pts));
     assert.equal(encoder.dropped, 10);
-    await waitFor(() => frames.length >= 20, "two chunks");
+    await waitFor(() => frames.length >= 30, "three chunks");
   } finally {
     await encoder.close();
     await engine.close();
