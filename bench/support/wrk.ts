@@ -8,6 +8,8 @@ export interface WrkResult {
   p99Ms: number;
   /** Non-2xx/3xx answers and socket errors. */
   errors: number;
+  /** Response bytes read per second. */
+  bytesPerSecond: number;
 }
 
 /** Options of runWrk. */
@@ -19,6 +21,10 @@ export interface WrkOptions {
   connections: number;
   /** HTTP method; POST sends an empty JSON object. */
   method: "GET" | "POST";
+  /** A wrk Lua script to use instead of the method's (it chooses the requests itself). */
+  script?: string;
+  /** wrk threads, 1 by default. */
+  threads?: number;
 }
 
 /** Fails with the Debian package to install when wrk is missing. */
@@ -35,14 +41,15 @@ export async function runWrk(options: WrkOptions): Promise<WrkResult> {
   const script = await Deno.makeTempFile({ suffix: ".lua" });
   await Deno.writeTextFile(
     script,
-    options.method === "POST"
-      ? 'wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\nwrk.body = "{}"\n'
-      : "",
+    options.script ??
+      (options.method === "POST"
+        ? 'wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\nwrk.body = "{}"\n'
+        : ""),
   );
   try {
     const out = await new Deno.Command("wrk", {
       args: [
-        "-t1",
+        `-t${options.threads ?? 1}`,
         `-c${options.connections}`,
         `-d${options.durationSeconds}s`,
         "--latency",
@@ -65,10 +72,18 @@ export async function runWrk(options: WrkOptions): Promise<WrkResult> {
       p50Ms: latencyMs(text, "50%"),
       p99Ms: latencyMs(text, "99%"),
       errors: errorsNon2xx + socketErrors,
+      bytesPerSecond: transferRate(text),
     };
   } finally {
     await Deno.remove(script);
   }
+}
+
+/** wrk's "Transfer/sec" in bytes per second. */
+function transferRate(report: string): number {
+  const m = report.match(/Transfer\/sec:\s+([\d.]+)(B|KB|MB|GB)/);
+  if (!m) return NaN;
+  return Number(m[1]) * { B: 1, KB: 1024, MB: 1024 ** 2, GB: 1024 ** 3 }[m[2] as "B"];
 }
 
 function latencyMs(report: string, percentile: string): number {

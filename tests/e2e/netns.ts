@@ -92,3 +92,32 @@ export async function runInNetns(scenarios: string): Promise<void> {
     inner.text.split("\n").filter((l) => /\.\.\. ok|\.\.\. FAILED/.test(l)).join("\n"),
   );
 }
+
+/**
+ * Re-runs `deno run -A <script>` (path from the repository root) inside the namespace, its
+ * output shown as it comes, for programs (benchmarks) that drive Chromium; returns its exit
+ * code. Without root it fails naming what is missing, like `runInNetns`.
+ */
+export async function runScriptInNetns(script: string): Promise<number> {
+  const missing = missingPrerequisites();
+  if (missing.length > 0) throw new Error(`cannot run ${script}, missing: ${missing.join(", ")}`);
+  const cached = await run([Deno.execPath(), "cache", script]);
+  if (cached.code !== 0) throw new Error(`deno cache ${script} failed:\n${cached.text}`);
+  const { code } = await new Deno.Command("unshare", {
+    args: [
+      "-n",
+      "--",
+      "sh",
+      "-c",
+      'ip link set lo up && exec "$0" run -A "$1"',
+      Deno.execPath(),
+      script,
+    ],
+    cwd: repoRoot,
+    env: { [netnsEnv]: "1", PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin" },
+    stdin: "null",
+    stdout: "inherit",
+    stderr: "inherit",
+  }).spawn().status;
+  return code;
+}
