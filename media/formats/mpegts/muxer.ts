@@ -130,6 +130,11 @@ export class TsMuxer {
     writePmt(this.#pmtPayload, 1, { pcrPid: this.#pcrPid, streams: pmtStreams });
   }
 
+  /** Precedes the next frame with PAT and PMT (where a reader may start, e.g. a segment). */
+  requestPsi(): void {
+    this.#lastPsiSec = -Infinity;
+  }
+
   /** The TS packets of one frame (preceded by PAT and PMT when due), as a new array. */
   mux(frame: MediaFrame): Uint8Array {
     const s = this.#streams.get(frame.trackId);

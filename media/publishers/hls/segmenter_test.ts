@@ -1,0 +1,348 @@
+import assert from "node:assert/strict";
+import type { MediaFrame, Track } from "../../frame.ts";
+import { TsDemuxer } from "../../formats/mpegts/demuxer.ts";
+import { decode, probeStreams, run, tempPath } from "../../formats/test_fixtures.ts";
+import { mediaPlaylist } from "../../formats/hls/playlist.ts";
+import { concatBytes } from "../../../signaling/websocket/bytes.ts";
+import { createHlsSegmenter, HlsCodecError, type MemoryHlsSegmenter } from "./segmenter.ts";
+import type { HlsSegmenterOptions } from "./hls_segmenter_api.ts";
+
+const clips = new Map<string, Promise<{ tracks: Track[]; frames: MediaFrame[] }>>();
+
+/** A 10 s 320x240 25 fps clip with a keyframe every second, B-frames and 48 kHz AAC. */
+function clip(video: "h264" | "h265"): Promise<{ tracks: Track[]; frames: MediaFrame[] }> {
+  let p = clips.get(video);
+  if (!p) {
+    p = (async () => {
+      const path = await tempPath(`hls-${video}-10s.ts`);
+      await run("ffmpeg", [
+        ...["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25"],
+        ...["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000", "-t", "10"],
+        "-pix_fmt",
+        "yuv420p",
+        ...(video === "h264" ? ["-c:v", "libx264", "-g", "25", "-bf", "2"] : [
+          "-c:v",
+          "libx265",
+          "-x265-params",
+          "log-level=error:keyint=25:min-keyint=25:scenecut=0:open-gop=0",
+        ]),
+        ...["-c:a", "aac", "-f", "mpegts", path],
+      ]);
+      const demuxer = new TsDemuxer();
+      const frames = [...demuxer.push(await Deno.readFile(path)), ...demuxer.flush()];
+      return { tracks: demuxer.tracks, frames };
+    })();
+    clips.set(video, p);
+  }
+  return p;
+}
+
+function options(tracks: Track[], more: Partial<HlsSegmenterOptions>): HlsSegmenterOptions {
+  return {
+    tracks,
+    container: "ts",
+    targetDurationSec: 2,
+    partDurationMs: 0,
+    windowSegments: 3,
+    ...more,
+  };
+}
+
+/** Writes the playlist, init and window segments (and parts) of `s` into a new folder. */
+async function writeFolder(s: MemoryHlsSegmenter, name: string): Promise<string> {
+  const dir = await tempPath(name);
+  await Deno.mkdir(dir, { recursive: true });
+  const text = s.playlist();
+  await Deno.writeTextFile(`${dir}/index.m3u8`, text);
+  const init = s.init();
+  if (init) await Deno.writeFile(`${dir}/init.mp4`, init);
+  for (const uri of uris(text)) {
+    const [msn, part] = uri.split(".").map(Number);
+    const bytes = uri.split(".").length === 3 ? s.part(msn, part) : s.segment(msn);
+    assert.ok(bytes, `${uri} is served`);
+    await Deno.writeFile(`${dir}/${uri}`, bytes);
+  }
+  return dir;
+}
+
+/** Segment and part URIs named by a playlist. */
+function uris(text: string): string[] {
+  const out: string[] = [];
+  for (const line of text.split("\n")) {
+    if (line && !line.startsWith("#")) out.push(line);
+    const m = line.match(/^#EXT-X-PART:.*URI="([^"]+)"/);
+    if (m) out.push(m[1]);
+  }
+  return out;
+}
+
+function extinfs(text: string): number[] {
+  return [...text.matchAll(/#EXTINF:([\d.]+),/g)].map((m) => Number(m[1]));
+}
+
+async function probeDurationOf(path: string): Promise<number> {
+  const { out } = await run("ffprobe", [
+    ...["-v", "error", "-show_entries", "format=duration", "-of", "csv=p=0", path],
+  ]);
+  return Number(out.trim());
+}
+
+/** ffprobe and ffmpeg read the folder's playlist: both streams, no errors, the duration. */
+async function assertPlays(
+  dir: string,
+  expect: { video: string; durationSec: number; playlist?: string },
+): Promise<void> {
+  const path = `${dir}/${expect.playlist ?? "index.m3u8"}`;
+  const streams = await probeStreams(path);
+  assert.deepEqual(streams.map((s) => s.codec_name).sort(), ["aac", expect.video]);
+  const video = streams.find((s) => s.codec_type === "video")!;
+  assert.deepEqual([video.width, video.height], [320, 240]);
+  const decoded = await decode(path);
+  assert.equal(decoded.errors, "");
+  assert.ok(
+    Math.abs(decoded.video - expect.durationSec * 25) <= 2,
+    `decoded ${decoded.video} video frames for ${expect.durationSec} s`,
+  );
+  assert.ok(decoded.audio > 0);
+  const duration = await probeDurationOf(path);
+  assert.ok(Math.abs(duration - expect.durationSec) < 0.2, `duration ${duration}`);
+}
+
+for (const container of ["ts", "fmp4"] as const) {
+  Deno.test(`HLS segmenter (${container}): keyframe cuts, window, ENDLIST, ffmpeg plays it`, async () => {
+    const { tracks, frames } = await clip("h264");
+    const s = createHlsSegmenter(options(tracks, { container }));
+    assert.equal(s.playlist().includes("#EXTINF"), false);
+    for (const f of frames) s.push(f);
+    // 10 s in 2 s segments: 4 complete, the fifth in progress; 3 in the window.
+    assert.deepEqual(extinfs(s.playlist()), [2, 2, 2]);
+    assert.match(s.playlist(), /#EXT-X-MEDIA-SEQUENCE:1\n/);
+    assert.equal(s.segment(0), undefined, "dropped from the window");
+    assert.equal(s.segment(4), undefined, "not complete yet");
+    assert.ok(s.segment(1));
+    assert.equal(s.playlist().includes("#EXT-X-ENDLIST"), false);
+    s.end();
+    const text = s.playlist();
+    assert.equal(s.ended, true);
+    assert.deepEqual(extinfs(text), [2, 2, 2]);
+    assert.match(text, /#EXT-X-MEDIA-SEQUENCE:2\n/);
+    assert.match(text, /#EXT-X-TARGETDURATION:2\n/);
+    assert.match(text, /#EXT-X-ENDLIST\n$/);
+    assert.equal(
+      (text.match(/#EXT-X-PROGRAM-DATE-TIME:\d{4}-\d\d-\d\dT[\d:]+\.\d{3}Z/g) ?? []).length,
+      3,
+    );
+    if (container === "ts") {
+      assert.match(text, /#EXT-X-VERSION:3\n/);
+      assert.equal(s.init(), undefined);
+      for (const msn of [2, 3, 4]) {
+        const seg = s.segment(msn)!;
+        // Each segment starts with a PAT (PID 0) then the PMT, so it decodes alone.
+        assert.equal(seg[0], 0x47);
+        assert.equal(((seg[1] & 0x1f) << 8) | seg[2], 0);
+        assert.equal(seg.length % 188, 0);
+      }
+    } else {
+      assert.match(text, /#EXT-X-VERSION:7\n/);
+      assert.match(text, /#EXT-X-MAP:URI="init.mp4"\n/);
+      assert.equal(new TextDecoder().decode(s.init()!.subarray(4, 8)), "ftyp");
+      assert.equal(new TextDecoder().decode(s.segment(2)!.subarray(4, 8)), "moof");
+    }
+    const variant = s.variant!;
+    assert.match(variant.codecs, /^avc1\.64000d,mp4a\.40\.2$/);
+    assert.deepEqual([variant.width, variant.height, variant.frameRate], [320, 240, 25]);
+    assert.ok(variant.bandwidth >= variant.averageBandwidth && variant.averageBandwidth > 10_000);
+    const dir = await writeFolder(s, `hls-${container}`);
+    await assertPlays(dir, { video: "h264", durationSec: 6 });
+    // Each segment alone decodes too (a player may start at any of them).
+    const alone = `${dir}/alone.m3u8`;
+    await Deno.writeTextFile(
+      alone,
+      mediaPlaylist({
+        targetDurationSec: 2,
+        mediaSequence: 3,
+        discontinuitySequence: 0,
+        mapUri: container === "fmp4" ? "init.mp4" : undefined,
+        segments: [{ uri: `3.${container === "ts" ? "ts" : "m4s"}`, durationSec: 2 }],
+        ended: true,
+      }),
+    );
+    await assertPlays(dir, { video: "h264", durationSec: 2, playlist: "alone.m3u8" });
+  });
+}
+
+Deno.test("HLS segmenter: H.265 in fMP4 plays with an hvc1 codec; in MPEG-TS it is refused", async () => {
+  const { tracks, frames } = await clip("h265");
+  assert.throws(() => createHlsSegmenter(options(tracks, {})), HlsCodecError);
+  const s = createHlsSegmenter(options(tracks, { container: "fmp4", windowSegments: 10 }));
+  for (const f of frames) s.push(f);
+  s.end();
+  assert.deepEqual(extinfs(s.playlist()), [2, 2, 2, 2, 2]);
+  // Main profile (1, compatible with 1 and 2: reversed flags 6), level 2 (60), x265's
+  // constraint byte 0x90 (progressive source, frame only).
+  assert.equal(s.variant!.codecs, "hvc1.1.6.L60.90,mp4a.40.2");
+  await assertPlays(await writeFolder(s, "hls-h265"), { video: "hevc", durationSec: 10 });
+});
+
+for (const container of ["ts", "fmp4"] as const) {
+  Deno.test(`LL-HLS segmenter (${container}): parts, preload hint, ready(), ffmpeg plays parts`, async () => {
+    const { tracks, frames } = await clip("h264");
+    const s = createHlsSegmenter(options(tracks, { container, partDurationMs: 500 }));
+    const ext = container === "ts" ? "ts" : "m4s";
+    const t0 = frames[0].dts;
+    const half = frames.findIndex((f) => f.trackId === tracks[0].id && f.dts - t0 >= 5 * 90000);
+    for (const f of frames.slice(0, half)) s.push(f);
+    const live = s.playlist();
+    assert.match(
+      live,
+      /#EXT-X-SERVER-CONTROL:CAN-BLOCK-RELOAD=YES,PART-HOLD-BACK=1.5\n#EXT-X-PART-INF:PART-TARGET=0.5\n/,
+    );
+    // At 5 s: segments 0, 1 complete, segment 2 has parts 0 and 1 (4.00-4.48, 4.48-4.96 s):
+    // 25 fps makes parts of 12 frames, the longest within the 0.5 s part target.
+    assert.match(
+      live,
+      new RegExp(
+        `#EXT-X-PART:DURATION=0.480,URI="2.0.${ext}",INDEPENDENT=YES\n` +
+          `#EXT-X-PART:DURATION=0.480,URI="2.1.${ext}"\n` +
+          `#EXT-X-PRELOAD-HINT:TYPE=PART,URI="2.2.${ext}"\n$`,
+      ),
+    );
+    assert.ok(s.part(2, 1));
+    assert.equal(s.part(2, 2), undefined);
+    // Blocking reload: part 2.2 completes once frames past 5.44 s arrive; 9.0 never in time.
+    const next = s.ready(2, 2, 5000);
+    const late = s.ready(9, 0, 20);
+    const afterEnd = s.ready(9, 0, 5000);
+    assert.equal(await s.ready(1, 3, 10), true, "a part past the last is the next segment's");
+    assert.equal(await late, false, "timed out");
+    for (const f of frames.slice(half)) s.push(f);
+    assert.equal(await next, true);
+    s.end();
+    assert.equal(await afterEnd, false, "false at the end");
+    assert.equal(await s.ready(4, 0, 10), true);
+
+    // A segment's bytes are its parts' bytes.
+    for (const msn of [2, 3, 4]) {
+      const parts = [0, 1, 2, 3, 4].map((i) => s.part(msn, i)!);
+      assert.equal(s.part(msn, 5), undefined);
+      assert.deepEqual(concatBytes(parts), s.segment(msn));
+    }
+    const text = s.playlist();
+    assert.equal(text.includes("PRELOAD-HINT"), false);
+    assert.match(text, /#EXT-X-ENDLIST\n$/);
+    const dir = await writeFolder(s, `ll-hls-${container}`);
+    await assertPlays(dir, { video: "h264", durationSec: 6 });
+    // The parts as segments of their own play too (what an LL-HLS player fetches).
+    await Deno.writeTextFile(
+      `${dir}/parts.m3u8`,
+      mediaPlaylist({
+        targetDurationSec: 1,
+        mediaSequence: 0,
+        discontinuitySequence: 0,
+        mapUri: container === "fmp4" ? "init.mp4" : undefined,
+        segments: [3, 4].flatMap((msn) =>
+          [0.48, 0.48, 0.48, 0.48, 0.08].map((durationSec, i) => ({
+            uri: `${msn}.${i}.${ext}`,
+            durationSec,
+          }))
+        ),
+        ended: true,
+      }),
+    );
+    await assertPlays(dir, { video: "h264", durationSec: 4, playlist: "parts.m3u8" });
+  });
+}
+
+Deno.test("HLS segmenter: a restarted publisher makes a discontinuity; the timeline goes on", async () => {
+  const { tracks, frames } = await clip("h264");
+  const s = createHlsSegmenter(options(tracks, { windowSegments: 6 }));
+  for (const f of frames) s.push(f);
+  s.discontinuity();
+  for (const f of frames.slice(0, frames.length / 2)) s.push(f); // same clock again
+  s.end();
+  const text = s.playlist();
+  // 5 segments, then 2 of the second run (+ its tail): 6 in the window from msn 2.
+  assert.match(text, /#EXT-X-MEDIA-SEQUENCE:2\n/);
+  assert.equal(text.match(/#EXT-X-DISCONTINUITY\n/g)?.length, 1);
+  assert.equal(text.includes("DISCONTINUITY-SEQUENCE"), false);
+  const durations = extinfs(text);
+  assert.deepEqual(durations.slice(0, 5), [2, 2, 2, 2, 2]);
+  await assertPlays(await writeFolder(s, "hls-discontinuity"), {
+    video: "h264",
+    durationSec: durations.reduce((a, b) => a + b),
+  });
+
+  // Once the discontinuity leaves the window, the sequence counts it.
+  const small = createHlsSegmenter(options(tracks, { windowSegments: 2 }));
+  for (const f of frames.slice(0, 60)) small.push(f);
+  small.discontinuity();
+  for (const f of frames) small.push(f);
+  assert.match(small.playlist(), /#EXT-X-DISCONTINUITY-SEQUENCE:1\n/);
+  assert.equal(small.playlist().includes("#EXT-X-DISCONTINUITY\n"), false);
+  small.end();
+});
+
+Deno.test("HLS segmenter: no keyframe for long: forced cuts keep memory bounded", async () => {
+  const { tracks, frames } = await clip("h264");
+  const s = createHlsSegmenter(options(tracks, { windowSegments: 2, targetDurationSec: 1 }));
+  let seenKey = false;
+  for (const f of frames) {
+    const key = f.keyframe && f.trackId === tracks[0].id;
+    s.push(key && seenKey ? { ...f, keyframe: false } : f);
+    if (key) seenKey = true;
+  }
+  // 10 s of frames, one keyframe: cut every 3 s (3 target durations).
+  assert.equal(s.forcedCuts, 3);
+  assert.deepEqual(extinfs(s.playlist()), [3, 3]);
+  assert.ok(s.metrics.queueSize < 3 * 25 + 3 * 50);
+  s.end();
+});
+
+Deno.test("HLS segmenter: metrics (fps, gaps, pts, queue) and frames before the keyframe dropped", async () => {
+  const { tracks, frames } = await clip("h264");
+  const s = createHlsSegmenter(options(tracks, {}));
+  assert.equal(s.metrics.keyFrameReceived, false);
+  // Audio and a non-key video frame first: dropped, nothing starts.
+  const firstVideo = frames.findIndex((f) => f.trackId === tracks[0].id);
+  s.push({ ...frames[firstVideo], keyframe: false, dts: frames[firstVideo].dts - 3600 });
+  assert.equal(s.metrics.queueSize, 0);
+  // Leave out 1.5 s of the middle (a gap).
+  const gapFrom = 4 * 90000;
+  const gapTo = 5.5 * 90000;
+  for (const f of frames) {
+    const t = f.dts * 90000 / (f.trackId === tracks[0].id ? 90000 : 48000);
+    if (t >= gapFrom && t < gapTo) continue;
+    s.push(f);
+  }
+  const m = s.metrics;
+  assert.equal(m.keyFrameReceived, true);
+  assert.equal(m.countGaps, 1);
+  assert.equal(m.resolutionChanges, 0);
+  assert.ok(m.minFPS >= 24 && m.maxFPS <= 26.5, `fps ${m.minFPS}..${m.maxFPS}`);
+  assert.ok(m.avgFPS > 20 && m.avgFPS < 25, `avg ${m.avgFPS} counts the gap`);
+  assert.ok(m.startPts >= 1300 && m.startPts < 1500, `startPts ${m.startPts}`);
+  assert.ok(m.currentPts > m.startPts + 9800, `currentPts ${m.currentPts}`);
+  assert.ok(m.queueSize > 0);
+  s.end();
+});
+
+Deno.test("HLS segmenter: audio only is cut by duration, no segment longer than the target", async () => {
+  const { tracks, frames } = await clip("h264");
+  const audio = tracks.filter((t) => t.kind === "audio");
+  const s = createHlsSegmenter(options(audio, { partDurationMs: 200 }));
+  for (const f of frames) s.push(f);
+  s.end();
+  const durations = extinfs(s.playlist());
+  assert.equal(durations.length, 3);
+  for (const d of durations.slice(0, -1)) assert.ok(d > 1.9 && d <= 2, `${d}`);
+  assert.match(s.playlist(), /#EXT-X-TARGETDURATION:2\n/);
+  assert.equal(s.variant!.codecs, "mp4a.40.2");
+  assert.equal(s.variant!.frameRate, undefined);
+  const decoded = await decode(`${await writeFolder(s, "hls-audio")}/index.m3u8`);
+  assert.equal(decoded.errors, "");
+  // Window: two 1.984 s segments and the 0.085 s tail.
+  assert.ok(Math.abs(decoded.audio - 4.053 * 48000 / 1024) < 2, `${decoded.audio} audio frames`);
+  for (const m of s.playlist().matchAll(/#EXT-X-PART:DURATION=([\d.]+)/g)) {
+    assert.ok(Number(m[1]) <= 0.2, `part ${m[1]}`);
+  }
+});
