@@ -42,8 +42,12 @@ export function codecString(config: CodecConfig | undefined): string | undefined
       return config.sps.length ? avcCodecString(config.sps[0]) : undefined;
     case "H265":
       return config.sps.length ? hevcCodecString(config.sps[0]) : undefined;
-    case "AAC":
+    case "AAC": {
+      // HE-AAC (5) and HE-AACv2 (29) signalled explicitly name themselves, not their core.
+      const signalled = config.asc[0] >> 3;
+      if (signalled === 5 || signalled === 29) return `mp4a.40.${signalled}`;
       return `mp4a.40.${parseAsc(config.asc).objectType}`;
+    }
     case "OPUS":
       return "opus";
     default:
