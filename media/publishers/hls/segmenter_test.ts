@@ -9,14 +9,18 @@ import type { HlsSegmenterOptions } from "./hls_segmenter_api.ts";
 
 const clips = new Map<string, Promise<{ tracks: Track[]; frames: MediaFrame[] }>>();
 
-/** A 10 s 320x240 25 fps clip with a keyframe every second, B-frames and 48 kHz AAC. */
-function clip(video: "h264" | "h265"): Promise<{ tracks: Track[]; frames: MediaFrame[] }> {
-  let p = clips.get(video);
+/** A 10 s 25 fps clip (320x240 unless said) with a keyframe every second, B-frames and AAC. */
+function clip(
+  video: "h264" | "h265",
+  size = "320x240",
+): Promise<{ tracks: Track[]; frames: MediaFrame[] }> {
+  const key = `${video}-${size}`;
+  let p = clips.get(key);
   if (!p) {
     p = (async () => {
-      const path = await tempPath(`hls-${video}-10s.ts`);
+      const path = await tempPath(`hls-${key}-10s.ts`);
       await run("ffmpeg", [
-        ...["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25"],
+        ...["-v", "error", "-y", "-f", "lavfi", "-i", `testsrc2=size=${size}:rate=25`],
         ...["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000", "-t", "10"],
         "-pix_fmt",
         "yuv420p",
@@ -32,7 +36,7 @@ function clip(video: "h264" | "h265"): Promise<{ tracks: Track[]; frames: MediaF
       const frames = [...demuxer.push(await Deno.readFile(path)), ...demuxer.flush()];
       return { tracks: demuxer.tracks, frames };
     })();
-    clips.set(video, p);
+    clips.set(key, p);
   }
   return p;
 }
@@ -253,24 +257,30 @@ for (const container of ["ts", "fmp4"] as const) {
   });
 }
 
-Deno.test("HLS segmenter: a restarted publisher makes a discontinuity; the timeline goes on", async () => {
-  const { tracks, frames } = await clip("h264");
-  const s = createHlsSegmenter(options(tracks, { windowSegments: 6 }));
-  for (const f of frames) s.push(f);
-  s.discontinuity();
-  for (const f of frames.slice(0, frames.length / 2)) s.push(f); // same clock again
-  s.end();
-  const text = s.playlist();
-  // 5 segments, then 2 of the second run (+ its tail): 6 in the window from msn 2.
-  assert.match(text, /#EXT-X-MEDIA-SEQUENCE:2\n/);
-  assert.equal(text.match(/#EXT-X-DISCONTINUITY\n/g)?.length, 1);
-  assert.equal(text.includes("DISCONTINUITY-SEQUENCE"), false);
-  const durations = extinfs(text);
-  assert.deepEqual(durations.slice(0, 5), [2, 2, 2, 2, 2]);
-  await assertPlays(await writeFolder(s, "hls-discontinuity"), {
-    video: "h264",
-    durationSec: durations.reduce((a, b) => a + b),
+for (const [container, explicit] of [["ts", true], ["fmp4", true], ["ts", false]] as const) {
+  Deno.test(`HLS segmenter (${container}): a restarted publisher makes a discontinuity${explicit ? "" : " (a clock jumping back, not announced)"}; the timeline goes on`, async () => {
+    const { tracks, frames } = await clip("h264");
+    const s = createHlsSegmenter(options(tracks, { windowSegments: 6, container }));
+    for (const f of frames) s.push(f);
+    if (explicit) s.discontinuity();
+    for (const f of frames.slice(0, frames.length / 2)) s.push(f); // same clock again
+    s.end();
+    const text = s.playlist();
+    // 5 segments, then 2 of the second run (+ its tail): 6 in the window from msn 2.
+    assert.match(text, /#EXT-X-MEDIA-SEQUENCE:2\n/);
+    assert.equal(text.match(/#EXT-X-DISCONTINUITY\n/g)?.length, 1);
+    assert.equal(text.includes("DISCONTINUITY-SEQUENCE"), false);
+    const durations = extinfs(text);
+    assert.deepEqual(durations.slice(0, 5), [2, 2, 2, 2, 2]);
+    await assertPlays(await writeFolder(s, `hls-discontinuity-${container}-${explicit}`), {
+      video: "h264",
+      durationSec: durations.reduce((a, b) => a + b),
+    });
   });
+}
+
+Deno.test("HLS segmenter: a discontinuity leaving the window is counted in its sequence", async () => {
+  const { tracks, frames } = await clip("h264");
 
   // Once the discontinuity leaves the window, the sequence counts it.
   const small = createHlsSegmenter(options(tracks, { windowSegments: 2 }));
@@ -345,4 +355,17 @@ Deno.test("HLS segmenter: audio only is cut by duration, no segment longer than 
   for (const m of s.playlist().matchAll(/#EXT-X-PART:DURATION=([\d.]+)/g)) {
     assert.ok(Number(m[1]) <= 0.2, `part ${m[1]}`);
   }
+});
+
+Deno.test("HLS segmenter: a new picture size from the SPS is a resolution change", async () => {
+  const small = await clip("h264");
+  const large = await clip("h264", "640x360");
+  const s = createHlsSegmenter(options(small.tracks, {}));
+  for (const f of small.frames.slice(0, 100)) s.push(f);
+  assert.equal(s.metrics.resolutionChanges, 0);
+  s.discontinuity();
+  for (const f of large.frames.slice(0, 200)) s.push(f);
+  assert.equal(s.metrics.resolutionChanges, 1);
+  assert.deepEqual([s.variant!.width, s.variant!.height], [640, 360]);
+  s.end();
 });
