@@ -5,6 +5,7 @@
  * - native: the frames the streaming decoder sustains (pushed as fast as pictures come back,
  *   at most 20 frames ahead), with the CPU time of its ffmpeg and of this process, against
  *   `ffmpeg -i clip -f rawvideo -pix_fmt yuv420p -y /dev/null` (one thread, and default);
+ *   and the delay from pushing a frame to its picture at the clip's real rate;
  * - wasm: pictures per second of the chunked decoder's runs, one GOP per run.
  */
 import { silentLogger } from "../../core/log.ts";
@@ -118,6 +119,38 @@ async function native(path: string, height: number): Promise<void> {
   console.log(`  ffmpeg (default threads) to /dev/null: ${await ffmpegCpu(path, [])}`);
 }
 
+/** Wall time from pushing a frame to its picture, with frames pushed at their real rate. */
+async function nativeLatency(path: string, height: number): Promise<void> {
+  const { track, frames } = demux(await Deno.readFile(path));
+  const engine = new NativeEngine();
+  const pushedAt = new Map<number, number>();
+  const delaysMs: number[] = [];
+  const decoder = createVideoDecoder({
+    engine,
+    track,
+    log: silentLogger,
+    onPicture: (p) => delaysMs.push(performance.now() - pushedAt.get(p.pts)!),
+  });
+  const start = performance.now();
+  for (const [i, frame] of frames.slice(0, 5 * fps).entries()) {
+    const dueMs = start + i * 1000 / fps;
+    await new Promise((r) => setTimeout(r, Math.max(0, dueMs - performance.now())));
+    pushedAt.set(frame.pts, performance.now());
+    decoder.push(frame);
+  }
+  await new Promise((r) => setTimeout(r, 500));
+  await decoder.close();
+  await engine.close();
+  const sorted = delaysMs.toSorted((a, b) => a - b);
+  console.log(
+    `  native ${height}p at ${fps} fps: ${delaysMs.length} pictures, push to picture median ${
+      sorted[sorted.length >> 1].toFixed(0)
+    } ms, p95 ${sorted[Math.floor(sorted.length * 0.95)].toFixed(0)} ms (frame interval ${
+      (1000 / fps).toFixed(0)
+    } ms)`,
+  );
+}
+
 /** Decodes each GOP of the clip in one wasm run, as the chunked decoder does. */
 async function wasm(path: string, height: number): Promise<void> {
   const { track, frames } = demux(await Deno.readFile(path));
@@ -154,6 +187,7 @@ try {
   for (const height of [360, 720]) {
     const path = await makeClip(height);
     await native(path, height);
+    await nativeLatency(path, height);
     await wasm(path, height);
   }
 } finally {

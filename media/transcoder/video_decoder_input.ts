@@ -4,11 +4,13 @@
  * H.265, IVF for VP8, which MPEG-TS cannot carry), the arguments that make ffmpeg write raw
  * I420 pictures, one per input frame, and which frames a decoder may skip.
  */
-import { findH264ParameterSets, H264NalType, parseH264Sps } from "../codecs/h264.ts";
+import { findH264ParameterSets, H264NalType, h264NalType, parseH264Sps } from "../codecs/h264.ts";
 import { findH265ParameterSets, H265NalType, h265NalType, parseH265Sps } from "../codecs/h265.ts";
 import { vp8KeyframeInfo } from "../codecs/vp8.ts";
 import { IvfWriter } from "../formats/ivf.ts";
-import { TsMuxer } from "../formats/mpegts/muxer.ts";
+import { firstStreamPid, TsMuxer } from "../formats/mpegts/muxer.ts";
+import { tsPacketBytes } from "../formats/mpegts/psi.ts";
+import { splitLengthPrefixed } from "../codecs/nalu.ts";
 import type { MediaFrame, Track } from "../frame.ts";
 
 /** A picture size in pixels. */
@@ -74,7 +76,63 @@ export function decoderInput(track: Track, size: PictureSize): DecoderInput {
   }
   // The muxer repeats the track's SPS/PPS before keyframes that lack them in-band.
   const muxer = new TsMuxer({ tracks: [{ ...track, id: 0 }] });
-  return { args: ["-f", "mpegts"], encode: (f) => muxer.mux({ ...f, trackId: 0 }) };
+  const h264 = track.codec === "H264";
+  return {
+    args: ["-f", "mpegts"],
+    encode: (f) => {
+      const ts = muxer.mux({ ...f, trackId: 0, data: withTrailingAud(f.data, h264) });
+      boundPesLength(ts);
+      return ts;
+    },
+  };
+}
+
+/** Access unit delimiters, length-prefixed: H.264 (any slice types) and H.265. */
+const h264Aud = new Uint8Array([0, 0, 0, 2, 0x09, 0xf0]);
+const h265Aud = new Uint8Array([0, 0, 0, 3, 0x46, 0x01, 0x50]);
+
+/**
+ * The access unit with its delimiter moved to its end. ffmpeg's H.264/H.265 parser ends an
+ * access unit where the next one starts, so a delimiter in front held each frame until the
+ * next arrived (a frame of delay); at the end it starts the next unit, and the frame goes
+ * to the decoder at once.
+ */
+function withTrailingAud(data: Uint8Array, h264: boolean): Uint8Array {
+  const aud = h264 ? h264Aud : h265Aud;
+  const isAud = (type: number) => type === (h264 ? H264NalType.aud : H265NalType.aud);
+  const nals = splitLengthPrefixed(data).filter((nal) =>
+    !isAud(h264 ? h264NalType(nal) : h265NalType(nal))
+  );
+  const out = new Uint8Array(nals.reduce((n, nal) => n + 4 + nal.length, aud.length));
+  let at = 0;
+  for (const nal of nals) {
+    new DataView(out.buffer).setUint32(at, nal.length);
+    out.set(nal, at + 4);
+    at += 4 + nal.length;
+  }
+  out.set(aud, at);
+  return out;
+}
+
+/**
+ * Writes the PES_packet_length of the one video PES in `ts` (the muxer leaves video PES
+ * unbounded), when it fits: ffmpeg's demuxer then passes the frame on as soon as its last
+ * packet arrives instead of at the next frame's first (a frame of delay).
+ */
+function boundPesLength(ts: Uint8Array): void {
+  let lengthAt = -1;
+  let pesBytes = 0;
+  for (let o = 0; o + tsPacketBytes <= ts.length; o += tsPacketBytes) {
+    if ((((ts[o + 1] & 0x1f) << 8) | ts[o + 2]) !== firstStreamPid) continue;
+    const payload = o + 4 + ((ts[o + 3] & 0x20) !== 0 ? 1 + ts[o + 4] : 0);
+    if ((ts[o + 1] & 0x40) !== 0) lengthAt = payload + 4;
+    pesBytes += o + tsPacketBytes - payload;
+  }
+  // The 6 bytes of start code, stream id and the length field itself are not counted.
+  const length = pesBytes - 6;
+  if (lengthAt < 0 || length > 0xffff) return;
+  ts[lengthAt] = length >> 8;
+  ts[lengthAt + 1] = length & 0xff;
 }
 
 /**
@@ -86,10 +144,11 @@ export const decoderProbeArgs = ["-probesize", "32", "-analyzeduration", "0"];
 
 /**
  * ffmpeg's output options for a decoder: raw I420, one picture per decoded frame (no frame
- * rate conversion drops or repeats any), audio ignored.
+ * rate conversion drops or repeats any), audio ignored. The rawvideo encoder runs on one
+ * thread: with frame threads (ffmpeg's default) it held each picture until the next.
  */
 export const decoderOutputArgs = [
-  ...["-an", "-fps_mode", "passthrough"],
+  ...["-an", "-fps_mode", "passthrough", "-threads", "1"],
   ...["-f", "rawvideo", "-pix_fmt", "yuv420p"],
 ];
 

@@ -58,22 +58,34 @@ async function tsClip(path: string, width: number, height: number): Promise<Clip
   return { track, frames, pictures: await referencePictures(path, width, height), width, height };
 }
 
-/** A 2 s 25 fps clip: the fixture, or ffmpeg-made at another size or in VP8. */
-function clip(kind: "h264" | "h265" | "h264-small" | "vp8"): Promise<Clip> {
+/** ffmpeg's encoder arguments of the clips made here, and their picture sizes. */
+const madeClips = {
+  "h264-small": { size: [160, 120], args: ["-c:v", "libx264", "-bf", "2"] },
+  // What WebRTC publishers send: no B-frames, so no picture waits for a later frame.
+  "h264-baseline": { size: [320, 240], args: ["-c:v", "libx264", "-profile:v", "baseline"] },
+  "h265-no-bframes": {
+    size: [320, 240],
+    args: ["-c:v", "libx265", "-x265-params", "log-level=error:bframes=0"],
+  },
+  "vp8": { size: [320, 240], args: ["-c:v", "libvpx", "-b:v", "500k"] },
+  "vp8-small": { size: [160, 120], args: ["-c:v", "libvpx", "-b:v", "500k"] },
+} as const;
+
+/** A 2 s 25 fps clip: the fixture (320x240 H.264 with B-frames, H.265), or one made here. */
+function clip(kind: "h264" | "h265" | keyof typeof madeClips): Promise<Clip> {
   let made = clips.get(kind);
   if (made) return made;
   made = (async () => {
     if (kind === "h264") return tsClip(await fixture("h264_aac", "ts"), 320, 240);
     if (kind === "h265") return tsClip(await fixture("h265_aac", "ts"), 320, 240);
-    const [width, height] = kind === "vp8" ? [320, 240] : [160, 120];
-    const path = await tempPath(`decoder-${kind}.${kind === "vp8" ? "ivf" : "ts"}`);
+    const vp8 = kind.startsWith("vp8");
+    const [width, height] = madeClips[kind].size;
+    const path = await tempPath(`decoder-${kind}.${vp8 ? "ivf" : "ts"}`);
     await run("ffmpeg", [
       ...["-v", "error", "-y", "-f", "lavfi", "-i", `testsrc2=size=${width}x${height}:rate=25`],
-      ...["-t", "2", "-pix_fmt", "yuv420p", "-g", "25"],
-      ...(kind === "vp8" ? ["-c:v", "libvpx", "-b:v", "500k"] : ["-c:v", "libx264", "-bf", "2"]),
-      path,
+      ...["-t", "2", "-pix_fmt", "yuv420p", "-g", "25", ...madeClips[kind].args, path],
     ]);
-    if (kind !== "vp8") return tsClip(path, width, height);
+    if (!vp8) return tsClip(path, width, height);
     const reader = new IvfReader();
     const ivf = reader.push(await Deno.readFile(path));
     const { timeBaseNum, timeBaseDen } = reader.header!;
@@ -218,28 +230,30 @@ for (const [name, makeEngine] of engines) {
     });
   }
 
-  Deno.test(`${name} decoder: a resolution change mid-stream gives pictures of both sizes`, async () => {
-    const [large, small] = await Promise.all([clip("h264"), clip("h264-small")]);
-    const engine = makeEngine();
-    try {
-      const frames = [
-        ...large.frames,
-        ...shifted(small.frames, clipSpan),
-        ...shifted(small.frames, 2 * clipSpan).slice(0, followingFrames),
-      ];
-      const { pictures, dropped } = await decode(engine, large.track, frames, 2 * clipSpan, 100);
-      assertIncreasing(pictures);
-      const before = pictures.filter((p) => p.pts < clipSpan);
-      const after = pictures.filter((p) => p.pts >= clipSpan);
-      assertPicturesOf(large, before, 0);
-      assertPicturesOf(small, after, clipSpan);
-      assert.deepEqual(after.map((p) => p.pts), presentationPts(small.frames, clipSpan));
-      assert.deepEqual(before.map((p) => p.pts), presentationPts(large.frames));
-      assert.equal(dropped, 0);
-    } finally {
-      await engine.close();
-    }
-  });
+  for (const codec of ["h264", "vp8"] as const) {
+    Deno.test(`${name} decoder: a ${codec} resolution change mid-stream gives pictures of both sizes, none lost`, async () => {
+      const [large, small] = await Promise.all([clip(codec), clip(`${codec}-small`)]);
+      const engine = makeEngine();
+      try {
+        const frames = [
+          ...large.frames,
+          ...shifted(small.frames, clipSpan),
+          ...shifted(small.frames, 2 * clipSpan).slice(0, followingFrames),
+        ];
+        const { pictures, dropped } = await decode(engine, large.track, frames, 2 * clipSpan, 100);
+        assertIncreasing(pictures);
+        const before = pictures.filter((p) => p.pts < clipSpan);
+        const after = pictures.filter((p) => p.pts >= clipSpan);
+        assertPicturesOf(large, before, 0);
+        assertPicturesOf(small, after, clipSpan);
+        assert.deepEqual(after.map((p) => p.pts), presentationPts(small.frames, clipSpan));
+        assert.deepEqual(before.map((p) => p.pts), presentationPts(large.frames));
+        assert.equal(dropped, 0);
+      } finally {
+        await engine.close();
+      }
+    });
+  }
 
   Deno.test(`${name} decoder: close stops the engine's work and emits nothing after`, async () => {
     const source = await clip("h264");
@@ -306,33 +320,40 @@ Deno.test("native decoder: input it cannot take is dropped up to a keyframe, nev
   }
 });
 
-/**
- * The native engine with its live output cut anew into pieces of odd sizes, some larger than
- * a picture, as an engine whose output is not a byte stream may give it.
- */
-class RechunkingEngine implements CodecEngine {
+/** The native engine with each live job changed by `wrap` (given the job's number). */
+class WrappedEngine implements CodecEngine {
   readonly kind = "native";
   #engine = new NativeEngine();
+  #started = 0;
+
+  constructor(private readonly wrap: (job: LiveJob, index: number) => LiveJob) {}
 
   run(job: EngineJob): Promise<Uint8Array> {
     return this.#engine.run(job);
   }
 
   start(options: LiveJobOptions): LiveJob {
-    const job = this.#engine.start(options);
-    return {
-      write: (chunk) => job.write(chunk),
-      get errors() {
-        return job.errors;
-      },
-      close: () => job.close(),
-      output: rechunk(job.output, [1000, 250_000, 7, 115_200]),
-    };
+    return this.wrap(this.#engine.start(options), this.#started++);
   }
 
   close(): Promise<void> {
     return this.#engine.close();
   }
+}
+
+/**
+ * `job` with its output cut anew into pieces of odd sizes, some larger than a picture, as an
+ * engine whose output is not a byte stream may give it.
+ */
+function rechunked(job: LiveJob): LiveJob {
+  return {
+    write: (chunk) => job.write(chunk),
+    get errors() {
+      return job.errors;
+    },
+    close: () => job.close(),
+    output: rechunk(job.output, [1000, 250_000, 7, 115_200]),
+  };
 }
 
 async function* rechunk(
@@ -357,7 +378,7 @@ async function* rechunk(
 
 Deno.test("native decoder: output in chunks of any size is cut into the same pictures", async () => {
   const source = await clip("h264");
-  const engine = new RechunkingEngine();
+  const engine = new WrappedEngine(rechunked);
   try {
     // A whole GOP follows: the re-cutting holds up to 250 kB, the last pictures' bytes.
     const frames = [...source.frames, ...shifted(source.frames, clipSpan).slice(0, 25)];
@@ -369,3 +390,65 @@ Deno.test("native decoder: output in chunks of any size is cut into the same pic
     await engine.close();
   }
 });
+
+Deno.test("native decoder: when its ffmpeg dies, the next keyframe starts another", async () => {
+  const source = await clip("h264");
+  // The first ffmpeg is killed after 10 frames (its stdin then refuses what follows).
+  const engine = new WrappedEngine((job, index) => {
+    if (index > 0) return job;
+    let writes = 0;
+    return {
+      write: (chunk) => {
+        if (++writes === 10) job.close();
+        return job.write(chunk);
+      },
+      get errors() {
+        return job.errors;
+      },
+      close: () => job.close(),
+      output: job.output,
+    };
+  });
+  try {
+    const frames = [
+      ...source.frames,
+      ...shifted(source.frames, clipSpan).slice(0, followingFrames),
+    ];
+    const { pictures, dropped } = await decode(engine, source.track, frames, clipSpan, 50);
+    assertIncreasing(pictures);
+    assertPicturesOf(source, pictures, 0);
+    // The second GOP (from 1 s) decodes whole on the new ffmpeg.
+    const secondGop = presentationPts(source.frames).filter((pts) => pts >= 90000);
+    assert.deepEqual(pictures.filter((p) => p.pts >= 90000).map((p) => p.pts), secondGop);
+    assert.equal(pictures.length + dropped, 50);
+  } finally {
+    await engine.close();
+  }
+});
+
+for (const kind of ["h264-baseline", "h265-no-bframes", "vp8"] as const) {
+  Deno.test(`native decoder: each ${kind} frame's picture comes before the next frame is pushed`, async () => {
+    const source = await clip(kind);
+    const engine = new NativeEngine();
+    const pictures: RawVideoFrame[] = [];
+    const decoder = createVideoDecoder({
+      engine,
+      track: source.track,
+      log: silentLogger,
+      onPicture: (p) => pictures.push(p),
+    });
+    try {
+      for (const [i, frame] of source.frames.entries()) {
+        decoder.push(frame);
+        const deadline = Date.now() + 2000;
+        while (pictures.length <= i && Date.now() < deadline) await delay(2);
+        assert.equal(pictures.length, i + 1, `picture ${i} came without the next frame`);
+      }
+      assert.deepEqual(pictures.map((p) => p.pts), presentationPts(source.frames));
+      assertPicturesOf(source, pictures, 0);
+    } finally {
+      await decoder.close();
+      await engine.close();
+    }
+  });
+}
