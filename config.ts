@@ -16,6 +16,22 @@ export const defaultConfigFile = "server.json";
 const port = z.int().min(0).max(65535);
 const logLevel = z.enum(["error", "warn", "info", "debug", "trace"]);
 
+/** One HLS ABR profile: an H.264 encode of the source offered as a variant. */
+const hlsProfile = z.strictObject({
+  name: z.string().regex(/^[A-Za-z0-9_-]{1,32}$/, "letters, digits, - and _ (1 to 32)")
+    .refine((name) => name !== "source", "`source` names the source variant"),
+  /** Picture size; 0 for one side keeps the source's aspect. */
+  width: z.int().min(0).max(4096),
+  height: z.int().min(0).max(4096),
+  /** Frames per second; 0 follows the source. */
+  fps: z.int().min(0).max(120).default(0),
+  bitrateKbps: z.int().min(50).max(100_000),
+  codec: z.enum(["H264"]).default("H264"),
+}).refine((p) => p.width > 0 || p.height > 0, {
+  message: "width or height must be set",
+  path: ["height"],
+});
+
 /** Schema of the configuration file. */
 export const configSchema = z.strictObject({
   bind: z.ipv4().or(z.ipv6()).default("127.0.0.1").describe(
@@ -91,6 +107,41 @@ export const configSchema = z.strictObject({
       "Origins allowed to call the REST API from a browser; `*` allows any but never with credentials.",
     ),
   }).prefault({}),
+  hls: z.strictObject({
+    segmentDurationSec: z.int().min(1).max(30).default(2).describe(
+      "HLS target segment duration, in seconds; segments end at the first keyframe past it.",
+    ),
+    windowSegments: z.int().min(2).max(100).default(6).describe(
+      "HLS segments kept per variant (in the playlist and in memory).",
+    ),
+    container: z.enum(["ts", "fmp4"]).default("ts").describe(
+      "HLS segment container: MPEG-TS or fMP4 (CMAF); H.265 sources are always served as fMP4.",
+    ),
+    lowLatency: z.boolean().default(false).describe(
+      "Low-latency HLS: partial segments, preload hints and blocking playlist reload.",
+    ),
+    partDurationMs: z.int().min(100).max(5000).default(500).describe(
+      "LL-HLS part duration, in ms (with `hls.lowLatency`).",
+    ),
+    idleTimeoutSec: z.int().min(1).max(86_400).default(30).describe(
+      "An HLS output started by a viewer stops after this long without a viewer request, in seconds.",
+    ),
+    endedKeepSec: z.int().min(0).max(86_400).default(30).describe(
+      "An ended stream's playlists stay (with `#EXT-X-ENDLIST`) this long, then answer 404; a publisher of the name back within it continues the output, in seconds.",
+    ),
+    profiles: z.array(hlsProfile).default([]).refine(
+      (profiles) => new Set(profiles.map((p) => p.name)).size === profiles.length,
+      "profile names must be unique",
+    ).describe(
+      "HLS ABR profiles `{name, width, height, fps, bitrateKbps, codec}` (in the file), each one H.264 encode offered besides the source.",
+    ),
+    corsOrigins: z.array(z.string().min(1)).default(["*"]).describe(
+      "Origins allowed to fetch HLS from a browser; `*` allows any.",
+    ),
+  }).prefault({}).refine((h) => h.partDurationMs < h.segmentDurationSec * 1000, {
+    message: "partDurationMs must be shorter than segmentDurationSec",
+    path: ["partDurationMs"],
+  }),
   rtsp: z.strictObject({
     transport: z.enum(["auto", "udp", "tcp"]).default("auto").describe(
       "How RTSP pulls receive media: UDP, TCP interleaved, or UDP falling back to TCP when no packet comes.",

@@ -12,6 +12,7 @@ import { createRestHandler } from "./routes/http.ts";
 import { operations } from "./routes/mod.ts";
 import { SignalingServer } from "./signaling/listener.ts";
 import { type RunningRtmpServer, startRtmpServer } from "./media/providers/rtmp_server.ts";
+import { createHlsHandler } from "./media/publishers/hls/hls_http.ts";
 
 /** A started server. */
 export interface RunningServer {
@@ -26,6 +27,8 @@ export interface RunningServer {
   readonly wssPort?: number;
   /** Port of RTMP ingest and playback. */
   readonly rtmpPort: number;
+  /** Port of HLS over HTTP. */
+  readonly hlsPort: number;
   /** Stops accepting, lets in-flight requests finish, closes every listener. */
   stop(): Promise<void>;
 }
@@ -68,6 +71,7 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
   let wsPort: number;
   let wssPort: number | undefined;
   let rtmp: RunningRtmpServer;
+  let hls: HttpListener | undefined;
   try {
     wsPort = await signaling.listen({ hostname: wsHost, port: config.ports.ws });
     const { certFile, keyFile } = config.tls;
@@ -80,7 +84,25 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
     }
     rtmp = startRtmpServer(services);
     listeners.rtmp = rtmp;
+    const hlsHost = config.binds.hls ?? config.bind;
+    hls = await HttpListener.start({
+      hostname: hlsHost,
+      port: config.ports.hls,
+      handler: createHlsHandler({
+        outputs: services.hls,
+        corsOrigins: config.hls.corsOrigins,
+        targetDurationSec: config.hls.segmentDurationSec,
+        log: log.child({ component: "hls" }),
+      }),
+      onError: (err) => {
+        log.error("hls listener error", { err });
+        return new Response("internal error", { status: 500 });
+      },
+      log: log.child({ component: "hls" }),
+    });
+    log.info("listening", { service: "hls", address: hlsHost, port: hls.port });
   } catch (err) {
+    await listeners.rtmp?.close();
     await signaling.stop();
     await rest.shutdown();
     throw err;
@@ -94,11 +116,15 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
     wsPort,
     wssPort,
     rtmpPort: rtmp.port,
+    hlsPort: hls.port,
     stop() {
       stopped ??= (async () => {
         await restRequests.drain();
         await signaling.stop();
         await rest.shutdown();
+        // Outputs first: waiting HLS requests settle, so the listener's shutdown is quick.
+        services.hls.closeAll();
+        await hls.shutdown();
         // Recorders first, so files close cleanly while their streams still run.
         await services.recorders.closeAll();
         await services.transcoders.closeAll();

@@ -19,6 +19,7 @@ import { createLimits, type Limits } from "./limits.ts";
 import { DecoderHub } from "../media/transcoder/decoded_source.ts";
 import { TranscoderRegistry } from "./transcoder_registry.ts";
 import { PlayRenditions } from "../media/transcoder/play_renditions.ts";
+import { HlsRegistry } from "./hls_registry.ts";
 
 /** Registries and services of one server. */
 export interface Services {
@@ -52,6 +53,8 @@ export interface Services {
   readonly transcoders: TranscoderRegistry;
   /** Renditions made for Web SDK players asking for another size or bitrate. */
   readonly playRenditions: PlayRenditions;
+  /** HLS outputs of streams (the `/hls` group and the HLS listener). */
+  readonly hls: HlsRegistry;
   /** Server-wide caps of `config.limits`. */
   readonly limits: Limits;
 }
@@ -66,6 +69,7 @@ export function createServices(config: Config, log: Logger): Services {
     maxQueued: config.limits.engineQueue,
   });
   const decoders = new DecoderHub(engine, log);
+  const playRenditions = new PlayRenditions(decoders, engine, log, limits.transcoders);
   return {
     config,
     log,
@@ -80,7 +84,7 @@ export function createServices(config: Config, log: Logger): Services {
     pushes: new PushRegistry(config, streams, log, limits.pushes),
     rtmpPulls: new RtmpPullRegistry(config, streams, log, limits.pulls),
     decoders,
-    playRenditions: new PlayRenditions(decoders, engine, log, limits.transcoders),
+    playRenditions,
     transcoders: new TranscoderRegistry(
       config,
       streams,
@@ -89,6 +93,7 @@ export function createServices(config: Config, log: Logger): Services {
       log,
       limits.transcoders,
     ),
+    hls: new HlsRegistry(config, streams, playRenditions, engine, log),
     limits,
   };
 }

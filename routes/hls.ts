@@ -10,6 +10,7 @@ export const hlsOperations = [
     summary: "Start the HLS output of a stream.",
     body: z.object({ name: requiredString }),
     response: null,
+    handle: ({ name }, { services }) => services.hls.startup(name),
   }),
   operation({
     path: "/hls/find_all",
@@ -19,23 +20,27 @@ export const hlsOperations = [
       size: z.int().min(1).max(10_000).optional(),
     }),
     response: z.array(hlsRecord),
+    handle: ({ offset, size }, { services }) => services.hls.list(offset, size),
   }),
   operation({
     path: "/hls/terminate",
     summary: "Stop the HLS output of a stream.",
     body: z.object({ name: requiredString }),
     response: null,
+    handle: ({ name }, { services }) => services.hls.terminate(name),
   }),
   operation({
     path: "/hls/profiles",
     summary: "Details of one profile of an HLS output.",
     body: z.object({ hlsId: requiredString, profileName: requiredString }),
     response: hlsProfileDetails,
+    handle: ({ hlsId, profileName }, { services }) => services.hls.profiles(hlsId, profileName),
   }),
   operation({
     path: "/hls/subscribers",
     summary: "The viewers of an HLS output.",
     body: z.object({ hlsId: requiredString }),
     response: z.array(hlsSubscriber),
+    handle: ({ hlsId }, { services }) => services.hls.subscribers(hlsId),
   }),
 ];

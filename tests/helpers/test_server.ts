@@ -10,6 +10,8 @@ export interface TestServer extends RunningServer {
   readonly restUrl: string;
   /** WebSocket signaling URL, e.g. ws://127.0.0.1:40124 */
   readonly wsUrl: string;
+  /** Base URL of HLS, e.g. http://127.0.0.1:40125 */
+  readonly hlsUrl: string;
   /**
    * POSTs a JSON body (or raw text) to /rest-api<path>. A 200 answer is checked against the
    * operation's declared response schema first (throws on a mismatch), so every test that
@@ -39,6 +41,7 @@ export async function startTestServer(
     ...server,
     restUrl,
     wsUrl: `ws://${hostOf(config.binds.ws ?? config.bind)}:${server.wsPort}`,
+    hlsUrl: `http://${hostOf(config.binds.hls ?? config.bind)}:${server.hlsPort}`,
     async post(path, body, headers) {
       const text = body === undefined
         ? undefined

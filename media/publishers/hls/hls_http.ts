@@ -1,0 +1,318 @@
+/**
+ * The HTTP face of HLS (the `ports.hls` listener), from memory:
+ * - `GET /<stream>/<stream>.m3u8`: the master playlist (starts the output on demand);
+ * - `GET /<stream>/<variant>/index.m3u8`: a media playlist, with LL-HLS blocking reload
+ *   (`_HLS_msn`, `_HLS_part`), bounded to `blockingWaitTargets` target durations;
+ * - `GET /<stream>/<variant>/<msn>.ts|.m4s`, parts `<msn>.<part>.ts|.m4s`, `init.mp4`.
+ * HEAD answers the same headers. Every request on an output is counted on its viewer.
+ */
+import { MediaServerError } from "../../../core/errors.ts";
+import type { Logger } from "../../../core/log.ts";
+import type { HlsOutput, HlsVariant } from "./hls_output.ts";
+
+/** Target durations a blocking playlist reload or a hinted part may wait. */
+const blockingWaitTargets = 3;
+/** Longest wait of a first playlist request for the first segments, in ms. */
+const firstSegmentWaitMinMs = 10_000;
+/** Cache lifetime of segments, parts and init segments (they never change), in seconds. */
+const segmentMaxAgeSec = 3600;
+/** Largest `_HLS_msn` / `_HLS_part` / segment number accepted. */
+const maxSequence = 2 ** 31;
+/** RFC 8216bis: a reload asking more than this many segments ahead is a 400. */
+const msnAheadLimit = 2;
+
+const playlistType = "application/vnd.apple.mpegurl";
+const contentTypes: Record<string, string> = {
+  ts: "video/mp2t",
+  m4s: "video/iso.segment",
+  mp4: "video/mp4",
+};
+
+/** Where the HTTP face finds outputs (core/hls_registry.ts). */
+export interface HlsOutputs {
+  /**
+   * The output of stream `name`; for a playlist request (`start`), one started on demand when
+   * the stream is published. Undefined when there is none.
+   */
+  find(name: string, start: boolean): HlsOutput | undefined;
+}
+
+/** What the handler is built from. */
+export interface HlsHttpOptions {
+  outputs: HlsOutputs;
+  /** `hls.corsOrigins`: `*` or the origins echoed back. */
+  corsOrigins: readonly string[];
+  /** `hls.segmentDurationSec`. */
+  targetDurationSec: number;
+  log: Logger;
+}
+
+/** What a path names. */
+type Target =
+  | { kind: "master" }
+  | { kind: "media"; variant: string }
+  | { kind: "init"; variant: string }
+  | { kind: "segment"; variant: string; msn: number; part?: number; ext: "ts" | "m4s" };
+
+/** A request that names nothing servable; `status` and a short text body. */
+class HttpAnswer extends Error {
+  constructor(readonly status: number, message: string) {
+    super(message);
+  }
+}
+
+/** The request handler of the HLS listener. */
+export function createHlsHandler(
+  options: HlsHttpOptions,
+): (req: Request, info: Deno.ServeHandlerInfo) => Promise<Response> {
+  const { outputs, log } = options;
+  const blockingWaitMs = blockingWaitTargets * options.targetDurationSec * 1000;
+  const firstWaitMs = Math.max(firstSegmentWaitMinMs, blockingWaitMs);
+  const cors = (req: Request, headers: Headers) => {
+    if (options.corsOrigins.includes("*")) {
+      headers.set("Access-Control-Allow-Origin", "*");
+      return;
+    }
+    const origin = req.headers.get("Origin");
+    if (origin && options.corsOrigins.includes(origin)) {
+      headers.set("Access-Control-Allow-Origin", origin);
+      headers.set("Vary", "Origin");
+    }
+  };
+
+  return async (req, info) => {
+    const started = performance.now();
+    const { path, query } = splitUrl(req.url);
+    let output: HlsOutput | undefined;
+    let variantName: string | undefined;
+    let res: Response;
+    try {
+      if (req.method === "OPTIONS") {
+        res = new Response(null, {
+          status: 204,
+          headers: {
+            "Allow": "GET, HEAD, OPTIONS",
+            "Access-Control-Allow-Methods": "GET, HEAD, OPTIONS",
+            "Access-Control-Allow-Headers": req.headers.get("Access-Control-Request-Headers") ??
+              "Range",
+            "Access-Control-Max-Age": "86400",
+          },
+        });
+      } else if (req.method !== "GET" && req.method !== "HEAD") {
+        res = text(405, "method not allowed", { "Allow": "GET, HEAD, OPTIONS" });
+      } else {
+        const [stream, target] = parsePath(path);
+        if (target.kind !== "master") variantName = target.variant;
+        output = outputs.find(stream, target.kind === "master" || target.kind === "media");
+        if (!output || output.closed) throw new HttpAnswer(404, `no HLS output of ${stream}`);
+        res = await serve(output, target, query);
+      }
+    } catch (err) {
+      if (err instanceof HttpAnswer) res = text(err.status, err.message);
+      else if (err instanceof MediaServerError) res = text(err.status, err.message);
+      else {
+        log.error("hls request failed", { path, err });
+        res = text(500, "internal error");
+      }
+    }
+    cors(req, res.headers);
+    if (req.method === "HEAD") {
+      res = new Response(null, { status: res.status, headers: res.headers });
+    }
+    const responseMs = performance.now() - started;
+    if (output) {
+      const remote = info.remoteAddr as Deno.NetAddr;
+      output.viewers.count({
+        ip: remote.hostname,
+        port: remote.port,
+        userAgent: req.headers.get("User-Agent") ?? "",
+        variant: output.variant(variantName ?? "") ? variantName : undefined,
+        status: res.status,
+        responseMs,
+      });
+    }
+    if (log.enabled("debug")) {
+      log.debug("hls request", { method: req.method, path, status: res.status, ms: responseMs });
+    }
+    return res;
+  };
+
+  async function serve(
+    output: HlsOutput,
+    target: Target,
+    query: URLSearchParams,
+  ): Promise<Response> {
+    if (target.kind === "master") {
+      if (!(await output.waitVariants(firstWaitMs))) {
+        throw new HttpAnswer(404, `no segment of ${output.name} yet`);
+      }
+      return playlist(output.masterPlaylist());
+    }
+    const variant = output.variant(target.variant);
+    if (!variant) throw new HttpAnswer(404, `no variant ${target.variant} of ${output.name}`);
+    const segmenter = variant.segmenter;
+    if (target.kind === "media") {
+      const { msn, part } = blockingRequest(query);
+      if (msn !== undefined) {
+        const last = lastMsn(segmenter.playlist());
+        if (last !== undefined && msn > last + msnAheadLimit) {
+          throw new HttpAnswer(400, `_HLS_msn ${msn} is beyond the playlist's end (${last})`);
+        }
+        await waitFor(output, () => segmenter.ready(msn, part, blockingWaitMs));
+      } else if (!segmenter.variant && !segmenter.ended) {
+        // A player's first request after an on-demand start: the first segment is coming.
+        await output.waitVariants(firstWaitMs);
+      }
+      return playlist(segmenter.playlist());
+    }
+    if (target.kind === "init") {
+      if (variant.container !== "fmp4") throw new HttpAnswer(404, "no init segment in MPEG-TS");
+      const init = segmenter.init() ??
+        (await output.waitVariants(firstWaitMs), segmenter.init());
+      if (!init) throw new HttpAnswer(404, "init segment not ready");
+      return media(init, "mp4");
+    }
+    return media(await segmentOf(output, variant, target), target.ext);
+  }
+
+  /**
+   * The bytes of a segment or part; one just ahead of the playlist (an LL-HLS preload hint)
+   * is waited for, within the blocking bound; one out of the window is a 404.
+   */
+  async function segmentOf(
+    output: HlsOutput,
+    variant: HlsVariant,
+    target: Extract<Target, { kind: "segment" }>,
+  ): Promise<Uint8Array> {
+    const wanted = variant.container === "fmp4" ? "m4s" : "ts";
+    if (target.ext !== wanted) throw new HttpAnswer(404, `this variant's segments are .${wanted}`);
+    const segmenter = variant.segmenter;
+    const get = () =>
+      target.part === undefined
+        ? segmenter.segment(target.msn)
+        : segmenter.part(target.msn, target.part);
+    let data = get();
+    if (!data && !segmenter.ended) {
+      // Before the first complete segment, the first ones are ahead.
+      const last = lastMsn(segmenter.playlist()) ?? -1;
+      if (target.msn > last && target.msn <= last + msnAheadLimit) {
+        await waitFor(output, () => segmenter.ready(target.msn, target.part, blockingWaitMs));
+        data = get();
+      }
+    }
+    if (!data) throw new HttpAnswer(404, "segment not in the window");
+    return data;
+  }
+}
+
+/** Counts the request as waiting on its output while `wait` runs. */
+async function waitFor(output: HlsOutput, wait: () => Promise<boolean>): Promise<void> {
+  output.waiting++;
+  try {
+    await wait();
+  } finally {
+    output.waiting--;
+  }
+}
+
+/** `_HLS_msn` and `_HLS_part` of a playlist request; malformed ones are a 400. */
+function blockingRequest(query: URLSearchParams): { msn?: number; part?: number } {
+  const msn = sequenceParam(query, "_HLS_msn");
+  const part = sequenceParam(query, "_HLS_part");
+  if (part !== undefined && msn === undefined) {
+    throw new HttpAnswer(400, "_HLS_part needs _HLS_msn");
+  }
+  return { msn, part };
+}
+
+function sequenceParam(query: URLSearchParams, name: string): number | undefined {
+  const raw = query.get(name);
+  if (raw === null) return undefined;
+  if (!/^\d{1,10}$/.test(raw) || Number(raw) > maxSequence) {
+    throw new HttpAnswer(400, `${name} must be a non-negative integer`);
+  }
+  return Number(raw);
+}
+
+/** The media sequence number of the last complete segment of a media playlist. */
+export function lastMsn(text: string): number | undefined {
+  const match = /#EXT-X-MEDIA-SEQUENCE:(\d+)/.exec(text);
+  const first = match ? Number(match[1]) : 0;
+  let segments = 0;
+  for (let i = text.indexOf("#EXTINF:"); i >= 0; i = text.indexOf("#EXTINF:", i + 8)) segments++;
+  return segments > 0 ? first + segments - 1 : undefined;
+}
+
+/** The path and query of a request URL, the path as sent (no dot-segment normalization). */
+function splitUrl(url: string): { path: string; query: URLSearchParams } {
+  const start = url.indexOf("/", url.indexOf("//") + 2);
+  const q = url.indexOf("?", start);
+  const hash = url.indexOf("#", start);
+  const end = q >= 0 ? q : hash >= 0 ? hash : url.length;
+  const query = q >= 0 ? url.slice(q + 1, hash > q ? hash : undefined) : "";
+  return { path: url.slice(start, end), query: new URLSearchParams(query) };
+}
+
+/** The stream and what the path names in it; path characters are a 400, the rest a 404. */
+function parsePath(path: string): [string, Target] {
+  const segments = path.split("/").slice(1).map((raw) => {
+    let segment: string;
+    try {
+      segment = decodeURIComponent(raw);
+    } catch {
+      throw new HttpAnswer(400, "malformed percent-encoding");
+    }
+    if (
+      segment === "" || segment.includes("/") || segment.includes("\\") || segment.includes("..")
+    ) {
+      throw new HttpAnswer(400, "path characters in a name");
+    }
+    // deno-lint-ignore no-control-regex
+    if (/[\u0000-\u001f\u007f]/.test(segment)) throw new HttpAnswer(400, "control characters");
+    return segment;
+  });
+  const [stream, second, third] = segments;
+  if (segments.length === 2 && second === `${stream}.m3u8`) return [stream, { kind: "master" }];
+  if (segments.length === 3) {
+    const variant = second;
+    if (third === "index.m3u8") return [stream, { kind: "media", variant }];
+    if (third === "init.mp4") return [stream, { kind: "init", variant }];
+    const match = /^(\d{1,10})(?:\.(\d{1,10}))?\.(ts|m4s)$/.exec(third);
+    if (match && Number(match[1]) <= maxSequence && Number(match[2] ?? 0) <= maxSequence) {
+      return [stream, {
+        kind: "segment",
+        variant,
+        msn: Number(match[1]),
+        part: match[2] === undefined ? undefined : Number(match[2]),
+        ext: match[3] as "ts" | "m4s",
+      }];
+    }
+  }
+  throw new HttpAnswer(404, "not an HLS URL");
+}
+
+function playlist(body: string): Response {
+  return new Response(body, {
+    headers: { "Content-Type": playlistType, "Cache-Control": "no-cache" },
+  });
+}
+
+function media(data: Uint8Array, ext: string): Response {
+  return new Response(data as Uint8Array<ArrayBuffer>, {
+    headers: {
+      "Content-Type": contentTypes[ext],
+      "Cache-Control": `public, max-age=${segmentMaxAgeSec}`,
+    },
+  });
+}
+
+function text(status: number, message: string, headers: Record<string, string> = {}): Response {
+  return new Response(message + "\n", {
+    status,
+    headers: {
+      "Content-Type": "text/plain; charset=utf-8",
+      "Cache-Control": "no-cache",
+      ...headers,
+    },
+  });
+}
