@@ -41,8 +41,8 @@ const forcedCutTargets = 3;
 const gapSec = 1;
 /** Span of one fps measurement window, in seconds. */
 const fpsWindowSec = 1;
-/** Complete segments whose parts stay listed in an LL-HLS playlist (RFC 8216bis allows 3 target durations). */
-const partListedSegments = 2;
+/** Parts stay listed this many target durations from the live edge (RFC 8216bis 4.4.4.9). */
+const partListedTargets = 3;
 /** Durations computed from clock ticks carry float noise. */
 const epsilonSec = 1e-6;
 /** Frame duration assumed until two video frames were seen, in seconds. */
@@ -495,16 +495,22 @@ class Segmenter implements MemoryHlsSegmenter {
         durationSec: p.durationSec,
         independent: p.independent,
       }));
+    const current = this.#current;
+    // The oldest complete segment whose parts are listed: those near the live edge.
+    let partsFrom = this.#segments.length;
+    let fromEdgeSec = current?.parts.reduce((sum, p) => sum + p.durationSec, 0) ?? 0;
+    while (
+      this.#lowLatency && partsFrom > 0 && fromEdgeSec < partListedTargets * this.#targetSec
+    ) {
+      fromEdgeSec += this.#segments[--partsFrom].durationSec;
+    }
     const segments: PlaylistSegment[] = this.#segments.map((s, i) => ({
       uri: `${s.msn}.${ext}`,
       durationSec: s.durationSec,
       programDateTimeMs: s.programDateMs,
       discontinuity: s.discontinuity,
-      parts: this.#lowLatency && i >= this.#segments.length - partListedSegments
-        ? listParts(s)
-        : undefined,
+      parts: i >= partsFrom ? listParts(s) : undefined,
     }));
-    const current = this.#current;
     if (this.#lowLatency && current) {
       segments.push({
         durationSec: 0,

@@ -369,3 +369,15 @@ Deno.test("HLS segmenter: a new picture size from the SPS is a resolution change
   assert.deepEqual([s.variant!.width, s.variant!.height], [640, 360]);
   s.end();
 });
+
+Deno.test("LL-HLS segmenter: parts are listed for the last 3 target durations only", async () => {
+  const { tracks, frames } = await clip("h264");
+  const s = createHlsSegmenter(options(tracks, { partDurationMs: 500, windowSegments: 5 }));
+  for (const f of frames) s.push(f);
+  s.end();
+  const text = s.playlist();
+  assert.deepEqual(extinfs(text), [2, 2, 2, 2, 2]);
+  const partSegments = [...text.matchAll(/#EXT-X-PART:.*URI="(\d+)\.\d+\.ts"/g)].map((m) => m[1]);
+  assert.deepEqual([...new Set(partSegments)], ["2", "3", "4"]);
+  assert.ok(s.part(0, 0), "older parts are still served while their segment is in the window");
+});
