@@ -7,7 +7,7 @@ import type { HlsRecord } from "../core/records.ts";
 import { run } from "../media/formats/test_fixtures.ts";
 import { publishRtmp, stopPublisher } from "./helpers/ffmpeg_rtmp.ts";
 import { makeClip, waitFor } from "./helpers/media_fixtures.ts";
-import { testConfig, type TestServer, withServer } from "./helpers/test_server.ts";
+import { startTestServer, testConfig, type TestServer, withServer } from "./helpers/test_server.ts";
 
 async function records(server: TestServer, page: { offset?: number; size?: number } = {}) {
   const res = await server.post("/hls/find_all", page);
@@ -344,4 +344,94 @@ Deno.test("an RTMP-published stream over HLS: ffprobe and ffmpeg read it; a publ
       await stopPublisher(publisher);
     }
   }, config);
+});
+
+/** The media sequence number of the last complete segment of a media playlist. */
+function lastSegment(playlist: string): number {
+  const first = Number(/#EXT-X-MEDIA-SEQUENCE:(\d+)/.exec(playlist)?.[1] ?? 0);
+  return first + (playlist.match(/#EXTINF:/g)?.length ?? 0) - 1;
+}
+
+Deno.test("LL-HLS in fMP4 of an Opus stream (converted to AAC): parts, preload hints, blocking reload, init.mp4; stop does not wait for blocked requests", async () => {
+  const config = testConfig({
+    hls: { lowLatency: true, partDurationMs: 500, container: "fmp4", segmentDurationSec: 2 },
+  });
+  await Deno.mkdir(config.folders.media, { recursive: true });
+  await makeClip(`${config.folders.media}/opus.mp4`, { seconds: 30, audio: "opus" });
+  const server = await startTestServer(config);
+  let stopped = false;
+  try {
+    const vod = await server.post("/vod/startup", {
+      uri: "vod-live://opus.mp4",
+      localStreamName: "ll",
+    });
+    assert.equal(vod.status, 200);
+    const master = await get(server, "/ll/ll.m3u8");
+    assert.equal(master.status, 200, master.text);
+    assert.match(master.text, /CODECS="avc1\.[0-9a-f]{6},mp4a\.40\.2",RESOLUTION=320x240/);
+
+    const playlist = (await get(server, "/ll/source/index.m3u8")).text;
+    assert.match(playlist, /#EXT-X-SERVER-CONTROL:[^\n]*CAN-BLOCK-RELOAD=YES/);
+    assert.match(playlist, /#EXT-X-PART-INF:PART-TARGET=0\.5/);
+    assert.match(playlist, /#EXT-X-MAP:URI="init\.mp4"/);
+    assert.match(playlist, /#EXT-X-PART:[^\n]*URI="\d+\.\d+\.m4s"/);
+    const hint = /#EXT-X-PRELOAD-HINT:TYPE=PART,URI="([^"]+)"/.exec(playlist)![1];
+
+    const init = await get(server, "/ll/source/init.mp4");
+    assert.equal(init.status, 200);
+    assert.equal(init.headers.get("content-type"), "video/mp4");
+    const partUri = /#EXT-X-PART:[^\n]*URI="(\d+\.\d+\.m4s)"/.exec(playlist)![1];
+    const part = await get(server, `/ll/source/${partUri}`);
+    assert.equal(part.status, 200);
+    assert.equal(part.headers.get("content-type"), "video/iso.segment");
+    assert.ok(part.bytes > 0);
+    // The hinted part does not exist yet: the request waits for it.
+    const hinted = await get(server, `/ll/source/${hint}`);
+    assert.equal(hinted.status, 200, `${hint}: ${hinted.text}`);
+
+    const last = lastSegment((await get(server, "/ll/source/index.m3u8")).text);
+    const asked = performance.now();
+    const blocked = await get(server, `/ll/source/index.m3u8?_HLS_msn=${last + 1}`);
+    const waitedMs = performance.now() - asked;
+    assert.equal(blocked.status, 200);
+    assert.ok(lastSegment(blocked.text) >= last + 1, blocked.text);
+    assert.ok(waitedMs > 100 && waitedMs < 4500, `waited ${waitedMs} ms`);
+    const partBlocked = await get(
+      server,
+      `/ll/source/index.m3u8?_HLS_msn=${lastSegment(blocked.text) + 1}&_HLS_part=0`,
+    );
+    assert.equal(partBlocked.status, 200);
+    assert.match(
+      partBlocked.text,
+      new RegExp(`URI="${lastSegment(blocked.text) + 1}\\.0\\.m4s"`),
+    );
+    assert.equal((await get(server, `/ll/source/index.m3u8?_HLS_msn=${last + 50}`)).status, 400);
+
+    const probed = await probeUrl(`${server.hlsUrl}/ll/source/index.m3u8`);
+    assert.deepEqual(
+      probed.map((s) =>
+        s.codec_type === "video" ? `${s.codec_name} ${s.width}x${s.height}` : s.codec_name
+      )
+        .sort(),
+      ["aac", "h264 320x240"],
+    );
+    assert.equal(await decodeErrors(`${server.hlsUrl}/ll/ll.m3u8`, 3), "");
+
+    // A reload blocked on a segment 2 ahead is answered at stop, not after its wait.
+    const current = lastSegment((await get(server, "/ll/source/index.m3u8")).text);
+    const pending = fetch(`${server.hlsUrl}/ll/source/index.m3u8?_HLS_msn=${current + 2}`)
+      .then(async (res) => {
+        await res.body?.cancel();
+        return res.status;
+      }, () => 0);
+    await new Promise((r) => setTimeout(r, 100));
+    const stopAt = performance.now();
+    await server.stop();
+    stopped = true;
+    const stopMs = performance.now() - stopAt;
+    await pending;
+    assert.ok(stopMs < 3000, `stop took ${stopMs} ms`);
+  } finally {
+    if (!stopped) await server.stop();
+  }
 });

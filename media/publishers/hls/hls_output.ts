@@ -163,7 +163,13 @@ export class HlsOutput {
     this.persistent = persistent;
     this.#options = options;
     this.#source = source;
-    for (const plan of plans) this.#variants.set(plan.name, new HlsVariant(plan, options));
+    try {
+      for (const plan of plans) this.#variants.set(plan.name, new HlsVariant(plan, options));
+    } catch (err) {
+      // A segmenter refused its tracks: the variants made so far stop reading.
+      this.close();
+      throw err;
+    }
     this.#watch(source);
   }
 
