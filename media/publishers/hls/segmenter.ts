@@ -34,7 +34,8 @@ export class HlsCodecError extends BadRequestError {
 /**
  * A segment is cut without a keyframe once it is this many target durations long, so memory
  * stays bounded when a source sends no keyframe (the cut is counted in `forcedCuts`); a jump
- * of the source clock by more than this is treated as a discontinuity.
+ * of the source clock by more than this, or audio going on this long (plus one target) after
+ * video stopped, is treated as a discontinuity.
  */
 const forcedCutTargets = 3;
 /** Video frames further apart than this are a gap (metrics). */
@@ -217,7 +218,14 @@ class Segmenter implements MemoryHlsSegmenter {
     if (!primary && last !== undefined && dts <= last) return;
     this.#lastOutDts.set(track.id, dts);
     const out: MediaFrame = { ...frame, pts: frame.pts + shift, dts };
-    if (!primary) return this.#write(out, track);
+    if (!primary) {
+      // Audio going on while video stopped would grow the segment without bound: the segment
+      // ends, and the variant waits for a keyframe (a discontinuity) as after a restart.
+      if (dts / clock - this.#current!.startSec > this.#forcedSec + this.#targetSec) {
+        return this.discontinuity();
+      }
+      return this.#write(out, track);
+    }
 
     const sec = dts / clock;
     const current = this.#current!;

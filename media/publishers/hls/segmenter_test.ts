@@ -308,6 +308,39 @@ Deno.test("HLS segmenter: no keyframe for long: forced cuts keep memory bounded"
   s.end();
 });
 
+Deno.test("HLS segmenter: video stopping while audio goes on: bounded, a discontinuity when video is back", async () => {
+  const { tracks, frames } = await clip("h264");
+  const s = createHlsSegmenter(options(tracks, { windowSegments: 10, targetDurationSec: 1 }));
+  const t0 = frames[0].dts;
+  const videoId = tracks[0].id;
+  // Video for 2 s, then audio only until 9 s, then both again.
+  const stalled = (f: MediaFrame) => {
+    const sec = f.trackId === videoId ? (f.dts - t0) / 90000 : f.dts / 48000 - t0 / 90000;
+    return f.trackId === videoId && sec >= 2.5 && sec < 9;
+  };
+  let maxQueue = 0;
+  let checked = false;
+  for (const f of frames) {
+    if (stalled(f)) continue;
+    s.push(f);
+    maxQueue = Math.max(maxQueue, s.metrics.queueSize);
+    if (!checked && f.trackId !== videoId && f.dts / 48000 - t0 / 90000 > 7) {
+      // 4 s (3 targets + 1) of audio past the segment's start at 2 s: it ended.
+      assert.equal(s.metrics.queueSize, 0);
+      assert.deepEqual(extinfs(s.playlist()), [1, 1, 0.52]);
+      checked = true;
+    }
+  }
+  assert.ok(checked);
+  s.end();
+  const text = s.playlist();
+  assert.equal(text.match(/#EXT-X-DISCONTINUITY\n/g)?.length, 1);
+  assert.deepEqual(extinfs(text), [1, 1, 0.52, 1]);
+  // Queued frames: at most 4 s of audio and a target of video.
+  assert.ok(maxQueue < 4 * 47 + 25, `queue ${maxQueue}`);
+  assert.equal((await decode(`${await writeFolder(s, "hls-video-stall")}/index.m3u8`)).errors, "");
+});
+
 Deno.test("HLS segmenter: metrics (fps, gaps, pts, queue) and frames before the keyframe dropped", async () => {
   const { tracks, frames } = await clip("h264");
   const s = createHlsSegmenter(options(tracks, {}));
