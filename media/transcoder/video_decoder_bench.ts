@@ -131,14 +131,20 @@ async function nativeLatency(path: string, height: number): Promise<void> {
     log: silentLogger,
     onPicture: (p) => delaysMs.push(performance.now() - pushedAt.get(p.pts)!),
   });
+  const selfBefore = cpuSeconds("self");
   const start = performance.now();
+  let pid = 0;
   for (const [i, frame] of frames.slice(0, 5 * fps).entries()) {
     const dueMs = start + i * 1000 / fps;
     await new Promise((r) => setTimeout(r, Math.max(0, dueMs - performance.now())));
     pushedAt.set(frame.pts, performance.now());
     decoder.push(frame);
+    if (!pid) pid = ffmpegChildren()[0] ?? 0;
   }
   await new Promise((r) => setTimeout(r, 500));
+  const seconds = (performance.now() - start) / 1000;
+  const ffmpegCpuSeconds = pid ? cpuSeconds(pid) : NaN;
+  const selfCpu = cpuSeconds("self") - selfBefore;
   await decoder.close();
   await engine.close();
   const sorted = delaysMs.toSorted((a, b) => a - b);
@@ -147,7 +153,9 @@ async function nativeLatency(path: string, height: number): Promise<void> {
       sorted[sorted.length >> 1].toFixed(0)
     } ms, p95 ${sorted[Math.floor(sorted.length * 0.95)].toFixed(0)} ms (frame interval ${
       (1000 / fps).toFixed(0)
-    } ms)`,
+    } ms); cpu: ffmpeg ${(ffmpegCpuSeconds * 100 / seconds).toFixed(1)}%, server ${
+      (selfCpu * 100 / seconds).toFixed(1)
+    }% of a core`,
   );
 }
 
