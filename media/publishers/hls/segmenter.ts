@@ -370,6 +370,8 @@ class Segmenter implements MemoryHlsSegmenter {
     this.#partStartSec = sec;
     this.#partIndependent = true;
     this.#playlist = undefined;
+    // Every segment starts with PAT and PMT, so it decodes alone (a forced cut, audio only).
+    this.#ts?.requestPsi();
   }
 
   #write(frame: MediaFrame, track: Track): void {
@@ -390,10 +392,7 @@ class Segmenter implements MemoryHlsSegmenter {
     }
     this.#partStartSec = sec;
     this.#partIndependent = track.kind === "audio" || frame.keyframe;
-    if (this.#ts) {
-      if (segment && track.kind === "audio") this.#ts.requestPsi();
-      this.#chunks.push(this.#ts.mux(frame));
-    }
+    if (this.#ts) this.#chunks.push(this.#ts.mux(frame));
     this.#queued = 1;
     if (track.kind === "video") this.#current!.videoFrames++;
   }

@@ -80,6 +80,11 @@ function uris(text: string): string[] {
   return out;
 }
 
+/** The bytes start with a TS packet of PID 0 (the PAT). */
+function startsWithPat(bytes: Uint8Array): boolean {
+  return bytes[0] === 0x47 && (((bytes[1] & 0x1f) << 8) | bytes[2]) === 0;
+}
+
 function extinfs(text: string): number[] {
   return [...text.matchAll(/#EXTINF:([\d.]+),/g)].map((m) => Number(m[1]));
 }
@@ -142,8 +147,7 @@ for (const container of ["ts", "fmp4"] as const) {
       for (const msn of [2, 3, 4]) {
         const seg = s.segment(msn)!;
         // Each segment starts with a PAT (PID 0) then the PMT, so it decodes alone.
-        assert.equal(seg[0], 0x47);
-        assert.equal(((seg[1] & 0x1f) << 8) | seg[2], 0);
+        assert.ok(startsWithPat(seg));
         assert.equal(seg.length % 188, 0);
       }
     } else {
@@ -305,6 +309,9 @@ Deno.test("HLS segmenter: no keyframe for long: forced cuts keep memory bounded"
   assert.equal(s.forcedCuts, 3);
   assert.deepEqual(extinfs(s.playlist()), [3, 3]);
   assert.ok(s.metrics.queueSize < 3 * 25 + 3 * 50);
+  // Cut at any frame, each segment still starts with the tables.
+  assert.ok(startsWithPat(s.segment(1)!) && startsWithPat(s.segment(2)!));
+  assert.equal(s.playlist().includes("#EXT-X-DISCONTINUITY"), false);
   s.end();
 });
 
@@ -380,6 +387,7 @@ Deno.test("HLS segmenter: audio only is cut by duration, no segment longer than 
   for (const d of durations.slice(0, -1)) assert.ok(d > 1.9 && d <= 2, `${d}`);
   assert.match(s.playlist(), /#EXT-X-TARGETDURATION:2\n/);
   assert.equal(s.variant!.codecs, "mp4a.40.2");
+  for (const msn of [3, 4, 5]) assert.ok(startsWithPat(s.segment(msn)!), `segment ${msn}`);
   assert.equal(s.variant!.frameRate, undefined);
   const decoded = await decode(`${await writeFolder(s, "hls-audio")}/index.m3u8`);
   assert.equal(decoded.errors, "");
