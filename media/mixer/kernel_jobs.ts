@@ -11,7 +11,11 @@ export interface SlotPicture {
   slot: number;
   width: number;
   height: number;
-  data: ArrayBuffer;
+  /**
+   * The I420 bytes: an ArrayBuffer transferred to the Worker (and handed back in `spent`), or
+   * a SharedArrayBuffer several Workers read without a copy (not handed back).
+   */
+  data: ArrayBuffer | SharedArrayBuffer;
 }
 
 /** An RGBA watermark drawn over the composed picture. */

@@ -66,7 +66,7 @@ function compose(video: VideoKernels, job: ComposeJob): ComposeResult {
     const ref = resized(video, scene.slots.get(picture.slot), picture.width, picture.height);
     scene.slots.set(picture.slot, ref);
     video.i420Bytes(ref).set(new Uint8Array(picture.data, 0, bytes));
-    spent.push(picture.data);
+    if (picture.data instanceof ArrayBuffer) spent.push(picture.data);
   }
   const watermark = job.watermark;
   if (watermark?.rgba) {

@@ -289,10 +289,18 @@ export class VideoComposer {
     const send = (slot: number, picture: RawVideoFrame, version: number) => {
       if (view.sent.get(slot) === version) return;
       const bytes = i420Size(picture.width, picture.height);
-      const data = this.#pool.take(bytes);
-      new Uint8Array(data).set(picture.data.subarray(0, bytes));
-      pictures.push({ slot, width: picture.width, height: picture.height, data });
-      transfer.push(data);
+      const { width, height } = picture;
+      const shared = picture.data.buffer;
+      if (shared instanceof SharedArrayBuffer && picture.data.byteOffset === 0) {
+        // Read in place by the Worker: no copy per composer (a decoded picture is shared by
+        // every rendition of its source).
+        pictures.push({ slot, width, height, data: shared });
+      } else {
+        const data = this.#pool.take(bytes);
+        new Uint8Array(data).set(picture.data.subarray(0, bytes));
+        pictures.push({ slot, width, height, data });
+        transfer.push(data);
+      }
       view.sent.set(slot, version);
     };
     if (this.#backgroundImage) send(backgroundSlot, this.#backgroundImage, 0);

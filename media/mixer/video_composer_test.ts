@@ -211,3 +211,21 @@ Deno.test("a background image fills the canvas around letterboxed inputs", async
     assertFilled(frame, { x: 250, y: 0, width: 70, height: 180 }, green, "right bar");
   }
 });
+
+Deno.test("a picture in a SharedArrayBuffer is read in place by two composers' Workers", async () => {
+  const picture = solid(green, 0, 640, 360);
+  const shared = new Uint8Array(new SharedArrayBuffer(picture.data.length));
+  shared.set(picture.data);
+  using a = new VideoComposer({ width: 320, height: 180, frameRate: 30, layout: "grid" });
+  using b = new VideoComposer({ width: 160, height: 90, frameRate: 30, layout: "grid" });
+  for (const composer of [a, b]) {
+    composer.addInput("cam");
+    composer.push("cam", { ...picture, data: shared });
+  }
+  const [fa, fb] = await Promise.all([a.compose(), b.compose()]);
+  assertFilled(fa, { x: 0, y: 0, width: 320, height: 180 }, green, "composer a");
+  assertFilled(fb, { x: 0, y: 0, width: 160, height: 90 }, green, "composer b");
+  // Not transferred: the caller's view still holds the picture.
+  assert.equal(shared.length, picture.data.length);
+  assert.equal(shared[0], green.y);
+});
