@@ -128,6 +128,11 @@ export class ChunkedVideoDecoder implements VideoDecoder {
     this.#runs = this.#runs.then(async () => {
       try {
         await this.#decode(gop, frames, final);
+      } catch (err) {
+        // The engine failed or timed out, or a frame was damaged: the GOP is lost, not the
+        // decoder.
+        if (!this.#closed) this.#options.log.warn("video chunk decoding failed", { err });
+        this.#fail(gop);
       } finally {
         this.#queued--;
       }
@@ -145,20 +150,14 @@ export class ChunkedVideoDecoder implements VideoDecoder {
       bytes.set(part, offset);
       offset += part.length;
     }
-    let output: Uint8Array;
-    try {
-      output = await engine.run({
-        inputArgs: [...decoderProbeArgs, ...input.args],
-        input: bytes,
-        outputArgs: decoderOutputArgs,
-        timeoutMs: chunkRunTimeoutMs,
-        live: true,
-      });
-    } catch (err) {
-      if (!this.#closed) log.warn("video chunk decoding failed", { err });
-      this.#fail(gop);
-      return;
-    }
+    const output = await engine.run({
+      inputArgs: [...decoderProbeArgs, ...input.args],
+      input: bytes,
+      outputArgs: decoderOutputArgs,
+      timeoutMs: chunkRunTimeoutMs,
+      live: true,
+    });
+    if (this.#closed) return;
     const pictureBytes = i420Bytes(gop.size);
     if (output.length !== frames.length * pictureBytes) {
       // Pictures missing (or extra): which pts each has is unknown, so none is emitted.

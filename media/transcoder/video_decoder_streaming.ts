@@ -106,7 +106,15 @@ export class StreamingVideoDecoder implements VideoDecoder {
       this.dropped++;
       return;
     }
-    if (!run.job.write(run.input.encode(frame))) {
+    let bytes: Uint8Array;
+    try {
+      bytes = run.input.encode(frame);
+    } catch (err) {
+      // A damaged access unit (NAL lengths beyond its end): lost like a refused write.
+      this.#options.log.debug("video frame not decodable", { err });
+      bytes = new Uint8Array(0);
+    }
+    if (bytes.length === 0 || !run.job.write(bytes)) {
       this.dropped++;
       // Frames referring to a lost one would decode to garbage: wait for the next keyframe.
       if (!isDisposable(codec, frame.data)) this.#awaitingKeyframe = true;
@@ -200,7 +208,7 @@ export class StreamingVideoDecoder implements VideoDecoder {
   }
 
   #stop(run: DecoderRun): void {
-    const stopping = run.job.close().then(() => run.reading);
+    const stopping = run.job.close().catch(() => {}).then(() => run.reading);
     this.#stopping.add(stopping);
     stopping.finally(() => this.#stopping.delete(stopping));
   }

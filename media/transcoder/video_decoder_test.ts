@@ -255,6 +255,30 @@ for (const [name, makeEngine] of engines) {
     });
   }
 
+  Deno.test(`${name} decoder: a damaged frame costs the rest of its GOP, not the decoder`, async () => {
+    const source = await clip("h264");
+    const engine = makeEngine();
+    try {
+      const frames = [
+        ...source.frames,
+        ...shifted(source.frames, clipSpan).slice(0, followingFrames),
+      ];
+      // Frame 10's first NAL unit claims more bytes than the frame has.
+      const damaged = frames[10].data.slice();
+      new DataView(damaged.buffer).setUint32(0, damaged.length);
+      frames[10] = { ...frames[10], data: damaged };
+      const { pictures, dropped } = await decode(engine, source.track, frames, clipSpan, 50);
+      assertIncreasing(pictures);
+      assertPicturesOf(source, pictures, 0);
+      const secondGop = presentationPts(source.frames).filter((pts) => pts >= 90000);
+      assert.deepEqual(pictures.filter((p) => p.pts >= 90000).map((p) => p.pts), secondGop);
+      assert.ok(dropped > 0);
+      assert.equal(pictures.length + dropped, 50);
+    } finally {
+      await engine.close();
+    }
+  });
+
   Deno.test(`${name} decoder: close stops the engine's work and emits nothing after`, async () => {
     const source = await clip("h264");
     const engine = makeEngine();
