@@ -7,6 +7,13 @@
  */
 import assert from "node:assert/strict";
 import { silentLogger } from "../../core/log.ts";
+import { BitReader } from "../codecs/bitreader.ts";
+import { H264NalType, h264NalType, parseH264Sps } from "../codecs/h264.ts";
+import {
+  joinLengthPrefixed,
+  removeEmulationPrevention,
+  splitLengthPrefixed,
+} from "../codecs/nalu.ts";
 import { vp8IsKeyframe } from "../codecs/vp8.ts";
 import type { CodecEngine, EngineJob, LiveJob, LiveJobOptions } from "../engine/engine.ts";
 import { NativeEngine } from "../engine/native.ts";
@@ -476,3 +483,75 @@ for (const kind of ["h264-baseline", "h265-no-bframes", "vp8"] as const) {
     }
   });
 }
+
+/**
+ * An x264 SPS (high profile, no scaling matrices, frame pictures) without its VUI: no
+ * bitstream_restriction says how deep pictures are reordered, as some hardware encoders
+ * send it. Bits up to vui_parameters_present_flag are kept, the flag becomes 0.
+ */
+function withoutVui(sps: Uint8Array): Uint8Array {
+  const rbsp = removeEmulationPrevention(sps);
+  const r = new BitReader(rbsp, 1);
+  const profileIdc = r.readBits(8);
+  r.readBits(16);
+  r.readUE(); // seq_parameter_set_id
+  if (profileIdc >= 100) {
+    assert.equal(r.readUE(), 1, "4:2:0");
+    r.readUE();
+    r.readUE();
+    r.readBit();
+    assert.equal(r.readBit(), 0, "no scaling matrices");
+  }
+  r.readUE(); // log2_max_frame_num_minus4
+  const pocType = r.readUE();
+  if (pocType === 0) r.readUE();
+  assert.ok(pocType !== 1);
+  r.readUE(); // max_num_ref_frames
+  r.readBit();
+  r.readUE();
+  r.readUE();
+  assert.equal(r.readBit(), 1, "frame_mbs_only");
+  r.readBit(); // direct_8x8_inference_flag
+  if (r.readBit()) { for (let i = 0; i < 4; i++) r.readUE(); }
+  // Bits kept, then vui_parameters_present_flag = 0 and the RBSP stop bit.
+  const bits = [...Array(r.bitPosition).keys()].map((i) => (rbsp[i >> 3] >> (7 - (i & 7))) & 1);
+  bits.push(0, 1);
+  while (bits.length % 8 !== 0) bits.push(0);
+  const out: number[] = [];
+  for (let i = 0; i < bits.length; i += 8) {
+    const byte = bits.slice(i, i + 8).reduce((b, bit) => b * 2 + bit, 0);
+    // Emulation prevention: no 00 00 followed by 00..03.
+    if (out.length >= 2 && out.at(-1) === 0 && out.at(-2) === 0 && byte <= 3) out.push(3);
+    out.push(byte);
+  }
+  return new Uint8Array(out);
+}
+
+Deno.test("native decoder: B-frames without VUI reorder depth still give every picture on its pts", async () => {
+  const source = await clip("h264");
+  const strip = (data: Uint8Array) =>
+    joinLengthPrefixed(
+      splitLengthPrefixed(data).map((nal) =>
+        h264NalType(nal) === H264NalType.sps ? withoutVui(nal) : nal
+      ),
+    );
+  const config = source.track.config!;
+  assert.equal(config.codec, "H264");
+  assert.equal(parseH264Sps(config.sps[0]).maxNumReorderFrames, 2);
+  assert.equal(parseH264Sps(withoutVui(config.sps[0])).maxNumReorderFrames, undefined);
+  const track: Track = {
+    ...source.track,
+    config: { ...config, sps: config.codec === "H264" ? config.sps.map(withoutVui) : [] },
+  };
+  const frames = [...source.frames, ...shifted(source.frames, clipSpan).slice(0, followingFrames)]
+    .map((f) => ({ ...f, data: f.keyframe ? strip(f.data) : f.data }));
+  const engine = new NativeEngine();
+  try {
+    const { pictures, dropped } = await decode(engine, track, frames, clipSpan, 50);
+    assert.deepEqual(pictures.map((p) => p.pts), presentationPts(source.frames));
+    assertPicturesOf(source, pictures, 0);
+    assert.equal(dropped, 0);
+  } finally {
+    await engine.close();
+  }
+});
