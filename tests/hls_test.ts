@@ -225,11 +225,12 @@ Deno.test("a VOD stream over HLS: startup, master playlist with the source and a
     assert.equal(post.status, 405);
     await post.body?.cancel();
 
-    await waitFor("ENDLIST at the end of the file", async () => {
-      const text = (await get(server, "/hd/source/index.m3u8")).text;
-      return text.includes("#EXT-X-ENDLIST") ? true : undefined;
-    }, 20_000);
-    assert.match((await get(server, "/hd/360p/index.m3u8")).text, /#EXT-X-ENDLIST/);
+    for (const variant of ["source", "360p"]) {
+      await waitFor(`ENDLIST in ${variant} at the end of the file`, async () => {
+        const text = (await get(server, `/hd/${variant}/index.m3u8`)).text;
+        return text.includes("#EXT-X-ENDLIST") ? true : undefined;
+      }, 20_000);
+    }
     await waitFor("the output to go away", async () => {
       return (await get(server, "/hd/hd.m3u8")).status === 404 ? true : undefined;
     }, 5_000);
@@ -434,4 +435,34 @@ Deno.test("LL-HLS in fMP4 of an Opus stream (converted to AAC): parts, preload h
   } finally {
     if (!stopped) await server.stop();
   }
+});
+
+Deno.test("HLS CORS follows hls.corsOrigins; OPTIONS preflights; other methods 405", async () => {
+  const config = testConfig({ hls: { corsOrigins: ["https://app.example"] } });
+  await withServer(async (server) => {
+    const listed = await get(server, "/none/none.m3u8", {
+      headers: { Origin: "https://app.example" },
+    });
+    assert.equal(listed.status, 404);
+    assert.match(listed.text, /no HLS output of none/);
+    assert.equal(listed.headers.get("access-control-allow-origin"), "https://app.example");
+    assert.equal(listed.headers.get("vary"), "Origin");
+    const other = await get(server, "/none/none.m3u8", {
+      headers: { Origin: "https://evil.example" },
+    });
+    assert.equal(other.headers.get("access-control-allow-origin"), null);
+    const preflight = await get(server, "/none/none.m3u8", {
+      method: "OPTIONS",
+      headers: { Origin: "https://app.example", "Access-Control-Request-Method": "GET" },
+    });
+    assert.equal(preflight.status, 204);
+    assert.match(preflight.headers.get("access-control-allow-methods")!, /GET, HEAD/);
+    assert.equal(preflight.headers.get("access-control-allow-origin"), "https://app.example");
+    const del = await get(server, "/none/none.m3u8", { method: "DELETE" });
+    assert.equal(del.status, 405);
+    assert.equal(del.headers.get("allow"), "GET, HEAD, OPTIONS");
+    assert.equal((await get(server, "/none/source/%zz.ts")).status, 400);
+    assert.equal((await get(server, "/none/%5C/index.m3u8")).status, 400);
+    assert.equal((await get(server, "/none/source/index.m3u8")).status, 404);
+  }, config);
 });
