@@ -466,3 +466,45 @@ Deno.test("HLS CORS follows hls.corsOrigins; OPTIONS preflights; other methods 4
     assert.equal((await get(server, "/none/source/index.m3u8")).status, 404);
   }, config);
 });
+
+Deno.test("a VP8 stream (a transcoder's output) is served as an H.264 rendition of its size", async () => {
+  const config = testConfig();
+  await Deno.mkdir(config.folders.media, { recursive: true });
+  await makeClip(`${config.folders.media}/clip.mp4`, { seconds: 30, audio: "aac" });
+  await withServer(async (server) => {
+    assert.equal(
+      (await server.post("/vod/startup", { uri: "vod-live://clip.mp4", localStreamName: "cam" }))
+        .status,
+      200,
+    );
+    const transcoder = await server.post("/transcoder2/startup", {
+      uri: "transcoder2://vp8",
+      remoteStreamName: "cam",
+      localStreamName: "vp8",
+      encoder: { width: 320, height: 240, fps: 25, keyFrameInterval: 25, videoCodec: "VP8" },
+    });
+    assert.equal(transcoder.status, 200, await transcoder.text());
+    await waitFor("the VP8 stream", async () => {
+      const list = await (await server.post("/stream/find_all")).json() as {
+        name: string;
+        videoCodec: string;
+      }[];
+      return list.some((s) => s.name === "vp8" && s.videoCodec === "VP8") || undefined;
+    }, 20_000);
+    const master = await get(server, "/vp8/vp8.m3u8");
+    assert.equal(master.status, 200, master.text);
+    assert.match(master.text, /CODECS="avc1\.[0-9a-f]{6},mp4a\.40\.2",RESOLUTION=320x240/);
+    const streams = await probeUrl(`${server.hlsUrl}/vp8/source/index.m3u8`);
+    assert.deepEqual(
+      streams.map((s) =>
+        s.codec_type === "video" ? `${s.codec_name} ${s.width}x${s.height}` : s.codec_name
+      )
+        .sort(),
+      ["aac", "h264 320x240"],
+    );
+    assert.equal(await decodeErrors(`${server.hlsUrl}/vp8/vp8.m3u8`, 3), "");
+    assert.equal((await server.post("/hls/terminate", { name: "vp8" })).status, 200);
+    await server.post("/transcoder2/terminate", { uri: "transcoder2://vp8" });
+    await server.post("/vod/terminate", { uri: "vod-live://clip.mp4", localStreamName: "cam" });
+  }, config);
+});

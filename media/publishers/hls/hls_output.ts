@@ -74,12 +74,13 @@ export class HlsVariant {
     if (this.#closed) return;
     this.#reader?.close();
     this.#stream = stream;
+    this.#segmenter.discontinuity();
     if (this.#segmenter.ended) {
-      // An ended segmenter takes nothing more: the new publisher's segments start afresh
+      // This segmenter takes nothing after its end: the new publisher's segments start afresh
       // (media sequence from 0) under the same URLs.
       this.#tracks = stream.tracks;
       this.#segmenter = this.#newSegmenter();
-    } else this.#segmenter.discontinuity();
+    }
     this.#read(stream);
   }
 
