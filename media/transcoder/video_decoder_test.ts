@@ -76,9 +76,14 @@ const madeClips = {
   },
   "vp8": { size: [320, 240], args: ["-c:v", "libvpx", "-b:v", "500k"] },
   "vp8-small": { size: [160, 120], args: ["-c:v", "libvpx", "-b:v", "500k"] },
+  // 4 s, keyframes at 0 and 3 s: a GOP longer than a chunk.
+  "h264-long-gop": {
+    size: [320, 240],
+    args: ["-c:v", "libx264", "-bf", "2", "-g", "75", "-t", "4"],
+  },
 } as const;
 
-/** A 2 s 25 fps clip: the fixture (320x240 H.264 with B-frames, H.265), or one made here. */
+/** A 25 fps clip (2 s unless said): the fixture (320x240 H.264 with B-frames, H.265), or one made here. */
 function clip(kind: "h264" | "h265" | keyof typeof madeClips): Promise<Clip> {
   let made = clips.get(kind);
   if (made) return made;
@@ -281,6 +286,25 @@ for (const [name, makeEngine] of engines) {
       assert.deepEqual(pictures.filter((p) => p.pts >= 90000).map((p) => p.pts), secondGop);
       assert.ok(dropped > 0);
       assert.equal(pictures.length + dropped, 50);
+    } finally {
+      await engine.close();
+    }
+  });
+
+  Deno.test(`${name} decoder: frames before the first keyframe are dropped and counted`, async () => {
+    const source = await clip("h264");
+    const engine = makeEngine();
+    try {
+      // Joining a stream mid-GOP: the first 20 frames have no keyframe to start at.
+      const frames = [
+        ...source.frames.slice(5),
+        ...shifted(source.frames, clipSpan).slice(0, followingFrames),
+      ];
+      const { pictures, dropped } = await decode(engine, source.track, frames, clipSpan, 45);
+      assert.equal(dropped, 20);
+      const secondGop = presentationPts(source.frames).filter((pts) => pts >= 90000);
+      assert.deepEqual(pictures.map((p) => p.pts), secondGop);
+      assertPicturesOf(source, pictures, 0);
     } finally {
       await engine.close();
     }
@@ -551,6 +575,35 @@ Deno.test("native decoder: B-frames without VUI reorder depth still give every p
     assert.deepEqual(pictures.map((p) => p.pts), presentationPts(source.frames));
     assertPicturesOf(source, pictures, 0);
     assert.equal(dropped, 0);
+  } finally {
+    await engine.close();
+  }
+});
+
+Deno.test("wasm decoder: a GOP longer than a chunk is decoded in steps, pictures in order", async () => {
+  const source = await clip("h264-long-gop");
+  assert.equal(source.frames.length, 100);
+  assert.deepEqual(source.frames.flatMap((f, i) => f.keyframe ? [i] : []), [0, 75]);
+  const wasm = new WasmEngine();
+  const runs: number[] = [];
+  const engine: CodecEngine = {
+    kind: "wasm",
+    run: (job) => {
+      runs.push((job.input as Uint8Array).length);
+      return wasm.run(job);
+    },
+    close: () => wasm.close(),
+  };
+  try {
+    const span = 4 * 90000;
+    const frames = [...source.frames, ...shifted(source.frames, span).slice(0, followingFrames)];
+    const { pictures, dropped } = await decode(engine, source.track, frames, span, 100);
+    assert.deepEqual(pictures.map((p) => p.pts), presentationPts(source.frames));
+    assertPicturesOf(source, pictures, 0);
+    assert.equal(dropped, 0);
+    // The first 2 s of the long GOP, the whole GOP again, then the last GOP.
+    assert.equal(runs.length, 3);
+    assert.ok(runs[0] < runs[1]);
   } finally {
     await engine.close();
   }
