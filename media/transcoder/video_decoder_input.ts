@@ -10,7 +10,7 @@ import { vp8KeyframeInfo } from "../codecs/vp8.ts";
 import { IvfWriter } from "../formats/ivf.ts";
 import { firstStreamPid, TsMuxer } from "../formats/mpegts/muxer.ts";
 import { tsPacketBytes } from "../formats/mpegts/psi.ts";
-import { splitLengthPrefixed } from "../codecs/nalu.ts";
+import { joinLengthPrefixed, splitLengthPrefixed } from "../codecs/nalu.ts";
 import type { MediaFrame, Track } from "../frame.ts";
 
 /** A picture size in pixels. */
@@ -87,9 +87,9 @@ export function decoderInput(track: Track, size: PictureSize): DecoderInput {
   };
 }
 
-/** Access unit delimiters, length-prefixed: H.264 (any slice types) and H.265. */
-const h264Aud = new Uint8Array([0, 0, 0, 2, 0x09, 0xf0]);
-const h265Aud = new Uint8Array([0, 0, 0, 3, 0x46, 0x01, 0x50]);
+/** Access unit delimiters (primary_pic_type: any): H.264 and H.265. */
+const h264Aud = new Uint8Array([0x09, 0xf0]);
+const h265Aud = new Uint8Array([0x46, 0x01, 0x50]);
 
 /**
  * The access unit with its delimiter moved to its end. ffmpeg's H.264/H.265 parser ends an
@@ -98,20 +98,10 @@ const h265Aud = new Uint8Array([0, 0, 0, 3, 0x46, 0x01, 0x50]);
  * to the decoder at once.
  */
 function withTrailingAud(data: Uint8Array, h264: boolean): Uint8Array {
-  const aud = h264 ? h264Aud : h265Aud;
-  const isAud = (type: number) => type === (h264 ? H264NalType.aud : H265NalType.aud);
-  const nals = splitLengthPrefixed(data).filter((nal) =>
-    !isAud(h264 ? h264NalType(nal) : h265NalType(nal))
-  );
-  const out = new Uint8Array(nals.reduce((n, nal) => n + 4 + nal.length, aud.length));
-  let at = 0;
-  for (const nal of nals) {
-    new DataView(out.buffer).setUint32(at, nal.length);
-    out.set(nal, at + 4);
-    at += 4 + nal.length;
-  }
-  out.set(aud, at);
-  return out;
+  const audType = h264 ? H264NalType.aud : H265NalType.aud;
+  const nalType = h264 ? h264NalType : h265NalType;
+  const nals = splitLengthPrefixed(data).filter((nal) => nalType(nal) !== audType);
+  return joinLengthPrefixed([...nals, h264 ? h264Aud : h265Aud]);
 }
 
 /**
