@@ -8,6 +8,7 @@
  * audio not AAC is converted to AAC once per stream), or a shared H.264 rendition at the
  * source's size for other video (VP8); then one shared H.264 rendition per configured profile.
  */
+import type { z } from "zod";
 import type { Config } from "../config.ts";
 import { convertedAudio } from "../media/engine/audio_conversion.ts";
 import type { CodecEngine } from "../media/engine/engine.ts";
@@ -19,7 +20,7 @@ import type { HlsViewerRecord } from "../media/publishers/hls/hls_viewers.ts";
 import { createHlsSegmenter } from "../media/publishers/hls/segmenter.ts";
 import { BadRequestError, ConflictError, NotFoundError } from "./errors.ts";
 import type { Logger } from "./log.ts";
-import type { HlsRecord, StreamRecord } from "./records.ts";
+import type { hlsProfileDetails, HlsRecord } from "./records.ts";
 import type { StreamRegistry } from "./stream_registry.ts";
 
 /** Period of the look at idle, ended and republished outputs, in ms. */
@@ -28,32 +29,7 @@ const tickMs = 250;
 const defaultPageSize = 100;
 
 /** Details of one variant (`/hls/profiles`). */
-export interface HlsProfileDetails {
-  name: string;
-  stream: StreamRecord;
-  keyFrameReceived: boolean;
-  videoProfile: {
-    type: string;
-    width: number;
-    height: number;
-    fps: number;
-    bitrate: number;
-    codec: string;
-    quality: number;
-    audioGroupId: string;
-  };
-  metrics: {
-    minFPS: number;
-    avgFPS: number;
-    maxFPS: number;
-    countGaps: number;
-    resolutionChanges: number;
-    queueSize: number;
-    startPts: number;
-    currentPts: number;
-  };
-  subscribers: number;
-}
+export type HlsProfileDetails = z.infer<typeof hlsProfileDetails>;
 
 /** The HLS outputs of a server. */
 export class HlsRegistry implements HlsOutputs {
