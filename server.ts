@@ -38,8 +38,12 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
   const services = createServices(config, log);
   descriptors.configure(config.limits.fdReserve);
   // Listeners opened below fill in their figures; /health reads them per request.
-  const listeners: { rest?: HttpListener; signaling?: SignalingServer; rtmp?: RunningRtmpServer } =
-    {};
+  const listeners: {
+    rest?: HttpListener;
+    signaling?: SignalingServer;
+    rtmp?: RunningRtmpServer;
+    hls?: HttpListener;
+  } = {};
   const restHandler = createRestHandler({
     services,
     operations,
@@ -47,6 +51,7 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
       ...(listeners.rest ? { rest: { restarts: listeners.rest.restarts } } : {}),
       ...listeners.signaling?.limitsSnapshot(),
       ...(listeners.rtmp ? { rtmp: listeners.rtmp.limitsSnapshot() } : {}),
+      ...(listeners.hls ? { hls: { restarts: listeners.hls.restarts } } : {}),
     }),
   });
   const restRequests = new InflightTracker();
@@ -100,6 +105,7 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
       },
       log: log.child({ component: "hls" }),
     });
+    listeners.hls = hls;
     log.info("listening", { service: "hls", address: hlsHost, port: hls.port });
   } catch (err) {
     await listeners.rtmp?.close();
