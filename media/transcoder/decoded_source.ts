@@ -53,6 +53,7 @@ class DecodedSource {
         track: this.video,
         log,
         onPicture: (picture) => {
+          if (this.listeners.size > 1) picture = shared(picture);
           for (const listener of this.listeners) listener.onPicture(picture);
         },
       });
@@ -94,6 +95,16 @@ class DecodedSource {
   get done(): Promise<void> {
     return this.#reading;
   }
+}
+
+/**
+ * The picture in a SharedArrayBuffer: copied once here, then every rendition's kernel Worker
+ * reads it in place, where each would otherwise copy it for its own Worker.
+ */
+function shared(picture: RawVideoFrame): RawVideoFrame {
+  const data = new Uint8Array(new SharedArrayBuffer(picture.data.length));
+  data.set(picture.data);
+  return { ...picture, data };
 }
 
 /** The decoded sources of a server: one decoder per source Stream, however many use it. */
