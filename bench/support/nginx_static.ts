@@ -26,6 +26,9 @@ export async function startNginxStatic(root: string, connections: number): Promi
   } catch {
     throw new Error(`${nginxBinary} is missing: apt-get install nginx`);
   }
+  // Started as root, nginx's worker runs as `nobody`: it must be able to read the folder
+  // (temp folders are made 0700).
+  await Deno.chmod(root, 0o755);
   const port = freePort();
   const dir = await Deno.makeTempDir({ prefix: "nginx-static-" });
   const conf = `${dir}/nginx.conf`;

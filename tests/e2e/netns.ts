@@ -89,7 +89,8 @@ export async function runInNetns(scenarios: string): Promise<void> {
   assert.equal(inner.code, 0, `browser scenarios failed:\n${inner.text}`);
   assert.match(inner.text, /ok \| 1 passed \(\d+ steps\) \| 0 failed/, inner.text);
   console.log(
-    inner.text.split("\n").filter((l) => /\.\.\. ok|\.\.\. FAILED/.test(l)).join("\n"),
+    // Step results, and the figures scenarios print as `bench:` lines.
+    inner.text.split("\n").filter((l) => /\.\.\. ok|\.\.\. FAILED|^\s*bench:/.test(l)).join("\n"),
   );
 }
 
