@@ -29,10 +29,10 @@ import type { WatermarkImage } from "./watermark.ts";
 export const sourceGapMs = 2000;
 /**
  * Output frames being composed at once, in seconds of output; a tick beyond is dropped (the
- * kernels are behind). A second's worth, since pictures come in bursts: a chunked decoder
- * (ffmpeg.wasm) gives a whole GOP at once, a new reader the cached GOP.
+ * kernels are behind). Pictures come in bursts: a new reader gets the cached GOP at once,
+ * and a chunked decoder (ffmpeg.wasm) a run of up to 2 s.
  */
-const maxComposingSec = 1;
+const maxComposingSec = { streaming: 1, chunked: 2.5 };
 /**
  * Longest audio is held back waiting for the video of its time, in ms: streaming engines
  * add ~150 ms to video, chunked ones (ffmpeg.wasm) a GOP plus a second and two runs.
@@ -137,6 +137,7 @@ export class Rendition {
   /** Pictures before the first, to measure the source's frame rate when the profile has none. */
   #firstPictures: RawVideoFrame[] = [];
   #composing = 0;
+  #maxComposing = 1;
   /** Output time (90 kHz) up to which video has been emitted; audio waits for it. */
   #videoUntil = -Infinity;
   #heldAudio: MediaFrame[] = [];
@@ -243,6 +244,8 @@ export class Rendition {
         : defaultFps;
     }
     this.#fps = fps;
+    const spanSec = engine.start ? maxComposingSec.streaming : maxComposingSec.chunked;
+    this.#maxComposing = Math.max(1, Math.round(fps * spanSec));
     const video = this.#video!;
     const size = outputSize(picture.width, picture.height, profile.width, profile.height);
     video.width = size.width;
@@ -304,7 +307,7 @@ export class Rendition {
     if (!composer.push("source", { ...picture, pts })) this.#stats.droppedFrames++;
     while (tickPts(this.#nextTick) <= pts) {
       const tick = this.#nextTick++;
-      if (this.#composing >= Math.max(1, this.#fps * maxComposingSec)) {
+      if (this.#composing >= this.#maxComposing) {
         this.#stats.droppedFrames++;
         continue;
       }
