@@ -14,9 +14,10 @@
  * viewer each) cycles through the media playlist and the newest segments it listed, one
  * playlist per segment (what a viewer fetches, without the pauses), first from our server
  * (run as `deno run main.ts`, as users start it), then from nginx (one worker, sendfile)
- * serving the same playlist and segments copied to disk. Requests/s, bytes/s and the CPU of
- * the server's process tree over the same window; the ratios are ours over nginx's (goal
- * >= 1.0 for requests/s).
+ * serving the same playlist and segments copied to disk, then by a bare Deno.serve answering
+ * them from memory (bench/support/bare_files.ts: the runtime's limit). Requests/s, bytes/s
+ * and the CPU of the server's process tree over the same window; the ratios are ours over
+ * nginx's (goal >= 1.0 for requests/s) and over the bare server's.
  *
  * Run: deno run -A bench/hls.ts (as root it re-runs itself in a loopback-only network
  * namespace, like the browser tests). Needs ffmpeg, wrk, nginx and /usr/bin/chromium.
@@ -256,7 +257,9 @@ async function load(origin: string, paths: string[], pid: number): Promise<Throu
  * 1,000 viewers on our server, then on nginx serving the same files: our playlist and
  * segments are copied to disk just before our run.
  */
-async function viewers(): Promise<{ ours: Throughput; nginx: Throughput; bytes: number }> {
+async function viewers(): Promise<
+  { ours: Throughput; nginx: Throughput; bare: Throughput; bytes: number }
+> {
   const dir = await Deno.makeTempDir({ prefix: "hls-bench-files-" });
   try {
     const server = await startOurs({
@@ -295,10 +298,25 @@ async function viewers(): Promise<{ ours: Throughput; nginx: Throughput; bytes: 
       await server.stop();
     }
     const nginx = await startNginxStatic(dir, connections);
+    let nginxResult: Throughput;
     try {
-      return { ours, nginx: await load(nginx.url, paths, nginx.pid), bytes };
+      nginxResult = await load(nginx.url, paths, nginx.pid);
     } finally {
       await nginx.stop();
+    }
+    const barePort = freePort();
+    const bare = spawnDeno(
+      ["run", "-A", "bench/support/bare_files.ts", String(barePort), dir],
+      {},
+      "null",
+    );
+    try {
+      const origin = `http://127.0.0.1:${barePort}`;
+      await waitForHttp(`${origin}${paths[0]}`, startTimeoutMs);
+      return { ours, nginx: nginxResult, bare: await load(origin, paths, bare.pid), bytes };
+    } finally {
+      bare.kill("SIGTERM");
+      await bare.status;
     }
   } finally {
     await Deno.remove(dir, { recursive: true });
@@ -356,11 +374,14 @@ console.log(
 );
 console.log(viewersLine("ours  (deno run main.ts)", v.ours));
 console.log(viewersLine("nginx (1 worker, sendfile)", v.nginx));
+console.log(viewersLine("bare Deno.serve, files in memory", v.bare));
 console.log(
   `ratio ours/nginx: requests/s ${
     (v.ours.wrk.requestsPerSecond / v.nginx.wrk.requestsPerSecond).toFixed(2)
   } (goal >= 1.0), requests per cpu-second ${
     (v.ours.wrk.requestsPerSecond / Math.max(v.ours.cpu, 0.01) /
       (v.nginx.wrk.requestsPerSecond / Math.max(v.nginx.cpu, 0.01))).toFixed(2)
+  }; ours/bare Deno.serve (the runtime's limit): requests/s ${
+    (v.ours.wrk.requestsPerSecond / v.bare.wrk.requestsPerSecond).toFixed(2)
   }`,
 );
