@@ -149,10 +149,20 @@ export class Stream implements RegisteredStream {
       for (const frame of this.#gop) {
         reader.offer(frame, this.tracks[frame.trackId].kind === "video");
       }
+    } else if (this.#hasVideo) {
+      // Without the cached GOP the reader waits for the next keyframe, which a WebRTC
+      // publisher only sends when asked.
+      this.requestKeyframe();
     }
     this.#readers.add(reader);
     return reader;
   }
+
+  /**
+   * Asks the provider for a video keyframe where it can (a WebRTC publisher sends a PLI);
+   * other providers send keyframes on their own schedule, so this does nothing.
+   */
+  requestKeyframe(): void {}
 
   /** Detaches a reader (called by `StreamReader.close`). */
   detach(reader: StreamReader): void {

@@ -156,3 +156,36 @@ Deno.test("poll: a reader that falls behind drops to the next keyframe like an i
   assert.equal(reader.dropped, 10);
   stream.end();
 });
+
+Deno.test("a reader that cannot start from the cached GOP asks the provider for a keyframe", () => {
+  let requests = 0;
+  class AskingStream extends Stream {
+    override requestKeyframe(): void {
+      requests++;
+    }
+  }
+  const stream = new AskingStream({
+    name: "s",
+    mediaSessionId: "m",
+    tracks: [{ id: 0, kind: "video", codec: "H264", clockRate: 90000 }],
+    mediaProvider: "test",
+    stopProvider: () => Promise.resolve(),
+  });
+  const frame = (pts: number, keyframe: boolean) => ({
+    trackId: 0,
+    codec: "H264" as const,
+    pts,
+    dts: pts,
+    keyframe,
+    data: new Uint8Array(1),
+  });
+  stream.reader(4).close();
+  assert.equal(requests, 1, "no GOP cached yet");
+  stream.push(frame(0, true));
+  stream.push(frame(3000, false));
+  stream.reader(4).close();
+  assert.equal(requests, 1, "the cached GOP fits");
+  for (let i = 2; i < 6; i++) stream.push(frame(i * 3000, false));
+  stream.reader(4).close();
+  assert.equal(requests, 2, "the cached GOP is longer than the reader's queue");
+});

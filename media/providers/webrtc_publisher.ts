@@ -245,7 +245,7 @@ export class WebRtcPublisher extends Stream {
   }
 
   /** Asks the publisher for a keyframe (PLI), at most once per `pliMinIntervalMs`. */
-  requestKeyframe(): void {
+  override requestKeyframe(): void {
     const nowMs = performance.now();
     if (nowMs - this.#lastPliMs < pliMinIntervalMs) return;
     const video = this.#forward.find((f) => f.codec.kind === "video");

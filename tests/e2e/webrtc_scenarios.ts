@@ -318,6 +318,38 @@ Deno.test("WebRTC publish and play with the Web SDK in Chromium", async (t) => {
       }
 
       await t.step(
+        `${codec}: the WebRTC publish plays over HLS (ffmpeg reads it cleanly)`,
+        async () => {
+          const url = `${server.hlsUrl}/${name}/${name}.m3u8`;
+          const master = await fetch(url);
+          assert.equal(master.status, 200, await master.clone().text());
+          // VP8 has no HLS mapping: the source variant is an H.264 rendition of it.
+          assert.match(await master.text(), /CODECS="avc1\.[0-9a-f]{6},mp4a\.40\.2"/);
+          const read = await new Deno.Command("ffmpeg", {
+            args: ["-v", "error", "-i", url, "-t", "4", "-f", "null", "-"],
+            stdout: "null",
+            stderr: "piped",
+          }).output();
+          assert.ok(read.success, new TextDecoder().decode(read.stderr));
+          assert.equal(new TextDecoder().decode(read.stderr), "");
+          // A live playlist: no -count_frames (it would read until the stream ends).
+          const probe = await new Deno.Command("ffprobe", {
+            args: [
+              ...["-v", "error", "-show_entries", "stream=codec_type,codec_name,width,height"],
+              ...["-of", "json", url],
+            ],
+          }).output();
+          assert.ok(probe.success, new TextDecoder().decode(probe.stderr));
+          const streams: Record<string, string | number>[] =
+            JSON.parse(new TextDecoder().decode(probe.stdout)).streams;
+          const video = streams.find((x) => x.codec_type === "video")!;
+          assert.deepEqual([video.codec_name, video.width, video.height], ["h264", 640, 480]);
+          assert.equal(streams.find((x) => x.codec_type === "audio")?.codec_name, "aac");
+          await postOk(server, "/hls/terminate", { name });
+        },
+      );
+
+      await t.step(
         codec === "H264"
           ? "H264: a transcoder2 to VP8 320x240 of the WebRTC publisher plays at that size"
           : "VP8: a player asking 320x240 of the 640x480 stream gets a 320x240 rendition",
@@ -354,11 +386,21 @@ Deno.test("WebRTC publish and play with the Web SDK in Chromium", async (t) => {
             ["PLAYING", "FAILED", "STOPPED"],
           );
           assert.equal(played.status, "PLAYING", played.info);
-          await waitUntil("frames decoded at 320x240", async () => {
-            const stats = await call<InboundStats>(b, "inboundStats", key);
-            return stats.framesDecoded > 10 && stats.frameWidth === 320 &&
-              stats.frameHeight === 240;
-          }, 20_000);
+          let stats: InboundStats | undefined;
+          try {
+            await waitUntil("frames decoded at 320x240", async () => {
+              stats = await call<InboundStats>(b, "inboundStats", key);
+              return stats.framesDecoded > 10 && stats.frameWidth === 320 &&
+                stats.frameHeight === 240;
+            }, 20_000);
+          } catch (err) {
+            const records = await find(server, {});
+            const transcoders = await (await server.post("/transcoder2/find_all")).json();
+            throw new Error(
+              `${(err as Error).message}: ${JSON.stringify({ stats, transcoders })} ` +
+                JSON.stringify(records.map((r) => [r.name, r.width, r.height, r.fps, r.status])),
+            );
+          }
           if (codec === "H264") {
             const [record] = await find(server, { name: key, published: true });
             assert.deepEqual([record.videoCodec, record.width, record.height], ["VP8", 320, 240]);
