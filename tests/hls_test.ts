@@ -328,18 +328,23 @@ Deno.test("an RTMP-published stream over HLS: ffprobe and ffmpeg read it; a publ
       const [record] = await records(server);
 
       await stopPublisher(publisher);
-      await waitFor("ENDLIST once the publisher left", async () => {
+      const ended = await waitFor("ENDLIST once the publisher left", async () => {
         const text = (await get(server, "/cam/source/index.m3u8")).text;
-        return text.includes("#EXT-X-ENDLIST") ? true : undefined;
+        return text.includes("#EXT-X-ENDLIST") ? text : undefined;
       }, 10_000);
+      const lastBefore = lastSegment(ended);
       publisher = publishRtmp(url, 60);
-      await waitFor("the playlist to go live again", async () => {
+      const live = await waitFor("a new segment after the old ones", async () => {
         const res = await get(server, "/cam/source/index.m3u8");
         return res.status === 200 && !res.text.includes("#EXT-X-ENDLIST") &&
-            /#EXTINF/.test(res.text) || undefined;
+            lastSegment(res.text) > lastBefore
+          ? res.text
+          : undefined;
       }, 15_000);
       const [again] = await records(server);
       assert.equal(again.id, record.id, "the same output continues");
+      // The numbering continues after a discontinuity: no media sequence number is reused.
+      assert.match(live, new RegExp(`${lastBefore}\\.ts\\n#EXT-X-DISCONTINUITY\\n`));
       assert.equal(await decodeErrors(`${server.hlsUrl}/cam/cam.m3u8`, 3), "");
     } finally {
       await stopPublisher(publisher);

@@ -55,8 +55,6 @@ interface StreamState {
   streamId: number;
   cc: number;
   asc?: AudioSpecificConfig;
-  /** Parameter sets sent before keyframes that lack them. */
-  parameterSets: Uint8Array[];
 }
 
 /** Turns MediaFrames into MPEG-TS packets. */
@@ -85,7 +83,6 @@ export class TsMuxer {
         pid,
         cc: 0,
         streamId: track.kind === "video" ? PesStreamId.video : PesStreamId.audio,
-        parameterSets: [],
       };
       const config = track.config;
       let streamType: number;
@@ -93,13 +90,9 @@ export class TsMuxer {
       switch (track.codec) {
         case "H264":
           streamType = StreamType.h264;
-          if (config?.codec === "H264") state.parameterSets = [...config.sps, ...config.pps];
           break;
         case "H265":
           streamType = StreamType.h265;
-          if (config?.codec === "H265") {
-            state.parameterSets = [...config.vps, ...config.sps, ...config.pps];
-          }
           break;
         case "AAC":
           streamType = StreamType.aacAdts;
@@ -246,7 +239,7 @@ export class TsMuxer {
       nals++;
     }
     const aud = h264 ? h264Aud : h265Aud;
-    const sets = frame.keyframe && !hasParameterSets ? s.parameterSets : [];
+    const sets = frame.keyframe && !hasParameterSets ? currentParameterSets(s) : [];
     let total = hasAud ? 0 : 4 + aud.length;
     for (const set of sets) total += 4 + set.length;
     // Start codes take the place of the 4-byte lengths, so the NAL part keeps its size.
@@ -306,4 +299,15 @@ function writePcr(out: Uint8Array, offset: number, pcr90k: number): void {
   out[offset + 3] = high & 0xff;
   out[offset + 4] = ((base & 1) << 7) | 0x7e;
   out[offset + 5] = 0;
+}
+
+/**
+ * The parameter sets a keyframe without its own needs: the track's configuration as it is
+ * now, since a provider may learn or change it after the muxer was made.
+ */
+function currentParameterSets(state: { track: Track }): Uint8Array[] {
+  const config = state.track.config;
+  if (config?.codec === "H264") return [...config.sps, ...config.pps];
+  if (config?.codec === "H265") return [...config.vps, ...config.sps, ...config.pps];
+  return [];
 }

@@ -74,10 +74,13 @@ export class HlsVariant {
     if (this.#closed) return;
     this.#reader?.close();
     this.#stream = stream;
-    this.#segmenter.discontinuity();
-    if (this.#segmenter.ended) {
-      // This segmenter takes nothing after its end: the new publisher's segments start afresh
-      // (media sequence from 0) under the same URLs.
+    if (sameTracks(this.#tracks, stream.tracks)) {
+      // Reopened if it had ended: numbering continues after a discontinuity.
+      this.#segmenter.discontinuity();
+    } else {
+      // Other codecs or sizes need another init segment and codec string: a new segmenter,
+      // its numbering from 0 again.
+      this.#segmenter.end();
       this.#tracks = stream.tracks;
       this.#segmenter = this.#newSegmenter();
     }
@@ -114,6 +117,12 @@ export class HlsVariant {
           if (frame === undefined) break;
           const trackId = trackIds[frame.trackId];
           if (trackId === undefined) continue;
+          if (frame.keyframe) {
+            // A publisher that came back gives its parameter sets (RTMP: after the stream
+            // is registered); the segmenter's tracks follow them.
+            const config = stream.tracks[frame.trackId].config;
+            if (config) this.#tracks[trackId].config = config;
+          }
           segmenter.push(
             trackId === frame.trackId ? frame : { ...frame, trackId } satisfies MediaFrame,
           );
@@ -259,4 +268,16 @@ export class HlsOutput {
       }
     });
   }
+}
+
+/**
+ * True when two streams' tracks make segments a player can take after a discontinuity in
+ * the same variant: codecs, sizes, rates. Decoder configurations are often not known yet
+ * when a publisher comes back; `#read` copies them as they come.
+ */
+function sameTracks(a: readonly Track[], b: readonly Track[]): boolean {
+  const key = (tracks: readonly Track[]) =>
+    tracks.map((t) => [t.kind, t.codec, t.width, t.height, t.clockRate, t.channels].join("/"))
+      .join(";");
+  return key(a) === key(b);
 }

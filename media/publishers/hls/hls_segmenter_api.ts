@@ -61,7 +61,10 @@ export interface HlsSegmenterMetrics {
 export interface HlsSegmenter {
   /** A frame of the variant, in the order its stream's reader gives them. */
   push(frame: MediaFrame): void;
-  /** The next segment starts with `#EXT-X-DISCONTINUITY` (its publisher restarted). */
+  /**
+   * The next segment starts with `#EXT-X-DISCONTINUITY` (its publisher restarted); after
+   * `end()` this reopens the segmenter, its numbering continued.
+   */
   discontinuity(): void;
   /** Closes the last segment; the playlist gets `#EXT-X-ENDLIST`. */
   end(): void;

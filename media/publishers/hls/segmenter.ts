@@ -257,7 +257,10 @@ class Segmenter implements MemoryHlsSegmenter {
   }
 
   discontinuity(): void {
-    if (this.#ended) return;
+    // After the end it reopens: a publisher back under the same name continues the numbering,
+    // so players and caches never see a media sequence number used twice.
+    this.#ended = false;
+    this.#playlist = undefined;
     if (this.#current) this.#finishSegment();
     if (this.#nextMsn > 0) this.#pendingDiscontinuity = true;
   }
