@@ -23,7 +23,8 @@ function job(width: number, height: number, pictureBytes = i420Size(64, 64)): Co
 }
 
 function transferOf(j: ComposeJob): ArrayBuffer[] {
-  return [j.output, ...j.pictures.map((p) => p.data)];
+  const owned = j.pictures.map((p) => p.data).filter((d) => d instanceof ArrayBuffer);
+  return [j.output, ...owned];
 }
 
 Deno.test("a failed job rejects with a KernelError and its Worker is replaced", async () => {
