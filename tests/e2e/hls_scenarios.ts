@@ -1,8 +1,9 @@
 /**
  * hls.js (npm `hls.js`) in headless Chromium playing our HLS server: a VOD stream over plain
- * HLS, the same over LL-HLS (hls.js in low-latency mode, its latency printed as a `bench:`
- * line), and ABR (the page's network throttled through the DevTools protocol makes hls.js
- * switch to a lower profile, and `/hls/subscribers` shows the switch). Meant to run inside a
+ * HLS, the same over LL-HLS in MPEG-TS and in fMP4 (hls.js in low-latency mode, its latency
+ * printed as a `bench:` line), and ABR (the page's network throttled through the DevTools
+ * protocol makes hls.js switch to a lower profile, and `/hls/subscribers` shows the
+ * switch). Meant to run inside a
  * loopback-only network namespace as root; `hls_test.ts` re-executes this file there
  * (`deno test -A tests/e2e/hls_scenarios.ts`). One Chromium for every step, one server each.
  */
@@ -24,7 +25,7 @@ const startTimeoutMs = 20_000;
 /** Complete segments each variant playlist lists before hls.js is started. */
 const startSegments = 3;
 /** How long each stream is watched for stalls, in seconds. */
-const watchSec = { vod: 30, lowLatency: 20 };
+const watchSec = { vod: 30, lowLatency: { ts: 20, fmp4: 10 } };
 /** Source clip: what /vod/startup publishes. */
 const clip = { seconds: 60, width: 640, height: 360, fps: 25 };
 /** ABR profiles offered next to the source. */
@@ -140,38 +141,49 @@ Deno.test("hls.js in Chromium plays our HLS, LL-HLS and ABR profiles", async (t)
       }
     });
 
-    await t.step("LL-HLS: hls.js plays in low-latency mode, loads parts; latency", async () => {
-      const { server, masterUrl } = await serveClip(clipPath, "ll1", { lowLatency: true });
-      const player = await b.newPlayer();
-      try {
-        await withTimeout(player.play(masterUrl, { lowLatencyMode: true }), "playing");
-        const latencies: number[] = [];
-        const lags: number[] = [];
-        let state = await player.state();
-        for (let i = 0; i < watchSec.lowLatency; i += 5) {
-          state = await watch(player, 5);
-          latencies.push(state.latency);
-          lags.push(state.programDateLagMs);
-        }
-        assert.equal(state.lowLatencyMode, true);
-        assert.ok(state.partsLoaded > 0, `hls.js loaded no LL-HLS part: ${JSON.stringify(state)}`);
-        assert.equal(state.videoWidth, clip.width);
-        const latency = percentile(latencies, 50);
-        console.log(
-          `bench: LL-HLS hls.js latency p50 ${latency.toFixed(2)} s (target ${
-            state.targetLatency.toFixed(2)
-          } s), wall clock - program date of the playhead p50 ${
-            percentile(lags, 50).toFixed(0)
-          } ms, ${state.partsLoaded} parts and ${state.fragsLoaded} segments loaded`,
-        );
-        // Sane: the live edge is neither behind nor more than a few part-segments away.
-        assert.ok(latency > 0 && latency < 4, `hls.js latency ${latency} s`);
-        assert.ok(state.targetLatency > 0 && state.targetLatency < 6, `${state.targetLatency}`);
-      } finally {
-        await player.close();
-        await server.stop();
-      }
-    });
+    for (const container of ["ts", "fmp4"] as const) {
+      await t.step(
+        `LL-HLS (${container}): hls.js in low-latency mode, loads parts; latency`,
+        async () => {
+          const { server, masterUrl } = await serveClip(clipPath, `ll-${container}`, {
+            lowLatency: true,
+            container,
+          });
+          const player = await b.newPlayer();
+          try {
+            await withTimeout(player.play(masterUrl, { lowLatencyMode: true }), "playing");
+            const latencies: number[] = [];
+            const lags: number[] = [];
+            let state = await player.state();
+            for (let i = 0; i < watchSec.lowLatency[container]; i += 5) {
+              state = await watch(player, 5);
+              latencies.push(state.latency);
+              lags.push(state.programDateLagMs);
+            }
+            assert.equal(state.lowLatencyMode, true);
+            assert.ok(
+              state.partsLoaded > 0,
+              `hls.js loaded no LL-HLS part: ${JSON.stringify(state)}`,
+            );
+            assert.equal(state.videoWidth, clip.width);
+            const latency = percentile(latencies, 50);
+            console.log(
+              `bench: LL-HLS (${container}) hls.js latency p50 ${latency.toFixed(2)} s (target ${
+                state.targetLatency.toFixed(2)
+              } s), wall clock - program date of the playhead p50 ${
+                percentile(lags, 50).toFixed(0)
+              } ms, ${state.partsLoaded} parts and ${state.fragsLoaded} segments loaded`,
+            );
+            // Sane: the live edge is neither behind nor more than a few part-segments away.
+            assert.ok(latency > 0 && latency < 4, `hls.js latency ${latency} s`);
+            assert.ok(state.targetLatency > 0 && state.targetLatency < 6, `${state.targetLatency}`);
+          } finally {
+            await player.close();
+            await server.stop();
+          }
+        },
+      );
+    }
 
     await t.step(
       "ABR: throttled, hls.js switches to a lower profile; /hls/subscribers shows it",
