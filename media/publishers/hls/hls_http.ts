@@ -8,11 +8,11 @@
  */
 import { MediaServerError } from "../../../core/errors.ts";
 import type { Logger } from "../../../core/log.ts";
-import type { HlsOutput, HlsVariant } from "./hls_output.ts";
+import { type HlsOutput, type HlsVariant, startSegments } from "./hls_output.ts";
 
 /** Target durations a blocking playlist reload or a hinted part may wait. */
 const blockingWaitTargets = 3;
-/** Longest wait of a first playlist request for the first segments, in ms. */
+/** Shortest longest wait of a first playlist request for the first segments, in ms. */
 const firstSegmentWaitMinMs = 10_000;
 /** Cache lifetime of segments, parts and init segments (they never change), in seconds. */
 const segmentMaxAgeSec = 3600;
@@ -67,7 +67,11 @@ export function createHlsHandler(
 ): (req: Request, info: Deno.ServeHandlerInfo) => Promise<Response> {
   const { outputs, log } = options;
   const blockingWaitMs = blockingWaitTargets * options.targetDurationSec * 1000;
-  const firstWaitMs = Math.max(firstSegmentWaitMinMs, blockingWaitMs);
+  // Enough for the segments a player starts with, the first keyframe's wait included.
+  const firstWaitMs = Math.max(
+    firstSegmentWaitMinMs,
+    (startSegments.plain + 1) * options.targetDurationSec * 1000,
+  );
   const cors = (req: Request, headers: Headers) => {
     if (options.corsOrigins.includes("*")) {
       headers.set("Access-Control-Allow-Origin", "*");
@@ -159,8 +163,8 @@ export function createHlsHandler(
           throw new HttpAnswer(400, `_HLS_msn ${msn} is beyond the playlist's end (${last})`);
         }
         await waitFor(output, () => segmenter.ready(msn, part, blockingWaitMs));
-      } else if (!segmenter.variant && !segmenter.ended) {
-        // A player's first request after an on-demand start: the first segment is coming.
+      } else if (!variant.startable) {
+        // A player's first request after a start: the segments it starts with are coming.
         await output.waitVariants(firstWaitMs);
       }
       return playlist(segmenter.playlist());

@@ -13,6 +13,12 @@ import { HlsViewers } from "./hls_viewers.ts";
 
 /** Pause between looks at the variants while a request waits for their first segment, in ms. */
 const readyPollMs = 50;
+/**
+ * Complete segments a variant has before its first playlist is given out: a player starts
+ * that far from the live edge (hls.js, given one segment, started 2 s from it and stalled;
+ * with LL-HLS it looped on the first parts). Two with parts, three without (RFC 8216 6.3.3).
+ */
+export const startSegments = { plain: 3, lowLatency: 2 };
 
 /** What a variant is made of (planned by the registry from its source and configuration). */
 export interface HlsVariantPlan {
@@ -57,6 +63,16 @@ export class HlsVariant {
     this.#log = options.log.child({ variant: plan.name });
     this.#segmenter = this.#newSegmenter();
     this.#read(plan.stream);
+  }
+
+  /** True once the variant has the segments a player starts with, or has ended. */
+  get startable(): boolean {
+    const segmenter = this.#segmenter;
+    if (segmenter.ended) return true;
+    const needed = this.#options.partDurationMs > 0
+      ? startSegments.lowLatency
+      : startSegments.plain;
+    return (segmenter.playlist().match(/#EXTINF:/g)?.length ?? 0) >= needed;
   }
 
   /** The segmenter of the variant's segments and playlist. */
@@ -243,8 +259,8 @@ export class HlsOutput {
     try {
       for (;;) {
         const variants = this.variants;
-        const ready = variants.filter((v) => v.segmenter.variant !== undefined).length;
-        const settled = variants.every((v) => v.segmenter.variant || v.segmenter.ended);
+        const ready = variants.filter((v) => v.startable && v.segmenter.variant).length;
+        const settled = variants.every((v) => v.startable);
         if (settled || this.#closed || performance.now() >= deadline) return ready > 0;
         await new Promise((resolve) => setTimeout(resolve, readyPollMs));
       }
