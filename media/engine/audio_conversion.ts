@@ -151,6 +151,11 @@ export class AudioConversion extends Stream {
     return this.#transcode;
   }
 
+  /** Video passes through: the source is the one to ask for a keyframe. */
+  override requestKeyframe(): void {
+    this.source.requestKeyframe();
+  }
+
   /** A reader; the first one starts the conversion. */
   override reader(queueFrames?: number): StreamReader {
     if (!this.#run && !this.ended) this.#start();

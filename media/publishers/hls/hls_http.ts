@@ -13,7 +13,7 @@ import { type HlsOutput, type HlsVariant, startSegments } from "./hls_output.ts"
 /** Target durations a blocking playlist reload or a hinted part may wait. */
 const blockingWaitTargets = 3;
 /** Shortest longest wait of a first playlist request for the first segments, in ms. */
-const firstSegmentWaitMinMs = 10_000;
+const firstSegmentWaitMinMs = 15_000;
 /** Cache lifetime of segments, parts and init segments (they never change), in seconds. */
 const segmentMaxAgeSec = 3600;
 /** Largest `_HLS_msn` / `_HLS_part` / segment number accepted. */

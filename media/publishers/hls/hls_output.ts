@@ -126,6 +126,9 @@ export class HlsVariant {
     this.#reader = reader;
     const segmenter = this.#segmenter;
     const trackIds = trackMap(stream.tracks, this.#tracks);
+    const video = stream.videoTrack;
+    const keyframeDue = video ? this.#options.targetDurationSec * video.clockRate : Infinity;
+    let lastKeyframePts: number | undefined;
     void (async () => {
       try {
         for (;;) {
@@ -133,6 +136,12 @@ export class HlsVariant {
           if (frame === undefined) break;
           const trackId = trackIds[frame.trackId];
           if (trackId === undefined) continue;
+          if (frame.trackId === video?.id) {
+            // Segments end at keyframes: a source that sends them only when asked (a WebRTC
+            // publisher) is asked once a target duration has passed without one.
+            if (frame.keyframe || lastKeyframePts === undefined) lastKeyframePts = frame.pts;
+            else if (frame.pts - lastKeyframePts >= keyframeDue) stream.requestKeyframe();
+          }
           if (frame.keyframe) {
             // A publisher that came back gives its parameter sets (RTMP: after the stream
             // is registered); the segmenter's tracks follow them.
