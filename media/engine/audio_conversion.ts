@@ -58,37 +58,30 @@ export function targetTrack(
   engine: CodecEngine,
   sampleRate = convertedSampleRate,
 ): Track {
+  const g711 = target === "PCMU" || target === "PCMA";
   // WebRTC's Opus is signalled as stereo (a mono Opus stream decodes the same); ffmpeg.wasm
   // 0.12.10 crashes encoding stereo Opus (memory access out of bounds), so there it is mono.
-  // AAC keeps the source's layout up to stereo.
-  if (target === "PCMU" || target === "PCMA") {
-    // G.711 as telephony and WebRTC know it: 8 kHz mono.
-    const clockRate = g711SampleRate;
-    return {
-      id: audio.id,
-      kind: "audio",
-      codec: target,
-      clockRate,
-      sampleRate: clockRate,
-      channels: 1,
-    };
-  }
-  const channels = target === "OPUS"
+  // AAC keeps the source's layout up to stereo; G.711 is mono as telephony knows it.
+  const channels = g711
+    ? 1
+    : target === "OPUS"
     ? (engine.kind === "wasm" ? 1 : 2)
     : Math.min(audio.channels ?? 2, 2);
-  // Opus always runs its RTP clock at 48 kHz, whatever rate it codes.
-  const clockRate = target === "OPUS" ? convertedSampleRate : sampleRate;
-  return {
+  // Opus always runs its RTP clock at 48 kHz, whatever rate it codes; G.711 at 8 kHz.
+  const clockRate = g711 ? g711SampleRate : target === "OPUS" ? convertedSampleRate : sampleRate;
+  const track: Track = {
     id: audio.id,
     kind: "audio",
     codec: target,
     clockRate,
     sampleRate: clockRate,
     channels,
-    config: target === "OPUS"
-      ? { codec: "OPUS" }
-      : { codec: "AAC", asc: buildAsc(aacLcObjectType, clockRate, channels) },
   };
+  if (target === "OPUS") track.config = { codec: "OPUS" };
+  if (target === "AAC") {
+    track.config = { codec: "AAC", asc: buildAsc(aacLcObjectType, clockRate, channels) };
+  }
+  return track;
 }
 
 /** ffmpeg's encoder options for `track`, at `bitrate` bit/s (default: the codec's own). */
