@@ -80,6 +80,8 @@ interface Input {
   /** Frames are skipped until this input's next video keyframe (start of a file). */
   needKeyframe: boolean;
   hasVideo: boolean;
+  /** Last decode time written of each track, in its clock. */
+  lastDts: number[];
   loop: Promise<void>;
 }
 
@@ -150,6 +152,7 @@ export class Recorder {
       offsetTicks: undefined,
       needKeyframe: false,
       hasVideo: stream.tracks.some((t) => t.kind === "video"),
+      lastDts: [],
       loop: Promise.resolve(),
     };
     this.#inputs.set(stream.mediaSessionId, input);
@@ -232,11 +235,21 @@ export class Recorder {
     const fileTrackId = input.fileTrackIds[frame.trackId];
     if (!output || fileTrackId < 0) return;
     const offset = input.offsetTicks[frame.trackId];
+    // A file's decode times must rise (players and ffmpeg refuse it otherwise): an audio
+    // frame stepping back (a WebRTC publisher's timeline adjusted under load) covers time
+    // already written and is dropped; a video frame is moved just after its predecessor.
+    let dts = frame.dts;
+    const lastDts = input.lastDts[frame.trackId] ?? -Infinity;
+    if (dts <= lastDts) {
+      if (!video) return;
+      dts = lastDts + 1;
+    }
+    input.lastDts[frame.trackId] = dts;
     const bytes = output.writer.push({
       trackId: fileTrackId,
       codec: frame.codec,
-      pts: frame.pts + offset,
-      dts: frame.dts + offset,
+      pts: Math.max(frame.pts, dts) + offset,
+      dts: dts + offset,
       keyframe: frame.keyframe,
       data: frame.data,
     });
