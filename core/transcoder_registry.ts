@@ -135,17 +135,7 @@ export class TranscoderRegistry {
     this.#checkFree(uri, localStreamName);
     if (!this.#cap.tryAcquire()) throw new ServiceUnavailableError(this.#cap.refusal());
     const mediaSessionId = crypto.randomUUID();
-    const entry: Entry = {
-      scheme,
-      uri,
-      remoteStreamName,
-      localStreamName,
-      mediaSessionId,
-      encoder: { ...encoder },
-      transcoder: undefined as unknown as Transcoder,
-    };
-    this.#entries.set(uri, entry);
-    entry.transcoder = new Transcoder({
+    const transcoder: Transcoder = new Transcoder({
       name: localStreamName,
       sourceName: remoteStreamName,
       mediaSessionId,
@@ -155,10 +145,20 @@ export class TranscoderRegistry {
       hub: this.#hub,
       engine: this.#engine,
       log: this.#log.child({ uri, stream: localStreamName }),
+      // Called after an await at the earliest, so the entry below is in place by then.
       onEnded: () => {
-        if (this.#entries.get(uri) === entry) this.#entries.delete(uri);
+        if (this.#entries.get(uri)?.transcoder === transcoder) this.#entries.delete(uri);
         this.#cap.release();
       },
+    });
+    this.#entries.set(uri, {
+      scheme,
+      uri,
+      remoteStreamName,
+      localStreamName,
+      mediaSessionId,
+      encoder: { ...encoder },
+      transcoder,
     });
     this.#log.info("transcoder started", { uri, source: remoteStreamName, localStreamName });
   }
