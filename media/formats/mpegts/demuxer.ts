@@ -1,16 +1,17 @@
 /**
  * Streaming MPEG-TS demuxer (ISO 13818-1): push byte chunks of any size, get MediaFrames and
- * Tracks for H.264, H.265, ADTS AAC and Opus. It resyncs on a lost sync byte, drops damaged
+ * Tracks for H.264, H.265, ADTS AAC, Opus and MPEG audio (MP3, one frame per MediaFrame). It resyncs on a lost sync byte, drops damaged
  * PES packets instead of failing the stream, and buffers a bounded amount.
  */
 
 import { ParseError } from "../../../core/errors.ts";
-import type { MediaFrame, Track } from "../../frame.ts";
+import type { Codec, MediaFrame, Track } from "../../frame.ts";
 import { aacSamplesPerFrame, adtsToAsc, parseAdtsHeader } from "../../codecs/aac.ts";
 import { H264NalType, parseH264Sps } from "../../codecs/h264.ts";
 import { H265NalType, parseH265Sps } from "../../codecs/h265.ts";
 import { buildOpusHead, opusClockRate, opusPacketSamples } from "../../codecs/opus.ts";
 import { joinLengthPrefixed, splitAnnexB } from "../../codecs/nalu.ts";
+import { parseMpegAudioHeader } from "../../codecs/mp3.ts";
 import { parsePesHeader, pesClockRate, timestampWrap } from "./pes.ts";
 import { parsePat, parsePmt, patPid, type PmtStream, tsPacketBytes, tsSyncByte } from "./psi.ts";
 
@@ -67,6 +68,12 @@ export class TsDemuxer {
   /** Streams of the program whose codec the demuxer reads (known once the PMT arrived). */
   get expectedTrackCount(): number {
     return this.#pids.size;
+  }
+
+  /** Codecs of the program's streams the demuxer reads, in PMT order (empty before the PMT). */
+  get programCodecs(): Codec[] {
+    return [...this.#pids.values()].sort((a, b) => a.trackId - b.trackId)
+      .map((state) => state.stream.codec!);
   }
 
   /** Feeds bytes; returns the frames completed by them. */
@@ -278,6 +285,9 @@ export class TsDemuxer {
         case "OPUS":
           this.#opus(state, payload, pts);
           break;
+        case "MP3":
+          this.#mpegAudio(state, payload, pts);
+          break;
       }
     } catch (e) {
       if (!(e instanceof ParseError)) throw e;
@@ -375,6 +385,36 @@ export class TsDemuxer {
         data: payload.subarray(pos + header.headerBytes, pos + header.frameBytes),
       });
       samples += header.rawBlocks * aacSamplesPerFrame;
+      pos += header.frameBytes;
+    }
+  }
+
+  #mpegAudio(state: PidState, payload: Uint8Array, pts90k: number): void {
+    let pos = 0;
+    let samples = 0;
+    while (pos < payload.length) {
+      const header = parseMpegAudioHeader(payload, pos);
+      if (pos + header.frameBytes > payload.length) throw new ParseError("MPEG audio frame cut");
+      if (!state.track || state.track.sampleRate !== header.sampleRate) {
+        this.#addTrack(state, {
+          id: state.trackId,
+          kind: "audio",
+          codec: "MP3",
+          clockRate: header.sampleRate,
+          sampleRate: header.sampleRate,
+          channels: header.channels,
+        });
+      }
+      const pts = Math.round(pts90k * header.sampleRate / pesClockRate) + samples;
+      this.#out.push({
+        trackId: state.trackId,
+        codec: "MP3",
+        pts,
+        dts: pts,
+        keyframe: true,
+        data: payload.subarray(pos, pos + header.frameBytes),
+      });
+      samples += header.samples;
       pos += header.frameBytes;
     }
   }

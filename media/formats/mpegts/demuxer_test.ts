@@ -9,6 +9,8 @@ import {
   probeStreams,
   probeVideoKeyflags,
   randomBytes,
+  run,
+  tempPath,
 } from "../test_fixtures.ts";
 
 /** Feeds `data` in random-size chunks, as a pipe would deliver it. */
@@ -131,4 +133,29 @@ Deno.test("TsDemuxer unwraps timestamps across the 33-bit wrap", () => {
   assert.equal(frames.length, 100);
   for (let i = 1; i < frames.length; i++) assert.equal(frames[i].pts - frames[i - 1].pts, 960);
   assert.deepEqual(frames[99].data, new Uint8Array([0xfc, 99]));
+});
+
+Deno.test("TsDemuxer reads MPEG audio (MP3, MP2) one frame at a time, as ffprobe counts them", async () => {
+  for (
+    const [codec, rate, samples] of [["libmp3lame", 44100, 1152], ["mp2", 48000, 1152]] as const
+  ) {
+    const path = await tempPath(`audio_${codec}.ts`);
+    await run("ffmpeg", [
+      ...["-v", "error", "-y", "-f", "lavfi", "-i", `sine=frequency=440:sample_rate=${rate}`],
+      ...["-t", "2", "-c:a", codec, "-f", "mpegts", path],
+    ]);
+    const demuxer = new TsDemuxer();
+    const frames = demuxAll(demuxer, await Deno.readFile(path), 5);
+    assert.deepEqual(demuxer.programCodecs, ["MP3"]);
+    assert.equal(demuxer.tracks[0].codec, "MP3");
+    assert.equal(demuxer.tracks[0].sampleRate, rate);
+    const { out } = await run("ffprobe", [
+      ...["-v", "error", "-count_packets", "-show_entries", "stream=nb_read_packets"],
+      ...["-of", "csv=p=0", path],
+    ]);
+    assert.equal(frames.length, Number(out.trim().split("\n")[0]), codec);
+    for (let i = 1; i < frames.length; i++) {
+      assert.equal(frames[i].pts - frames[i - 1].pts, samples, `${codec} frame ${i}`);
+    }
+  }
 });

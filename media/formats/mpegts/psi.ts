@@ -21,6 +21,10 @@ export const StreamType = {
   h265: 0x24,
   /** PES private data: Opus when a registration descriptor says "Opus". */
   privateData: 0x06,
+  /** MPEG-1 audio (ISO 11172-3, layers I to III). */
+  mpeg1Audio: 0x03,
+  /** MPEG-2 audio (ISO 13818-3). */
+  mpeg2Audio: 0x04,
 } as const;
 
 /** Descriptor tags used here. */
@@ -173,6 +177,9 @@ export function parsePmt(section: Uint8Array): Pmt {
     else if (streamType === StreamType.h265) stream.codec = "H265";
     else if (streamType === StreamType.aacAdts) stream.codec = "AAC";
     else if (streamType === StreamType.privateData && isOpus) stream.codec = "OPUS";
+    else if (streamType === StreamType.mpeg1Audio || streamType === StreamType.mpeg2Audio) {
+      stream.codec = "MP3";
+    }
     streams.push(stream);
     pos = end;
   }
