@@ -212,6 +212,26 @@ export const configSchema = z.strictObject({
       "Host patterns RTSP/RTMP pulls and pushes may connect to (`cam*.example.com`, `10.0.0.*`, comma-separated in the environment); empty allows any.",
     ),
   }).prefault({}),
+  mpegts: z.strictObject({
+    portMin: port.default(30000).describe(
+      "Lowest port `/mpegts/startup` allocates (MPEG-TS over UDP or SRT, one port per receiver).",
+    ),
+    portMax: port.default(30099).describe("Highest port `/mpegts/startup` allocates."),
+    timeoutMs: z.int().min(100).max(86_400_000).default(90_000).describe(
+      "An MPEG-TS receiver without data for this long ends with its stream, in ms (the record's `timeout`).",
+    ),
+    maxTimestampDiffSec: z.int().min(1).max(3600).default(1).describe(
+      "An MPEG-TS sender's timestamps jumping more than this are re-based so the stream's timeline stays continuous, in seconds (the record's `maxTimestampDiff`).",
+    ),
+    allowedList: z.array(
+      z.string().refine(isHostPattern, "an address, an address glob (`10.0.0.*`) or an IPv4 CIDR"),
+    ).default([]).describe(
+      "Sender addresses MPEG-TS receivers accept (`10.0.0.5`, `10.0.0.0/8`, comma-separated in the environment); others' datagrams are dropped and counted, SRT callers refused; empty accepts any.",
+    ),
+  }).prefault({}).refine((m) => m.portMin <= m.portMax, {
+    message: "portMin must not exceed portMax",
+    path: ["portMax"],
+  }),
 });
 
 /** The validated configuration with every default filled in. */

@@ -196,7 +196,7 @@ export const vodRecord = z.object(processedStream);
 /** A VOD record. */
 export type VodRecord = z.infer<typeof vodRecord>;
 
-/** An MPEG-TS receiver (SRT). */
+/** An MPEG-TS receiver (SRT or UDP). */
 export const mpegtsRecord = z.object({
   ...processedStream,
   cdn: z.boolean(),

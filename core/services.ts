@@ -20,6 +20,7 @@ import { DecoderHub } from "../media/transcoder/decoded_source.ts";
 import { TranscoderRegistry } from "./transcoder_registry.ts";
 import { PlayRenditions } from "../media/transcoder/play_renditions.ts";
 import { HlsRegistry } from "./hls_registry.ts";
+import { MpegtsRegistry } from "./mpegts_registry.ts";
 
 /** Registries and services of one server. */
 export interface Services {
@@ -55,6 +56,8 @@ export interface Services {
   readonly playRenditions: PlayRenditions;
   /** HLS outputs of streams (the `/hls` group and the HLS listener). */
   readonly hls: HlsRegistry;
+  /** MPEG-TS receivers of the `/mpegts` group (UDP, SRT). */
+  readonly mpegts: MpegtsRegistry;
   /** Server-wide caps of `config.limits`. */
   readonly limits: Limits;
 }
@@ -81,6 +84,7 @@ export function createServices(config: Config, log: Logger): Services {
     recorders: new RecorderRegistry(config, streams, log, limits.recorders),
     engine,
     rtsp: new RtspRegistry(config, streams, log, limits.pulls),
+    mpegts: new MpegtsRegistry(config, streams, engine, log),
     pushes: new PushRegistry(config, streams, log, limits.pushes),
     rtmpPulls: new RtmpPullRegistry(config, streams, log, limits.pulls),
     decoders,

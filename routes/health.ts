@@ -33,6 +33,7 @@ export function healthOf(
       pushes: limits.pushes.toJSON(),
       vods: limits.vods.toJSON(),
       recorders: limits.recorders.toJSON(),
+      mpegtsPorts: services.mpegts.ports.toJSON(),
       engineJobs: services.engine.figures(),
       descriptors: descriptors.toJSON(),
       recordDisk: {

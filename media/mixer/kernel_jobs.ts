@@ -18,14 +18,24 @@ export interface SlotPicture {
   data: ArrayBuffer | SharedArrayBuffer;
 }
 
-/** An RGBA watermark drawn over the composed picture. */
+/**
+ * An RGBA watermark drawn over the composed picture: the body watermark over the whole
+ * canvas, or an input's watermark over its tile.
+ */
 export interface Watermark {
+  /**
+   * Names the image in the Worker's cache of the scene; a new image gets a new id, so a
+   * Worker never draws a stale one.
+   */
+  id: number;
   width: number;
   height: number;
   /** Top-left corner on the canvas, in pixels; may lie partly outside. */
   x: number;
   y: number;
-  /** RGBA bytes: sent with the first job of each Worker, omitted afterwards. */
+  /** The window of the canvas it may change (an input's tile); default the whole canvas. */
+  clip?: Rect;
+  /** RGBA bytes: sent with the first job of each Worker that lacks `id`, omitted after. */
   rgba?: ArrayBuffer;
 }
 
@@ -49,12 +59,16 @@ export interface ComposeJob {
   pictures: SlotPicture[];
   /** Slots to forget (their input left). */
   evict: number[];
-  watermark?: Watermark;
+  /**
+   * Watermarks drawn over the inputs, in order. The Worker forgets the cached images of the
+   * scene that a job does not list.
+   */
+  watermarks?: Watermark[];
   /** Receives the I420 output; at least width x height I420 bytes. */
   output: ArrayBuffer;
 }
 
-/** Forget a scene: frees its canvas, slots and watermark in the Worker. */
+/** Forget a scene: frees its canvas, slots and watermarks in the Worker. */
 export interface ReleaseJob {
   op: "release";
   scene: number;

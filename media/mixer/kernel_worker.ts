@@ -14,7 +14,8 @@ import { KernelError } from "./errors.ts";
 interface Scene {
   canvas: I420Ref;
   slots: Map<number, I420Ref>;
-  watermark?: I420Ref;
+  /** Prepared watermark overlays by `Watermark.id`. */
+  watermarks: Map<number, I420Ref>;
 }
 
 const kernels = VideoKernels.create();
@@ -26,7 +27,43 @@ let queue: Promise<void> = Promise.resolve();
 function freeScene(video: VideoKernels, scene: Scene): void {
   video.heap.free(scene.canvas.ptr);
   for (const picture of scene.slots.values()) video.heap.free(picture.ptr);
-  if (scene.watermark) video.heap.free(scene.watermark.ptr);
+  for (const overlay of scene.watermarks.values()) video.heap.free(overlay.ptr);
+}
+
+/**
+ * Brings the scene's watermark cache in line with the job: prepares the images it carries
+ * and frees those it no longer lists. Returns the RGBA buffers, handed back as spent.
+ */
+function updateWatermarks(video: VideoKernels, scene: Scene, job: ComposeJob): ArrayBuffer[] {
+  const spent: ArrayBuffer[] = [];
+  const listed = new Set<number>();
+  for (const watermark of job.watermarks ?? []) {
+    listed.add(watermark.id);
+    if (!watermark.rgba) continue;
+    const bytes = watermark.width * watermark.height * 4;
+    if (watermark.rgba.byteLength < bytes) {
+      throw new KernelError(
+        `watermark ${watermark.id} has ${watermark.rgba.byteLength} bytes, ` +
+          `${watermark.width}x${watermark.height} RGBA needs ${bytes}`,
+      );
+    }
+    const old = scene.watermarks.get(watermark.id);
+    if (old) video.heap.free(old.ptr);
+    scene.watermarks.delete(watermark.id);
+    const overlay = video.allocOverlay(watermark.width, watermark.height);
+    const rgba = video.heap.alloc(bytes);
+    video.heap.bytes(rgba, bytes).set(new Uint8Array(watermark.rgba, 0, bytes));
+    video.prepareOverlay(rgba, overlay);
+    video.heap.free(rgba);
+    scene.watermarks.set(watermark.id, overlay);
+    spent.push(watermark.rgba);
+  }
+  for (const [id, overlay] of scene.watermarks) {
+    if (listed.has(id)) continue;
+    video.heap.free(overlay.ptr);
+    scene.watermarks.delete(id);
+  }
+  return spent;
 }
 
 /** A frame of width x height in `scene`'s place `current`, reallocated on a size change. */
@@ -46,7 +83,11 @@ function compose(video: VideoKernels, job: ComposeJob): ComposeResult {
   if (!scene || scene.canvas.width !== job.width || scene.canvas.height !== job.height) {
     if (scene) video.heap.free(scene.canvas.ptr);
     const canvas = video.allocI420(job.width, job.height);
-    scene = { canvas, slots: scene?.slots ?? new Map(), watermark: scene?.watermark };
+    scene = {
+      canvas,
+      slots: scene?.slots ?? new Map(),
+      watermarks: scene?.watermarks ?? new Map(),
+    };
     scenes.set(job.scene, scene);
   }
   const spent: ArrayBuffer[] = [];
@@ -68,18 +109,7 @@ function compose(video: VideoKernels, job: ComposeJob): ComposeResult {
     video.i420Bytes(ref).set(new Uint8Array(picture.data, 0, bytes));
     if (picture.data instanceof ArrayBuffer) spent.push(picture.data);
   }
-  const watermark = job.watermark;
-  if (watermark?.rgba) {
-    if (scene.watermark) video.heap.free(scene.watermark.ptr);
-    scene.watermark = undefined;
-    const overlay = video.allocOverlay(watermark.width, watermark.height);
-    const rgba = video.heap.alloc(watermark.rgba.byteLength);
-    video.heap.bytes(rgba, watermark.rgba.byteLength).set(new Uint8Array(watermark.rgba));
-    video.prepareOverlay(rgba, overlay);
-    video.heap.free(rgba);
-    scene.watermark = overlay;
-    spent.push(watermark.rgba);
-  }
+  spent.push(...updateWatermarks(video, scene, job));
 
   const backdrop = job.backgroundSlot === undefined
     ? undefined
@@ -97,8 +127,10 @@ function compose(video: VideoKernels, job: ComposeJob): ComposeResult {
     const { crop, target } = fitPicture(picture.width, picture.height, input.rect, job.fit);
     video.scale(picture, crop, scene.canvas, target);
   }
-  if (watermark && scene.watermark) {
-    video.blend(scene.canvas, scene.watermark, watermark.x, watermark.y);
+  for (const watermark of job.watermarks ?? []) {
+    const overlay = scene.watermarks.get(watermark.id);
+    if (!overlay) throw new KernelError(`watermark ${watermark.id} was never sent`);
+    video.blend(scene.canvas, overlay, watermark.x, watermark.y, watermark.clip);
   }
   const bytes = i420Size(job.width, job.height);
   if (job.output.byteLength < bytes) {

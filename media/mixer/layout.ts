@@ -1,7 +1,8 @@
 /**
  * Layout calculator of the mixer: where each input goes on the output canvas, by layout
- * name. Pure geometry; the composer scales each picture into its rectangle (see fit.ts).
- * Rectangles have even coordinates and sizes, so they fall on whole I420 chroma samples.
+ * name or custom layout (see layout_file.ts for the JSON form). Pure geometry; the composer
+ * scales each picture into its rectangle (see fit.ts). Rectangles have even coordinates and
+ * sizes, so they fall on whole I420 chroma samples.
  */
 
 import type { Rect } from "./i420.ts";
@@ -27,6 +28,55 @@ export interface Size {
 export interface LayoutInput extends Size {
   /** True for a screen share, which `desktop` puts in the main area. */
   screen?: boolean;
+}
+
+/**
+ * WCS layout class names (`mixerLayoutClass`, `mixer_layout_class`), lower-case and without
+ * their Java package, and the layout each shows. WCS's grid has padding and its
+ * CenterNoPaddingGridLayout none; ours has none, so both are `grid`. TestLayout is WCS's
+ * sample custom class; it shows `center` here.
+ */
+const wcsLayoutClasses: Record<string, LayoutName> = {
+  gridlayout: "grid",
+  centernopaddinggridlayout: "grid",
+  nopaddinggridlayout: "grid",
+  centerlayout: "center",
+  testlayout: "center",
+  desktoplayout: "desktop",
+  desktopmixerlayout: "desktop",
+};
+
+/**
+ * The layout a `mixerLayoutClass` value names: one of our names or a WCS class name, full
+ * (`com.flashphoner.mixerlayout.GridLayout`) or simple (`GridLayout`), in any case; undefined
+ * for anything else (a custom layout's name is looked up by the caller).
+ */
+export function resolveLayoutName(value: string): LayoutName | undefined {
+  const simple = value.trim().slice(value.trim().lastIndexOf(".") + 1).toLowerCase();
+  const ours = layoutNames.find((name) => name === simple);
+  return ours ?? (Object.hasOwn(wcsLayoutClasses, simple) ? wcsLayoutClasses[simple] : undefined);
+}
+
+/** A rectangle in fractions (0 to 1) of the output's width and height. */
+export interface Region {
+  x: number;
+  y: number;
+  width: number;
+  height: number;
+}
+
+/**
+ * A layout given as regions (usually loaded from a JSON file, see layout_file.ts). For n
+ * inputs it uses `byCount[n]` when present, else the first n of `regions` when there are
+ * that many, else the `grid` layout. Input i goes to region i; later regions are drawn over
+ * earlier ones where they overlap (picture in picture).
+ */
+export interface CustomLayout {
+  name: string;
+  /** Regions for any input count up to their number. */
+  regions?: Region[];
+  /** Regions for exactly n inputs, keyed by n; each list has n regions. */
+  byCount?: Record<number, Region[]>;
 }
 
 /** Share of the output width (center) or height (desktop) that the strip takes. */
@@ -81,12 +131,48 @@ function strip(count: number, area: Rect, horizontal: boolean): Rect[] {
   return rects;
 }
 
+/** The regions of `layout` for `count` inputs, or undefined when it has none for them. */
+function regionsFor(layout: CustomLayout, count: number): Region[] | undefined {
+  const exact = layout.byCount?.[count];
+  if (exact?.length === count) return exact;
+  if (layout.regions && layout.regions.length >= count) return layout.regions.slice(0, count);
+  return undefined;
+}
+
+/** A region in pixels of `output`, snapped to even edges and kept inside the output. */
+function regionBox(region: Region, output: Size): Rect {
+  const r = box(
+    region.x * output.width,
+    region.y * output.height,
+    region.width * output.width,
+    region.height * output.height,
+  );
+  const x = Math.min(r.x, floorEven(output.width) - 2);
+  const y = Math.min(r.y, floorEven(output.height) - 2);
+  return {
+    x,
+    y,
+    width: Math.min(r.width, floorEven(output.width) - x),
+    height: Math.min(r.height, floorEven(output.height) - y),
+  };
+}
+
 /**
  * The rectangle of each input, in input order, for `layout` on an output of `output` pixels.
- * No input gives no rectangle; a lone input fills the output in every layout.
+ * No input gives no rectangle; a lone input fills the output in every named layout (a custom
+ * layout places it in its region).
  */
-export function computeLayout(layout: LayoutName, inputs: LayoutInput[], output: Size): Rect[] {
+export function computeLayout(
+  layout: LayoutName | CustomLayout,
+  inputs: LayoutInput[],
+  output: Size,
+): Rect[] {
   const all: Rect = { x: 0, y: 0, width: output.width, height: output.height };
+  if (typeof layout === "object") {
+    const regions = inputs.length === 0 ? [] : regionsFor(layout, inputs.length);
+    if (regions) return regions.map((region) => regionBox(region, output));
+    layout = "grid";
+  }
   if (inputs.length <= 1) {
     return inputs.length === 0 ? [] : [box(0, 0, output.width, output.height)];
   }

@@ -14,7 +14,7 @@ import type { FitMode } from "./fit.ts";
 import { FrameClock } from "./frame_clock.ts";
 import { black, i420Size, type Rect, type YuvColor } from "./i420.ts";
 import type { ComposeJob, SlotPicture, Watermark } from "./kernel_jobs.ts";
-import { computeLayout, type LayoutName } from "./layout.ts";
+import { computeLayout, type CustomLayout, type LayoutName } from "./layout.ts";
 import { WorkerRunner } from "./worker_runner.ts";
 
 /** Clock rate of video timestamps, in Hz. */
@@ -41,6 +41,23 @@ export interface ComposedFrame {
   data: Uint8Array;
 }
 
+/** An RGBA image and where to draw it, in pixels; RGBA bytes are width x height x 4. */
+export interface WatermarkImage {
+  rgba: Uint8Array;
+  width: number;
+  height: number;
+  /** Top-left corner: on the output (body watermark) or in the input's tile. */
+  x: number;
+  y: number;
+}
+
+/** An I420 picture of width x height. */
+export interface BackgroundImage {
+  width: number;
+  height: number;
+  data: Uint8Array;
+}
+
 /** Options of a VideoComposer. */
 export interface VideoComposerOptions {
   /** Output size in pixels. */
@@ -48,15 +65,19 @@ export interface VideoComposerOptions {
   height: number;
   /** Output frames per second. */
   frameRate: number;
-  layout: LayoutName;
-  /** How pictures fill their rectangles (default letterbox). */
+  /** A named layout or a custom one; `setLayout` changes it. */
+  layout: LayoutName | CustomLayout;
+  /**
+   * How pictures fill their rectangles. The default, `letterbox`, keeps each input's aspect
+   * ratio: the whole picture as large as fits, the background around it.
+   */
   fit?: FitMode;
   /** Colour around and between the pictures (default black). */
   background?: YuvColor;
   /** An I420 picture under the inputs, cropped to fill the output; replaces the colour. */
-  backgroundImage?: { width: number; height: number; data: Uint8Array };
-  /** An RGBA image drawn over every frame at (x, y). */
-  watermark?: { rgba: Uint8Array; width: number; height: number; x: number; y: number };
+  backgroundImage?: BackgroundImage;
+  /** An RGBA image drawn over every frame at (x, y) of the output. */
+  watermark?: WatermarkImage;
   /** Kernel Workers to start and own (default 1); ignored when `runner` is given. */
   workers?: number;
   /** A runner shared with others; the composer then does not close it. */
@@ -78,10 +99,22 @@ export interface ComposerStats {
   repeatedPictures: number;
 }
 
+/** A watermark as kept by the composer: the image once, under an id new for each image. */
+interface HeldWatermark {
+  id: number;
+  width: number;
+  height: number;
+  x: number;
+  y: number;
+  rgba: ArrayBuffer;
+}
+
 interface Input {
   id: string;
   slot: number;
   screen: boolean;
+  /** Drawn over the input's tile, at (x, y) from the tile's top-left. */
+  watermark?: HeldWatermark;
   queue: RawVideoFrame[];
   /** Pts of the newest frame accepted. */
   lastPts: number;
@@ -95,7 +128,8 @@ interface WorkerView {
   generation: number;
   sent: Map<number, number>;
   evict: number[];
-  hasWatermark: boolean;
+  /** Ids of the watermark images the Worker holds (those of its last job). */
+  watermarks: Set<number>;
 }
 
 let nextSceneId = 1;
@@ -107,9 +141,10 @@ export class VideoComposer {
   readonly #options: Required<
     Omit<VideoComposerOptions, "watermark" | "backgroundImage" | "runner" | "workers">
   >;
-  /** The background image as a picture that never changes (version 0). */
-  readonly #backgroundImage?: RawVideoFrame;
-  #watermark?: Watermark & { rgba: ArrayBuffer };
+  /** The background image, with its own picture version. */
+  #backgroundImage?: RawVideoFrame & { version: number };
+  #watermark?: HeldWatermark;
+  #nextWatermarkId = 1;
   readonly #runner: WorkerRunner;
   readonly #ownsRunner: boolean;
   readonly #scene = nextSceneId++;
@@ -145,33 +180,83 @@ export class VideoComposer {
     };
     this.#frameBytes = i420Size(options.width, options.height);
     this.setWatermark(options.watermark);
-    if (options.backgroundImage) {
-      const { width, height, data } = options.backgroundImage;
-      if (data.length < i420Size(width, height)) {
-        throw new KernelError(`background image has fewer bytes than ${width}x${height} I420`);
-      }
-      this.#backgroundImage = { width, height, data: data.slice(), pts: 0 };
-    }
+    if (options.backgroundImage) this.setBackground(options.backgroundImage);
     this.#ownsRunner = !options.runner;
     this.#runner = options.runner ?? new WorkerRunner({ workers: options.workers });
     for (let i = 0; i < this.#runner.size; i++) {
-      this.#views.push({ generation: -1, sent: new Map(), evict: [], hasWatermark: false });
+      this.#views.push({ generation: -1, sent: new Map(), evict: [], watermarks: new Set() });
     }
+  }
+
+  /** A copy of `watermark` under a new id, after checking its size and bytes. */
+  #hold(watermark: WatermarkImage): HeldWatermark {
+    const { rgba, width, height, x, y } = watermark;
+    if (!Number.isInteger(width) || !Number.isInteger(height) || width < 1 || height < 1) {
+      throw new KernelError(`watermark size ${width}x${height} is not a positive integer size`);
+    }
+    if (!Number.isInteger(x) || !Number.isInteger(y)) {
+      throw new KernelError(`watermark position ${x},${y} is not integer`);
+    }
+    if (rgba.length < width * height * 4) {
+      throw new KernelError(
+        `watermark has ${rgba.length} bytes, ${width}x${height} RGBA needs more`,
+      );
+    }
+    // Each Worker gets the image (once) with its next job, as it does not know the id.
+    const bytes = rgba.slice(0, width * height * 4).buffer;
+    return { id: this.#nextWatermarkId++, width, height, x, y, rgba: bytes };
   }
 
   /**
    * Draws `watermark` over the frames composed from now on instead of the current one;
    * undefined removes it.
    */
-  setWatermark(watermark: VideoComposerOptions["watermark"]): void {
-    if (!watermark) {
-      this.#watermark = undefined;
+  setWatermark(watermark: WatermarkImage | undefined): void {
+    this.#watermark = watermark && this.#hold(watermark);
+  }
+
+  /**
+   * Draws `watermark` over input `id`'s tile from the next frame on, with (x, y) from the
+   * tile's top-left corner and cut at the tile's edges; it moves with the tile when the
+   * layout changes. Undefined removes it. The image goes to each Worker once, not per frame.
+   */
+  setInputWatermark(id: string, watermark: WatermarkImage | undefined): void {
+    const input = this.#inputs.find((candidate) => candidate.id === id);
+    if (!input) throw new NotFoundError(`composer input ${id} does not exist`);
+    input.watermark = watermark && this.#hold(watermark);
+  }
+
+  /**
+   * Shows `background` around and between the pictures from the next frame on: a colour, or
+   * an I420 picture cropped to fill the output (sent to each Worker once).
+   */
+  setBackground(background: YuvColor | BackgroundImage): void {
+    if (!("data" in background)) {
+      this.#options.background = background;
+      this.#backgroundImage = undefined;
+      for (const view of this.#views) {
+        if (view.sent.delete(backgroundSlot)) view.evict.push(backgroundSlot);
+      }
       return;
     }
-    const { rgba, width, height, x, y } = watermark;
-    this.#watermark = { width, height, x, y, rgba: rgba.slice().buffer };
-    // Each Worker gets the new image with its next job.
-    for (const view of this.#views) view.hasWatermark = false;
+    const { width, height, data } = background;
+    if (!Number.isInteger(width) || !Number.isInteger(height) || width < 1 || height < 1) {
+      throw new KernelError(`background image size ${width}x${height} is not a positive size`);
+    }
+    if (data.length < i420Size(width, height)) {
+      throw new KernelError(`background image has fewer bytes than ${width}x${height} I420`);
+    }
+    const version = ++this.#version;
+    this.#backgroundImage = { width, height, data: data.slice(), pts: 0, version };
+  }
+
+  /**
+   * Lays the inputs out with `layout` from the next frame on; the frames keep coming at the
+   * same rate, so the output has no gap.
+   */
+  setLayout(layout: LayoutName | CustomLayout): void {
+    this.#options.layout = layout;
+    this.#relayout();
   }
 
   /** Adds an input (drawn in the order added); `screen` marks a screen share for `desktop`. */
@@ -281,7 +366,7 @@ export class VideoComposer {
       view.generation = generation;
       view.sent.clear();
       view.evict = [];
-      view.hasWatermark = false;
+      view.watermarks.clear();
     }
 
     const pictures: SlotPicture[] = [];
@@ -303,21 +388,31 @@ export class VideoComposer {
       }
       view.sent.set(slot, version);
     };
-    if (this.#backgroundImage) send(backgroundSlot, this.#backgroundImage, 0);
+    const backgroundImage = this.#backgroundImage;
+    if (backgroundImage) send(backgroundSlot, backgroundImage, backgroundImage.version);
     for (const input of this.#inputs) {
       if (!this.#advance(input, pts) && input.current) this.stats.repeatedPictures++;
       if (input.current) send(input.slot, input.current, input.version);
     }
-    let watermark: Watermark | undefined;
-    if (this.#watermark) {
-      const { rgba, ...place } = this.#watermark;
-      watermark = place;
-      if (!view.hasWatermark) {
-        watermark = { ...place, rgba: rgba.slice(0) };
-        transfer.push(watermark.rgba!);
-        view.hasWatermark = true;
+    const watermarks: Watermark[] = [];
+    const draw = (held: HeldWatermark, x: number, y: number, clip?: Rect) => {
+      const { id, width, height } = held;
+      const watermark: Watermark = { id, width, height, x, y, clip };
+      if (!view.watermarks.has(id)) {
+        watermark.rgba = held.rgba.slice(0);
+        transfer.push(watermark.rgba);
       }
-    }
+      watermarks.push(watermark);
+    };
+    this.#inputs.forEach((input, i) => {
+      const tile = this.#rects[i];
+      if (input.watermark) {
+        draw(input.watermark, tile.x + input.watermark.x, tile.y + input.watermark.y, tile);
+      }
+    });
+    if (this.#watermark) draw(this.#watermark, this.#watermark.x, this.#watermark.y);
+    // The Worker keeps exactly the images of this job.
+    view.watermarks = new Set(watermarks.map((watermark) => watermark.id));
     const output = this.#pool.take(this.#frameBytes);
     transfer.push(output);
     const job: ComposeJob = {
@@ -326,12 +421,12 @@ export class VideoComposer {
       width,
       height,
       background,
-      backgroundSlot: this.#backgroundImage ? backgroundSlot : undefined,
+      backgroundSlot: backgroundImage ? backgroundSlot : undefined,
       fit,
       inputs: this.#inputs.map((input, i) => ({ slot: input.slot, rect: this.#rects[i] })),
       pictures,
       evict: view.evict,
-      watermark,
+      watermarks,
       output,
     };
     view.evict = [];

@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { buildWasm } from "../../wasm/build.ts";
 import { chromaSize, i420Size, type Rect, type YuvColor } from "./i420.ts";
-import { computeLayout } from "./layout.ts";
+import { NotFoundError } from "../../core/errors.ts";
+import { computeLayout, type CustomLayout } from "./layout.ts";
 import { type ComposedFrame, type RawVideoFrame, VideoComposer } from "./video_composer.ts";
 import { WorkerRunner } from "./worker_runner.ts";
 
@@ -228,4 +229,147 @@ Deno.test("a picture in a SharedArrayBuffer is read in place by two composers' W
   // Not transferred: the caller's view still holds the picture.
   assert.equal(shared.length, picture.data.length);
   assert.equal(shared[0], green.y);
+});
+
+/** An opaque RGBA image of one grey level; Y = 16 + 219 x level / 255 in BT.601. */
+function greyImage(width: number, height: number, level = 200): Uint8Array {
+  const rgba = new Uint8Array(width * height * 4);
+  for (let i = 0; i < width * height; i++) rgba.set([level, level, level, 255], i * 4);
+  return rgba;
+}
+const markGrey: YuvColor = { y: 188, u: 128, v: 128 };
+
+const sideBySide: CustomLayout = {
+  name: "side-by-side",
+  regions: [{ x: 0, y: 0, width: 0.5, height: 1 }, { x: 0.5, y: 0, width: 0.5, height: 1 }],
+};
+const swapped: CustomLayout = {
+  name: "swapped",
+  regions: [{ x: 0.5, y: 0, width: 0.5, height: 1 }, { x: 0, y: 0, width: 0.5, height: 1 }],
+};
+
+Deno.test("setLayout re-lays out from the next frame; the frames keep their rate", async () => {
+  using composer = new VideoComposer({ width: 320, height: 180, frameRate: 30, layout: "grid" });
+  composer.addInput("a");
+  composer.addInput("b");
+  composer.push("a", solid(red, 0, 160, 90));
+  composer.push("b", solid(green, 0, 160, 90));
+  const before = await composer.compose();
+  // grid of 2: 160x180 cells, the 16:9 pictures letterboxed to 160x90 at y 44.
+  assertFilled(before, { x: 0, y: 44, width: 160, height: 90 }, red, "a in the left cell");
+  assertFilled(before, { x: 160, y: 44, width: 160, height: 90 }, green, "b in the right cell");
+  assertFilled(before, { x: 0, y: 0, width: 320, height: 44 }, background, "bar above");
+  composer.setLayout({
+    name: "pip",
+    regions: [{ x: 0, y: 0, width: 1, height: 1 }, { x: 0.5, y: 0.5, width: 0.5, height: 0.5 }],
+  });
+  const after = await composer.compose();
+  assert.equal(after.pts, before.pts + 3000, "no frame skipped");
+  assertFilled(after, { x: 0, y: 0, width: 320, height: 90 }, red, "a fills the output");
+  assertFilled(after, { x: 0, y: 90, width: 160, height: 90 }, red, "a under the corner");
+  assertFilled(after, { x: 160, y: 90, width: 160, height: 90 }, green, "b in the corner");
+  composer.setLayout("center");
+  const center = await composer.compose();
+  // center: a in the left 256x180, letterboxed to 256x144 at y 18.
+  assertFilled(center, { x: 0, y: 0, width: 256, height: 18 }, background, "center: bar above a");
+  assertFilled(center, { x: 0, y: 18, width: 256, height: 144 }, red, "center: a");
+});
+
+Deno.test("an input's watermark sits in its tile, moves with it and is cut at its edge", async () => {
+  using composer = new VideoComposer({
+    width: 320,
+    height: 180,
+    frameRate: 30,
+    layout: sideBySide,
+    workers: 2,
+  });
+  composer.addInput("a");
+  composer.addInput("b");
+  composer.push("a", solid(blue, 0, 160, 180));
+  composer.push("b", solid(red, 0, 160, 180));
+  composer.setInputWatermark("b", { rgba: greyImage(40, 20), width: 40, height: 20, x: 10, y: 10 });
+  // Wider than what is left of a's tile: cut where b's tile starts.
+  composer.setInputWatermark("a", { rgba: greyImage(40, 20), width: 40, height: 20, x: 140, y: 0 });
+  for (let tick = 0; tick < 2; tick++) {
+    const frame = await composer.compose();
+    assertFilled(frame, { x: 170, y: 10, width: 40, height: 20 }, markGrey, "b's mark");
+    assertFilled(frame, { x: 140, y: 0, width: 20, height: 20 }, markGrey, "a's mark");
+    assertFilled(frame, { x: 160, y: 0, width: 10, height: 10 }, red, "b's tile past a's mark");
+    assertFilled(frame, { x: 0, y: 20, width: 160, height: 160 }, blue, "a under its mark");
+  }
+  composer.setLayout(swapped);
+  for (let tick = 0; tick < 2; tick++) {
+    const frame = await composer.compose();
+    assertFilled(frame, { x: 10, y: 10, width: 40, height: 20 }, markGrey, "b's mark moved");
+    assertFilled(frame, { x: 300, y: 0, width: 20, height: 20 }, markGrey, "a's mark moved");
+    assertFilled(frame, { x: 160, y: 0, width: 140, height: 180 }, blue, "a's tile");
+    assertFilled(frame, { x: 50, y: 0, width: 110, height: 180 }, red, "b's tile right of it");
+  }
+  composer.setInputWatermark("b", undefined);
+  const cleared = await composer.compose();
+  assertFilled(cleared, { x: 0, y: 0, width: 160, height: 180 }, red, "b without its mark");
+  assert.throws(() => composer.setInputWatermark("nobody", undefined), NotFoundError);
+});
+
+Deno.test("watermark images go to each Worker once, not with every frame", async () => {
+  using runner = new WorkerRunner({ workers: 2 });
+  const sentImages: number[][] = [];
+  const run = runner.run.bind(runner);
+  runner.run = (job, transfer, worker) => {
+    if (job.op === "compose") {
+      sentImages.push((job.watermarks ?? []).filter((w) => w.rgba).map((w) => w.id));
+    }
+    return run(job, transfer, worker);
+  };
+  using composer = new VideoComposer({
+    width: 64,
+    height: 64,
+    frameRate: 30,
+    layout: "grid",
+    runner,
+    watermark: { rgba: greyImage(8, 8), width: 8, height: 8, x: 0, y: 0 },
+  });
+  composer.addInput("a");
+  composer.push("a", solid(red, 0, 64, 64));
+  composer.setInputWatermark("a", { rgba: greyImage(4, 4), width: 4, height: 4, x: 40, y: 40 });
+  for (let tick = 0; tick < 6; tick++) await composer.compose();
+  assert.deepEqual(sentImages.map((ids) => ids.length), [2, 2, 0, 0, 0, 0]);
+  composer.setInputWatermark("a", { rgba: greyImage(4, 4, 90), width: 4, height: 4, x: 8, y: 8 });
+  const frames: ComposedFrame[] = [];
+  for (let tick = 0; tick < 4; tick++) frames.push(await composer.compose());
+  assert.deepEqual(sentImages.slice(6).map((ids) => ids.length), [1, 1, 0, 0]);
+  // Y = 16 + 219 x 90 / 255 = 93: every Worker draws the new image.
+  for (const frame of frames) {
+    assertFilled(frame, { x: 8, y: 8, width: 4, height: 4 }, { y: 93, u: 128, v: 128 }, "new");
+  }
+});
+
+Deno.test("setBackground switches between colours and an image from the next frame", async () => {
+  using composer = new VideoComposer({
+    width: 320,
+    height: 180,
+    frameRate: 30,
+    layout: "grid",
+    workers: 2,
+  });
+  composer.addInput("a");
+  composer.push("a", solid(red, 0, 90, 90));
+  const bars = [
+    { x: 0, y: 0, width: 70, height: 180 },
+    { x: 250, y: 0, width: 70, height: 180 },
+  ];
+  const steps: [YuvColor | RawVideoFrame, YuvColor][] = [
+    [white, white],
+    [solid(green, 0, 32, 18), green],
+    [solid(blue, 0, 32, 18), blue],
+    [background, background],
+  ];
+  for (const [setting, expected] of steps) {
+    composer.setBackground(setting);
+    for (let tick = 0; tick < 2; tick++) {
+      const frame = await composer.compose();
+      for (const bar of bars) assertFilled(frame, bar, expected, `bar of ${expected.y}`);
+      assertFilled(frame, { x: 70, y: 0, width: 180, height: 180 }, red, "the input");
+    }
+  }
 });

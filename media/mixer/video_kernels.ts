@@ -154,12 +154,16 @@ export class VideoKernels {
 
   /**
    * Alpha-blends a prepared overlay onto `dst` with its top-left corner at (x, y) in pixels;
-   * parts outside `dst` are dropped.
+   * parts outside `clip` (a window of `dst`, default all of it) are dropped. A chroma sample
+   * changes when any pixel of its 2x2 block is inside `clip`, so give an even clip window
+   * for exact edges.
    */
-  blend(dst: I420Ref, overlay: I420Ref, x: number, y: number): void {
+  blend(dst: I420Ref, overlay: I420Ref, x: number, y: number, clip?: Rect): void {
     if (!Number.isInteger(x) || !Number.isInteger(y)) {
       throw new KernelError(`overlay position ${x},${y} is not integer`);
     }
+    const window = clip ?? { x: 0, y: 0, width: dst.width, height: dst.height };
+    checkRect("clip", window, dst);
     this.#exports.blendOverlay(
       dst.ptr,
       dst.width,
@@ -169,6 +173,10 @@ export class VideoKernels {
       overlay.height,
       x,
       y,
+      window.x,
+      window.y,
+      window.width,
+      window.height,
     );
   }
 

@@ -120,13 +120,15 @@ Deno.test("scale keeps a flat colour exactly flat", () => {
   release(s, d);
 });
 
-Deno.test("scale and fill reject windows outside their frames with a KernelError", () => {
+Deno.test("scale, fill and blend reject windows outside their frames with a KernelError", () => {
   const s = kernels.allocI420(16, 16);
   const d = kernels.allocI420(32, 32);
+  const overlay = kernels.allocOverlay(4, 4);
   assert.throws(() => kernels.scale(s, rect(8, 0, 9, 16), d, full(32, 32)), KernelError);
   assert.throws(() => kernels.scale(s, full(16, 16), d, rect(0, 0, 0, 5)), KernelError);
   assert.throws(() => kernels.fill(d, { y: 1, u: 2, v: 3 }, rect(30, 30, 3, 1)), KernelError);
-  release(s, d);
+  assert.throws(() => kernels.blend(d, overlay, 0, 0, rect(30, 0, 4, 4)), KernelError);
+  release(s, d, overlay);
 });
 
 for (
@@ -182,14 +184,22 @@ Deno.test("RGBA -> I420 -> RGBA keeps colours of flat areas (BT.709)", () => {
   release(rgbaPtr, yuv);
 });
 
-const overlayCases: [string, number, number, number, number][] = [
+const overlayCases: [string, number, number, number, number, Rect?][] = [
   ["inside", 200, 100, 40, 30],
   ["partly outside left and top", 64, 48, -13, -7],
   ["partly outside right and bottom", 65, 47, 1250, 700],
   ["wholly outside", 16, 16, 1300, 10],
   ["1x1 at an odd position", 1, 1, 5, 3],
+  ["clipped to a tile on all sides", 200, 100, 630, 350, {
+    x: 640,
+    y: 360,
+    width: 100,
+    height: 40,
+  }],
+  ["clipped to an odd window", 65, 47, 11, 9, { x: 13, y: 15, width: 21, height: 17 }],
+  ["outside its clip window", 32, 32, 0, 0, { x: 640, y: 360, width: 640, height: 360 }],
 ];
-for (const [name, ow, oh, x, y] of overlayCases) {
+for (const [name, ow, oh, x, y, clip] of overlayCases) {
   Deno.test(`overlay preparation and blend match the references: ${name}`, () => {
     const [w, h] = [1280, 720];
     const rgba = randomBytes(ow * oh * 4, ow * 13 + oh);
@@ -204,11 +214,26 @@ for (const [name, ow, oh, x, y] of overlayCases) {
 
     const canvas = randomBytes(i420Size(w, h), 5);
     const d = frameOf(canvas, w, h);
-    kernels.blend(d, overlay, x, y);
+    kernels.blend(d, overlay, x, y, clip);
     const expected = canvas.slice();
-    blendReference(expected, w, h, prepared, ow, oh, x, y);
-    const visible = x < w && y < h && x + ow > 0 && y + oh > 0;
+    blendReference(expected, w, h, prepared, ow, oh, x, y, clip);
+    const window = clip ?? { x: 0, y: 0, width: w, height: h };
+    const visible = x < window.x + window.width && y < window.y + window.height &&
+      x + ow > window.x && y + oh > window.y;
     assert.equal(visible, !expected.every((b, i) => b === canvas[i]), "visible parts change");
+    if (clip) {
+      // Luma outside the window is untouched.
+      const out = download(d);
+      for (let j = 0; j < h; j++) {
+        for (let i = 0; i < w; i++) {
+          const inside = i >= clip.x && i < clip.x + clip.width && j >= clip.y &&
+            j < clip.y + clip.height;
+          if (!inside && out[j * w + i] !== canvas[j * w + i]) {
+            assert.fail(`luma at ${i},${j} outside the clip window changed`);
+          }
+        }
+      }
+    }
     assertClose(download(d), expected, "blend");
     release(rgbaPtr, overlay, d);
   });

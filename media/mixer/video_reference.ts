@@ -237,19 +237,20 @@ export function rgbaToOverlayReference(
   }
 }
 
+/** Blends inside the window [left, right) x [top, bottom) of the plane only. */
 function blendPlane(
   dst: Uint8Array,
   dstW: number,
-  dstH: number,
   src: Uint8Array,
   alpha: Uint8Array,
   srcW: number,
   srcH: number,
   x: number,
   y: number,
+  [left, top, right, bottom]: number[],
 ): void {
-  for (let j = Math.max(y, 0); j < Math.min(y + srcH, dstH); j++) {
-    for (let i = Math.max(x, 0); i < Math.min(x + srcW, dstW); i++) {
+  for (let j = Math.max(y, top); j < Math.min(y + srcH, bottom); j++) {
+    for (let i = Math.max(x, left); i < Math.min(x + srcW, right); i++) {
       const s = (j - y) * srcW + (i - x);
       const a = alpha[s];
       const d = j * dstW + i;
@@ -258,7 +259,7 @@ function blendPlane(
   }
 }
 
-/** Reference of `VideoKernels.blend`. */
+/** Reference of `VideoKernels.blend`; `clip` defaults to the whole frame. */
 export function blendReference(
   dst: Uint8Array,
   width: number,
@@ -268,28 +269,28 @@ export function blendReference(
   overlayHeight: number,
   x: number,
   y: number,
+  clip: Rect = { x: 0, y: 0, width, height },
 ): void {
   const d = planes(dst, width, height);
+  const left = Math.max(clip.x, 0);
+  const top = Math.max(clip.y, 0);
+  const right = Math.min(clip.x + clip.width, width);
+  const bottom = Math.min(clip.y + clip.height, height);
+  if (left >= right || top >= bottom) return;
+  const lumaWindow = [left, top, right, bottom];
+  const chromaWindow = [left >> 1, top >> 1, chromaSize(right), chromaSize(bottom)];
   const lumaBytes = overlayWidth * overlayHeight;
   const cw = chromaSize(overlayWidth);
   const ch = chromaSize(overlayHeight);
   const chroma = cw * ch;
   const at = (k: number, n: number) => overlay.subarray(k, k + n);
-  blendPlane(
-    d[0],
-    width,
-    height,
-    at(0, lumaBytes),
-    at(lumaBytes, lumaBytes),
-    overlayWidth,
-    overlayHeight,
-    x,
-    y,
-  );
+  const [luma, lumaAlpha] = [at(0, lumaBytes), at(lumaBytes, lumaBytes)];
+  blendPlane(d[0], width, luma, lumaAlpha, overlayWidth, overlayHeight, x, y, lumaWindow);
   const alpha = at(2 * lumaBytes + 2 * chroma, chroma);
-  const [dcw, dch] = [chromaSize(width), chromaSize(height)];
-  blendPlane(d[1], dcw, dch, at(2 * lumaBytes, chroma), alpha, cw, ch, x >> 1, y >> 1);
-  blendPlane(d[2], dcw, dch, at(2 * lumaBytes + chroma, chroma), alpha, cw, ch, x >> 1, y >> 1);
+  const dcw = chromaSize(width);
+  for (const [plane, offset] of [[d[1], 2 * lumaBytes], [d[2], 2 * lumaBytes + chroma]] as const) {
+    blendPlane(plane, dcw, at(offset, chroma), alpha, cw, ch, x >> 1, y >> 1, chromaWindow);
+  }
 }
 
 /** Reference of `VideoKernels.i420ToRgba`. */

@@ -372,23 +372,27 @@ function div255(v: v128): v128 {
 
 /**
  * Blends a plane with per-pixel alpha over a plane of the canvas with its top-left corner
- * at (x, y), dropping what falls outside the canvas.
+ * at (x, y), dropping what falls outside the clip window [left, right) x [top, bottom),
+ * which the caller has already cut to the canvas.
  */
 function blendPlane(
   dst: usize,
   dstW: i32,
-  dstH: i32,
   src: usize,
   alpha: usize,
   srcW: i32,
   srcH: i32,
   x: i32,
   y: i32,
+  left: i32,
+  top: i32,
+  right: i32,
+  bottom: i32,
 ): void {
-  const x0 = max(x, 0);
-  const x1 = min(x + srcW, dstW);
-  const y0 = max(y, 0);
-  const y1 = min(y + srcH, dstH);
+  const x0 = max(x, left);
+  const x1 = min(x + srcW, right);
+  const y0 = max(y, top);
+  const y1 = min(y + srcH, bottom);
   const full = i16x8.splat(255);
   for (let j = y0; j < y1; j++) {
     const d = dst + <usize> (j * dstW);
@@ -423,8 +427,10 @@ function blendPlane(
 
 /**
  * Alpha-blends a prepared overlay (see `rgbaToOverlay`) of w x h pixels onto the canvas with
- * its top-left corner at (x, y), which may lie partly or wholly outside the canvas. Chroma is
- * placed at (x >> 1, y >> 1).
+ * its top-left corner at (x, y), which may lie partly or wholly outside the canvas. Only the
+ * pixels inside the clip window (clipX, clipY, clipW x clipH, cut to the canvas) change; a
+ * chroma sample changes when any pixel of its 2x2 block is inside. Chroma is placed at
+ * (x >> 1, y >> 1).
  */
 export function blendOverlay(
   dst: usize,
@@ -435,6 +441,10 @@ export function blendOverlay(
   h: i32,
   x: i32,
   y: i32,
+  clipX: i32,
+  clipY: i32,
+  clipW: i32,
+  clipH: i32,
 ): void {
   const luma = <usize> (w * h);
   const chroma = <usize> (chromaSize(w) * chromaSize(h));
@@ -445,11 +455,22 @@ export function blendOverlay(
   const ovU = overlay + luma * 2;
   const ovV = ovU + chroma;
   const ovAc = ovV + chroma;
-  blendPlane(dst, dstW, dstH, overlay, overlay + luma, w, h, x, y);
+  const left = max(clipX, 0);
+  const top = max(clipY, 0);
+  const right = min(clipX + clipW, dstW);
+  const bottom = min(clipY + clipH, dstH);
+  if (left >= right || top >= bottom) return;
+  blendPlane(dst, dstW, overlay, overlay + luma, w, h, x, y, left, top, right, bottom);
   const cw = chromaSize(w);
   const ch = chromaSize(h);
-  blendPlane(dstU, dstCw, dstCh, ovU, ovAc, cw, ch, x >> 1, y >> 1);
-  blendPlane(dstV, dstCw, dstCh, ovV, ovAc, cw, ch, x >> 1, y >> 1);
+  const cx = x >> 1;
+  const cy = y >> 1;
+  const cl = left >> 1;
+  const ct = top >> 1;
+  const cr = chromaSize(right);
+  const cb = chromaSize(bottom);
+  blendPlane(dstU, dstCw, ovU, ovAc, cw, ch, cx, cy, cl, ct, cr, cb);
+  blendPlane(dstV, dstCw, ovV, ovAc, cw, ch, cx, cy, cl, ct, cr, cb);
 }
 
 // ---------------------------------------------------------------- colour conversion

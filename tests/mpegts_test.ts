@@ -1,0 +1,356 @@
+/**
+ * The /mpegts group over UDP, checked the way a user would: ffmpeg sends `-f mpegts udp://`
+ * to the port `/mpegts/startup` answered, the stream appears, its recording and an RTMP
+ * player decode with B-frames kept; MP3 comes out as AAC; H.265 and Opus go through; a
+ * restarted sender continues the same stream on a continuous timeline; silence ends it;
+ * terminate ends it; 400/404/409/501/503; senders outside allowedList are dropped.
+ */
+import assert from "node:assert/strict";
+import { Buffer } from "node:buffer";
+import dgram from "node:dgram";
+import type { MpegtsRecord, StreamRecord } from "../core/records.ts";
+import { fixture, run } from "../media/formats/test_fixtures.ts";
+import { pngSize, probe, waitFor } from "./helpers/media_fixtures.ts";
+import { testConfig, type TestServer, withServer } from "./helpers/test_server.ts";
+
+/** A range of `count` ports starting at a random base, so parallel runs rarely collide. */
+function portRange(count: number): { portMin: number; portMax: number } {
+  const portMin = 42000 + Math.floor(Math.random() * 2000) * 4;
+  return { portMin, portMax: portMin + count - 1 };
+}
+
+/** ffmpeg sending `seconds` of 640x360 25 fps H.264 (2 B-frames) and `audio` over UDP. */
+function sendFfmpeg(uri: string, seconds: number, audio = "aac"): Deno.ChildProcess {
+  return new Deno.Command("ffmpeg", {
+    args: [
+      ...["-v", "error", "-re", "-f", "lavfi", "-i", "testsrc=size=640x360:rate=25"],
+      ...["-f", "lavfi", "-i", "sine=f=440", "-t", String(seconds)],
+      ...["-c:v", "libx264", "-preset", "veryfast", "-bf", "2", "-g", "50", "-c:a", audio],
+      ...["-f", "mpegts", `${uri}?pkt_size=1316`],
+    ],
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+}
+
+/** Sends a TS file as 1316-byte datagrams to 127.0.0.1:`port`, paced at ~`bytesPerMs`. */
+async function sendFile(path: string, port: number, bytesPerMs = 400): Promise<void> {
+  const data = await Deno.readFile(path);
+  const socket = dgram.createSocket("udp4");
+  try {
+    for (let pos = 0; pos < data.length; pos += 1316) {
+      const chunk = data.subarray(pos, pos + 1316);
+      await new Promise<void>((resolve, reject) =>
+        socket.send(chunk, port, "127.0.0.1", (err) => err ? reject(err) : resolve())
+      );
+      if ((pos / 1316) % 8 === 7) await new Promise((r) => setTimeout(r, 8 * 1316 / bytesPerMs));
+    }
+  } finally {
+    await new Promise<void>((resolve) => socket.close(() => resolve()));
+  }
+}
+
+async function startup(server: TestServer, name: string): Promise<MpegtsRecord> {
+  const res = await server.post("/mpegts/startup", { localStreamName: name, transport: "udp" });
+  const body = await res.json();
+  assert.equal(res.status, 200, JSON.stringify(body));
+  return body as MpegtsRecord;
+}
+
+async function findReceiver(server: TestServer, name: string): Promise<MpegtsRecord | undefined> {
+  const res = await server.post("/mpegts/find", { localStreamName: name });
+  return ((await res.json()) as MpegtsRecord[])[0];
+}
+
+async function findStream(server: TestServer, name: string): Promise<StreamRecord | undefined> {
+  const res = await server.post("/stream/find", { name });
+  return res.status === 200 ? ((await res.json()) as StreamRecord[])[0] : undefined;
+}
+
+function portOf(record: MpegtsRecord): number {
+  return Number(new URL(record.uri).port);
+}
+
+/** Decode and presentation times of a file's video packets, in decode order, in seconds. */
+async function videoPackets(path: string): Promise<{ dts: number; pts: number }[]> {
+  const { out } = await run("ffprobe", [
+    ...["-v", "error", "-select_streams", "v:0", "-show_entries", "packet=dts_time,pts_time"],
+    ...["-of", "json", path],
+  ]);
+  return (JSON.parse(out).packets as { dts_time: string; pts_time: string }[]).map((p) => ({
+    dts: Number(p.dts_time),
+    pts: Number(p.pts_time),
+  }));
+}
+
+/**
+ * Checks a file decodes cleanly, lasts `minSec` to `maxSec` with a frame every 1/25 s, and its
+ * video keeps B-frames.
+ */
+async function checkFile(path: string, minSec: number, maxSec: number, what: string) {
+  const info = await probe(path);
+  assert.deepEqual(info.streams.map((s) => s.codec_name).sort(), ["aac", "h264"], what);
+  assert.ok(
+    info.duration >= minSec && info.duration <= maxSec,
+    `${what}: ${info.duration} s, expected ${minSec} to ${maxSec}`,
+  );
+  const video = info.streams.find((s) => s.codec_type === "video")!;
+  assert.deepEqual([video.width, video.height], [640, 360], what);
+  const packets = await videoPackets(path);
+  const pts = packets.map((p) => p.pts);
+  const videoSec = Math.max(...pts) - Math.min(...pts) + 1 / 25;
+  const frames = Number(video.nb_read_frames);
+  // A file may end on a P-frame whose 2 B-frames (shown before it) came after the cut.
+  assert.ok(Math.abs(frames - videoSec * 25) <= 2.01, `${what}: ${frames} frames in ${videoSec} s`);
+  for (let i = 1; i < packets.length; i++) {
+    assert.ok(packets[i].dts > packets[i - 1].dts, `${what}: dts rises at packet ${i}`);
+  }
+  assert.ok(packets.some((p, i) => i > 0 && p.pts < packets[i - 1].pts), `${what} has B-frames`);
+  const { err } = await run("ffmpeg", ["-v", "error", "-i", path, "-f", "null", "-"]);
+  assert.equal(err.trim(), "", `${what}: ffmpeg decodes without error`);
+}
+
+/** The one recording of the records folder. */
+function recordingPath(server: TestServer): string {
+  const folder = server.services.config.folders.records;
+  const files = [...Deno.readDirSync(folder)].map((e) => e.name);
+  assert.equal(files.length, 1, files.join());
+  return `${folder}/${files[0]}`;
+}
+
+Deno.test("MPEG-TS over UDP from ffmpeg: record, stream, recording, RTMP play, snapshot, terminate", async () => {
+  const config = testConfig({ mpegts: portRange(2) });
+  const flv = await Deno.makeTempFile({ suffix: ".flv" });
+  try {
+    await withServer(async (server) => {
+      const started = await startup(server, "udpcam");
+      assert.match(started.uri, /^udp:\/\/127\.0\.0\.1:\d+$/);
+      assert.ok(
+        portOf(started) >= config.mpegts.portMin && portOf(started) <= config.mpegts.portMax,
+      );
+      assert.deepEqual({ ...started, localMediaSessionId: "", uri: "" }, {
+        localMediaSessionId: "",
+        localStreamName: "udpcam",
+        uri: "",
+        status: "CONNECTED",
+        hasAudio: false,
+        hasVideo: false,
+        record: false,
+        cdn: false,
+        transport: "UDP",
+        timeout: 90000,
+        maxTimestampDiff: 1,
+        allowedList: [],
+      });
+      const sender = sendFfmpeg(started.uri, 9);
+      let recordedSec = 0;
+      try {
+        const stream = await waitFor("the stream", () => findStream(server, "udpcam"));
+        assert.equal(stream.mediaSessionId, started.localMediaSessionId);
+        assert.equal(stream.mediaProvider, "MPEGTS");
+        const record = (await findReceiver(server, "udpcam"))!;
+        assert.deepEqual([record.status, record.hasAudio, record.hasVideo], [
+          "PROCESSED_LOCAL",
+          true,
+          true,
+        ]);
+        assert.deepEqual(await (await server.post("/mpegts/find", { uri: started.uri })).json(), [
+          record,
+        ]);
+        const recorder = await server.post("/recorder/startup", {
+          mediaSessionId: stream.mediaSessionId,
+        });
+        assert.equal(recorder.status, 200, await recorder.text());
+        const recordStartMs = Date.now();
+        const player = run("ffmpeg", [
+          ...["-v", "error", "-y", "-rw_timeout", "10000000"],
+          ...[
+            "-i",
+            `rtmp://127.0.0.1:${server.rtmpPort}/live/udpcam`,
+            "-t",
+            "3",
+            "-c",
+            "copy",
+            flv,
+          ],
+        ]);
+        const snapshot = await server.post("/stream/snapshot", { streamName: "udpcam" });
+        const png = await snapshot.json();
+        assert.equal(snapshot.status, 200, JSON.stringify(png));
+        assert.deepEqual(pngSize(new Uint8Array(Buffer.from(png.data, "base64"))), {
+          width: 640,
+          height: 360,
+        });
+        await new Promise((r) => setTimeout(r, 4000));
+        await player;
+        assert.equal((await findReceiver(server, "udpcam"))!.record, true);
+        const stop = await server.post("/recorder/terminate", {
+          mediaSessionId: stream.mediaSessionId,
+        });
+        assert.equal(stop.status, 200, await stop.text());
+        recordedSec = (Date.now() - recordStartMs) / 1000;
+        assert.equal(server.services.mpegts.get("udpcam")!.stats().droppedPes, 0, "nothing lost");
+        const end = await server.post("/mpegts/terminate", { localStreamName: "udpcam" });
+        assert.equal(end.status, 200, await end.text());
+        assert.equal(await findStream(server, "udpcam"), undefined, "the stream ended");
+        assert.deepEqual(await (await server.post("/mpegts/find_all")).json(), []);
+        const again = await server.post("/mpegts/terminate", { localStreamName: "udpcam" });
+        assert.equal(again.status, 404);
+        await again.body?.cancel();
+      } finally {
+        sender.kill();
+        await sender.output();
+      }
+      // The recording starts at the last keyframe (up to a GOP of 2 s before its start).
+      await checkFile(recordingPath(server), recordedSec - 0.5, recordedSec + 2.5, "recording");
+      await checkFile(flv, 2.8, 3.4, "RTMP play");
+      // The port is free again: a new receiver may take it.
+      await startup(server, "udpcam2");
+    }, config);
+  } finally {
+    await Deno.remove(flv);
+  }
+});
+
+Deno.test("MPEG-TS over UDP: MP3 audio is published as AAC", async () => {
+  const config = testConfig({ mpegts: portRange(1) });
+  await withServer(async (server) => {
+    const started = await startup(server, "radio");
+    const sender = sendFfmpeg(started.uri, 6, "libmp3lame");
+    try {
+      await waitFor("the stream", () => findStream(server, "radio"));
+      const stream = server.services.mpegts.get("radio")!.stream!;
+      assert.deepEqual(stream.tracks.map((t) => t.codec), ["H264", "AAC"]);
+      const recorder = await server.post("/recorder/startup", {
+        mediaSessionId: started.localMediaSessionId,
+      });
+      assert.equal(recorder.status, 200, await recorder.text());
+      await new Promise((r) => setTimeout(r, 3000));
+      const stop = await server.post("/recorder/terminate", {
+        mediaSessionId: started.localMediaSessionId,
+      });
+      assert.equal(stop.status, 200, await stop.text());
+    } finally {
+      sender.kill();
+      await sender.output();
+    }
+    const info = await probe(recordingPath(server));
+    const audio = info.streams.find((s) => s.codec_type === "audio");
+    assert.equal(audio?.codec_name, "aac");
+    assert.ok(Number(audio?.nb_read_frames) > 40, `${audio?.nb_read_frames} AAC frames`);
+  }, config);
+});
+
+Deno.test("MPEG-TS over UDP: H.264+Opus and H.265+AAC make streams of their codecs", async () => {
+  const config = testConfig({ mpegts: portRange(2) });
+  await withServer(async (server) => {
+    for (
+      const [clip, codecs] of [["h264_opus", ["H264", "OPUS"]], ["h265_aac", [
+        "H265",
+        "AAC",
+      ]]] as const
+    ) {
+      const started = await startup(server, clip);
+      await sendFile(await fixture(clip, "ts"), portOf(started));
+      await waitFor(`the ${clip} stream`, () => findStream(server, clip));
+      assert.deepEqual(
+        server.services.mpegts.get(clip)!.stream!.tracks.map((t) => t.codec),
+        codecs,
+      );
+      const record = (await findReceiver(server, clip))!;
+      assert.deepEqual([record.hasAudio, record.hasVideo], [true, true]);
+    }
+  }, config);
+});
+
+Deno.test("MPEG-TS over UDP: a restarted sender continues the stream; silence ends it", async () => {
+  const timeoutMs = 2000;
+  const config = testConfig({ mpegts: { ...portRange(1), timeoutMs } });
+  await withServer(async (server) => {
+    const started = await startup(server, "relay");
+    assert.equal(started.timeout, timeoutMs);
+    const clip = await fixture("h264_aac", "ts");
+    // Paced over about 2 s, so the recorder starts while the first sender sends.
+    const first = sendFile(clip, portOf(started), 80);
+    const stream = await waitFor("the stream", () => server.services.mpegts.get("relay")?.stream);
+    const recorder = await server.post("/recorder/startup", {
+      mediaSessionId: started.localMediaSessionId,
+    });
+    assert.equal(recorder.status, 200, await recorder.text());
+    await first;
+    // The same clip again from another socket (a new source port): its timestamps go back 2 s.
+    await new Promise((r) => setTimeout(r, 500));
+    await sendFile(clip, portOf(started), 80);
+    await new Promise((r) => setTimeout(r, 200));
+    assert.equal(server.services.mpegts.get("relay")?.stream, stream, "the same stream goes on");
+    const ingest = server.services.mpegts.get("relay")!;
+    assert.equal(ingest.stats().peers, 2);
+    assert.ok(ingest.stats().rebases >= 1, "re-based");
+    const stop = await server.post("/recorder/terminate", {
+      mediaSessionId: started.localMediaSessionId,
+    });
+    assert.equal(stop.status, 200, await stop.text());
+    const packets = await videoPackets(recordingPath(server));
+    for (let i = 1; i < packets.length; i++) {
+      assert.ok(packets[i].dts > packets[i - 1].dts, `dts rises at packet ${i}`);
+      assert.ok(packets[i].dts - packets[i - 1].dts < 0.5, `no gap at packet ${i}`);
+    }
+    // Silence: the receiver and its stream end after the timeout.
+    const startedWait = Date.now();
+    await waitFor(
+      "the receiver to end",
+      async () => (await findReceiver(server, "relay")) ? undefined : true,
+      timeoutMs + 3000,
+    );
+    assert.ok(Date.now() - startedWait >= timeoutMs - 700, "not before the timeout");
+    assert.equal(stream.ended, true);
+    assert.equal(await findStream(server, "relay"), undefined);
+  }, config);
+});
+
+Deno.test("/mpegts: 400, 404, 409, 501 for SRT, 503 when the port range is used up", async () => {
+  const config = testConfig({ mpegts: portRange(1) });
+  await withServer(async (server) => {
+    const post = async (path: string, body: unknown) => {
+      const res = await server.post(path, body);
+      return { status: res.status, body: await res.json().catch(() => undefined) };
+    };
+    const missing = await post("/mpegts/startup", { transport: "udp" });
+    assert.equal(missing.status, 400);
+    assert.match(JSON.stringify(missing.body), /localStreamName/);
+    const tcp = await post("/mpegts/startup", { localStreamName: "a", transport: "tcp" });
+    assert.equal(tcp.status, 400);
+    assert.match(JSON.stringify(tcp.body), /transport/);
+    const srt = await post("/mpegts/startup", { localStreamName: "a", transport: "srt" });
+    assert.equal(srt.status, 501);
+    assert.match(srt.body.message, /srt is not served yet/i);
+    assert.equal((await post("/mpegts/terminate", { localStreamName: "none" })).status, 404);
+    await startup(server, "a");
+    const duplicate = await post("/mpegts/startup", { localStreamName: "a", transport: "udp" });
+    assert.equal(duplicate.status, 409);
+    const full = await post("/mpegts/startup", { localStreamName: "b", transport: "udp" });
+    assert.equal(full.status, 503);
+    assert.match(full.body.message, /no free MPEG-TS port/);
+    const health = await (await fetch(`${server.restUrl}/health`)).json();
+    assert.deepEqual(health.limits.mpegtsPorts, { current: 1, max: 1, refused: 1 });
+    assert.deepEqual(await post("/mpegts/find", { localStreamName: "b" }), {
+      status: 200,
+      body: [],
+    });
+    assert.equal((await post("/mpegts/find", { port: 1 })).status, 400);
+  }, config);
+});
+
+Deno.test("MPEG-TS over UDP: datagrams from an address outside allowedList are dropped and counted", async () => {
+  const config = testConfig({ mpegts: { ...portRange(1), allowedList: ["10.0.0.0/8"] } });
+  await withServer(async (server) => {
+    const started = await startup(server, "guarded");
+    assert.deepEqual(started.allowedList, ["10.0.0.0/8"]);
+    await sendFile(await fixture("h264_aac", "ts"), portOf(started));
+    await new Promise((r) => setTimeout(r, 300));
+    const record = (await findReceiver(server, "guarded"))!;
+    assert.equal(record.status, "CONNECTED");
+    assert.equal(await findStream(server, "guarded"), undefined);
+    assert.ok(server.services.mpegts.get("guarded")!.stats().refused > 50);
+  }, config);
+});
