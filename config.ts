@@ -142,6 +142,30 @@ export const configSchema = z.strictObject({
     message: "partDurationMs must be shorter than segmentDurationSec",
     path: ["partDurationMs"],
   }),
+  mixer: z.strictObject({
+    width: z.int().min(16).max(4096).multipleOf(2).default(1280).describe(
+      "Width of a mixer's output, in pixels (even).",
+    ),
+    height: z.int().min(16).max(4096).multipleOf(2).default(720).describe(
+      "Height of a mixer's output, in pixels (even).",
+    ),
+    fps: z.int().min(1).max(60).default(30).describe("Frames per second of a mixer's output."),
+    keyFrameIntervalSec: z.int().min(1).max(20).default(2).describe(
+      "Seconds between keyframes of a mixer's output.",
+    ),
+    videoBitrateKbps: z.int().min(0).max(50_000).default(2000).describe(
+      "H.264 bitrate of a mixer's output, in kbit/s (0: the encoder's choice for the size).",
+    ),
+    audioBitrateKbps: z.int().min(0).max(510).default(64).describe(
+      "Opus bitrate of a mixer's output, in kbit/s (0: the codec's default).",
+    ),
+    layout: z.string().min(1).default("grid").describe(
+      "Layout of a mixer started without `mixerLayoutClass`: grid, center or desktop (WCS class names accepted).",
+    ),
+    autoMixing: z.boolean().default(false).describe(
+      "Streams published as `<login>#<room>` join the mixer `<room>`, made on the first join and ended when the last input leaves.",
+    ),
+  }).prefault({}),
   rtsp: z.strictObject({
     transport: z.enum(["auto", "udp", "tcp"]).default("auto").describe(
       "How RTSP pulls receive media: UDP, TCP interleaved, or UDP falling back to TCP when no packet comes.",
@@ -180,6 +204,7 @@ export const configSchema = z.strictObject({
     transcoders: z.int().min(1).default(32).describe(
       "Transcoders at once (REST transcoders and renditions made for players).",
     ),
+    mixers: z.int().min(1).default(8).describe("Mixers at once (REST and auto-mixing)."),
     engineJobs: z.int().min(1).optional().describe(
       "Codec engine jobs (ffmpeg processes or Workers) running at once; snapshots queue behind them. Default: the number of CPU cores.",
     ),

@@ -133,6 +133,7 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
         await hls.shutdown();
         // Recorders first, so files close cleanly while their streams still run.
         await services.recorders.closeAll();
+        await services.mixers.closeAll();
         await services.transcoders.closeAll();
         await services.playRenditions.closeAll();
         await services.decoders.close();

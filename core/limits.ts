@@ -109,6 +109,7 @@ export interface Limits {
   readonly vods: Cap;
   readonly recorders: Cap;
   readonly transcoders: Cap;
+  readonly mixers: Cap;
 }
 
 /** Builds the server-wide caps from the configuration. */
@@ -121,5 +122,6 @@ export function createLimits(limits: Config["limits"]): Limits {
     vods: new Cap("vods", limits.vods),
     recorders: new Cap("recorders", limits.recorders),
     transcoders: new Cap("transcoders", limits.transcoders),
+    mixers: new Cap("mixers", limits.mixers),
   };
 }

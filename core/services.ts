@@ -21,6 +21,8 @@ import { TranscoderRegistry } from "./transcoder_registry.ts";
 import { PlayRenditions } from "../media/transcoder/play_renditions.ts";
 import { HlsRegistry } from "./hls_registry.ts";
 import { MpegtsRegistry } from "./mpegts_registry.ts";
+import { MixerRegistry } from "./mixer_registry.ts";
+import { WatermarkCache } from "./watermark_cache.ts";
 
 /** Registries and services of one server. */
 export interface Services {
@@ -54,6 +56,8 @@ export interface Services {
   readonly transcoders: TranscoderRegistry;
   /** Renditions made for Web SDK players asking for another size or bitrate. */
   readonly playRenditions: PlayRenditions;
+  /** Mixers of the `/mixer` group and auto-mixing. */
+  readonly mixers: MixerRegistry;
   /** HLS outputs of streams (the `/hls` group and the HLS listener). */
   readonly hls: HlsRegistry;
   /** MPEG-TS receivers of the `/mpegts` group (UDP, SRT). */
@@ -73,6 +77,7 @@ export function createServices(config: Config, log: Logger): Services {
   });
   const decoders = new DecoderHub(engine, log);
   const playRenditions = new PlayRenditions(decoders, engine, log, limits.transcoders);
+  const watermarks = new WatermarkCache(config.folders.media);
   return {
     config,
     log,
@@ -90,12 +95,21 @@ export function createServices(config: Config, log: Logger): Services {
     decoders,
     playRenditions,
     transcoders: new TranscoderRegistry(
+      streams,
+      decoders,
+      engine,
+      watermarks,
+      log,
+      limits.transcoders,
+    ),
+    mixers: new MixerRegistry(
       config,
       streams,
       decoders,
       engine,
+      watermarks,
       log,
-      limits.transcoders,
+      limits.mixers,
     ),
     hls: new HlsRegistry(config, streams, playRenditions, engine, log),
     limits,

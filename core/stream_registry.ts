@@ -9,6 +9,9 @@ import type { RegisteredStream, StreamDirectory } from "../media/stream_record.t
 
 export type { RegisteredStream } from "../media/stream_record.ts";
 
+/** Told when a published stream is added to or removed from the registry. */
+export type PublishWatcher = (event: "published" | "unpublished", stream: RegisteredStream) => void;
+
 /**
  * Streams by mediaSessionId, with lookup of the published stream of a name. Every published
  * stream, whatever its provider, holds a slot of the `streams` cap while registered.
@@ -17,6 +20,7 @@ export class StreamRegistry implements StreamDirectory {
   #byId = new Map<string, RegisteredStream>();
   #publishedByName = new Map<string, RegisteredStream>();
   #cap?: Cap;
+  #watchers = new Set<PublishWatcher>();
 
   /** @param cap the `streams` cap published streams take a slot of; none: unlimited. */
   constructor(cap?: Cap) {
@@ -41,6 +45,7 @@ export class StreamRegistry implements StreamDirectory {
       this.#publishedByName.set(stream.name, stream);
     }
     this.#byId.set(stream.mediaSessionId, stream);
+    if (stream.published) this.#tell("published", stream);
   }
 
   /** Removes a stream if present (idempotent, so owners may call it on every exit path). */
@@ -50,7 +55,21 @@ export class StreamRegistry implements StreamDirectory {
     if (this.#publishedByName.get(stream.name) === stream) {
       this.#publishedByName.delete(stream.name);
       this.#cap?.release();
+      this.#tell("unpublished", stream);
     }
+  }
+
+  /**
+   * Calls `watcher` after every published stream is added or removed, until the returned
+   * function is called. Watchers run synchronously inside `add`/`remove`: they must not throw.
+   */
+  watch(watcher: PublishWatcher): () => void {
+    this.#watchers.add(watcher);
+    return () => this.#watchers.delete(watcher);
+  }
+
+  #tell(event: "published" | "unpublished", stream: RegisteredStream): void {
+    for (const watcher of this.#watchers) watcher(event, stream);
   }
 
   /** The stream with this id, or NotFoundError. */

@@ -3,18 +3,15 @@
  * started before its source is published waits for it (status WAITING); it ends when its
  * source ends, on terminate, or at server stop, and its entry goes with it.
  */
-import type { Config } from "../config.ts";
 import type { CodecEngine } from "../media/engine/engine.ts";
 import type { DecoderHub } from "../media/transcoder/decoded_source.ts";
 import {
   type AudioProfile,
   maxOutputSide,
-  type PlacedWatermark,
   type RenditionProfile,
 } from "../media/transcoder/rendition.ts";
 import { Transcoder } from "../media/transcoder/transcoder.ts";
 import type { EncodedVideoCodec } from "../media/transcoder/video_codec.ts";
-import { loadWatermark, type WatermarkImage } from "../media/transcoder/watermark.ts";
 import {
   BadRequestError,
   ConflictError,
@@ -22,7 +19,7 @@ import {
   ServiceUnavailableError,
 } from "./errors.ts";
 import type { Cap } from "./limits.ts";
-import { pathInside } from "./paths.ts";
+import type { WatermarkCache } from "./watermark_cache.ts";
 import type { Logger } from "./log.ts";
 import type { Transcoder2Record, TranscoderRecord } from "./records.ts";
 import type { StreamRegistry } from "./stream_registry.ts";
@@ -75,9 +72,6 @@ const minAudioBps = 1_000;
 /** Highest audio sample rate, in Hz. */
 const maxAudioRate = 96_000;
 
-/** Watermark images kept decoded, by file name. */
-const maxCachedWatermarks = 16;
-
 interface Entry {
   scheme: TranscoderScheme;
   uri: string;
@@ -91,29 +85,28 @@ interface Entry {
 /** The transcoders of a server. */
 export class TranscoderRegistry {
   #entries = new Map<string, Entry>();
-  #config: Config;
   #streams: StreamRegistry;
   #hub: DecoderHub;
   #engine: CodecEngine;
   #log: Logger;
   #cap: Cap;
-  #watermarks = new Map<string, { mtimeMs: number; image: Promise<WatermarkImage> }>();
+  #watermarks: WatermarkCache;
 
   /** @param cap the `transcoders` cap; a transcoder holds a slot from startup to its end. */
   constructor(
-    config: Config,
     streams: StreamRegistry,
     hub: DecoderHub,
     engine: CodecEngine,
+    watermarks: WatermarkCache,
     log: Logger,
     cap: Cap,
   ) {
-    this.#config = config;
     this.#streams = streams;
     this.#hub = hub;
     this.#engine = engine;
     this.#log = log.child({ component: "transcoder" });
     this.#cap = cap;
+    this.#watermarks = watermarks;
   }
 
   /**
@@ -129,7 +122,7 @@ export class TranscoderRegistry {
     const profile = profileOf(scheme, encoder);
     this.#checkFree(uri, localStreamName);
     const watermark = encoder.watermark
-      ? await this.#watermark(encoder.watermark, 0, 0, "encoder.watermark")
+      ? await this.#watermarks.place(encoder.watermark, 0, 0, "encoder.watermark")
       : undefined;
     // Checked again: another startup may have taken the uri while the watermark loaded.
     this.#checkFree(uri, localStreamName);
@@ -207,7 +200,9 @@ export class TranscoderRegistry {
     y: number,
   ): Promise<void> {
     const entry = this.#entry(scheme, uri);
-    const placed = watermark === "" ? undefined : await this.#watermark(watermark, x, y);
+    const placed = watermark === ""
+      ? undefined
+      : await this.#watermarks.place(watermark, x, y, "watermark");
     entry.transcoder.setWatermark(placed);
     entry.encoder.watermark = watermark === "" ? undefined : watermark;
   }
@@ -229,30 +224,6 @@ export class TranscoderRegistry {
     if (taken || this.#streams.published(localStreamName)) {
       throw new ConflictError(`stream ${localStreamName} is already published`);
     }
-  }
-
-  async #watermark(
-    file: string,
-    x: number,
-    y: number,
-    field = "watermark",
-  ): Promise<PlacedWatermark> {
-    // Decoded once per file version: a big PNG costs ~25 ms and its pixels, per decode.
-    const mtimeMs = await Deno.stat(pathInside(this.#config.folders.media, file, field))
-      .then((info) => info.mtime?.getTime() ?? 0, () => -1);
-    const cached = this.#watermarks.get(file);
-    if (cached && cached.mtimeMs === mtimeMs && mtimeMs >= 0) {
-      return { image: await cached.image, x, y };
-    }
-    const image = loadWatermark(this.#config.folders.media, file, field);
-    if (mtimeMs >= 0) {
-      if (this.#watermarks.size >= maxCachedWatermarks) {
-        this.#watermarks.delete(this.#watermarks.keys().next().value!);
-      }
-      this.#watermarks.set(file, { mtimeMs, image });
-      image.catch(() => this.#watermarks.delete(file));
-    }
-    return { image: await image, x, y };
   }
 }
 

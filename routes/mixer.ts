@@ -19,7 +19,7 @@ export const mixerOperations = [
     summary: "Create a mixer whose output is a local stream.",
     body: z.object({
       uri: mixerUri,
-      localStreamName: requiredString,
+      localStreamName: requiredString.optional(),
       hasVideo: z.boolean().optional(),
       hasAudio: z.boolean().optional(),
       watermark: plainString.optional(),
@@ -28,6 +28,7 @@ export const mixerOperations = [
       mixerLayoutDir: plainString.optional(),
     }),
     response: null,
+    handle: async (body, { services }) => void await services.mixers.startup(body),
   }),
   operation({
     path: "/mixer/add",
@@ -39,24 +40,30 @@ export const mixerOperations = [
       videoMuted: z.boolean().optional(),
     }),
     response: null,
+    handle: ({ uri, remoteStreamName, ...input }, { services }) =>
+      services.mixers.add(uri, remoteStreamName, input),
   }),
   operation({
     path: "/mixer/remove",
     summary: "Remove a stream from a mixer.",
     body: z.object({ uri: mixerUri, remoteStreamName: requiredString }),
     response: null,
+    handle: ({ uri, remoteStreamName }, { services }) =>
+      services.mixers.remove(uri, remoteStreamName),
   }),
   operation({
     path: "/mixer/find_all",
     summary: "List every mixer.",
     body: noParams,
     response: z.array(mixerRecord),
+    handle: (_body, { services }) => services.mixers.list(),
   }),
   operation({
     path: "/mixer/terminate",
     summary: "End a mixer and its output stream.",
     body: z.object({ uri: mixerUri }),
     response: null,
+    handle: ({ uri }, { services }) => services.mixers.terminate(uri),
   }),
   operation({
     path: "/mixer/setAudioVideo",
@@ -75,12 +82,16 @@ export const mixerOperations = [
       videoMuted: z.boolean().optional(),
     }),
     response: null,
+    handle: ({ uri, streams, ...input }, { services }) =>
+      services.mixers.setAudioVideo(uri, streams, input),
   }),
   operation({
     path: "/mixer/set_body_watermark",
-    summary: "Draw an image over the mixer's output.",
-    body: z.object({ uri: mixerUri, watermark: requiredString, ...position }),
+    summary: "Draw an image over the mixer's output; an empty name removes it.",
+    body: z.object({ uri: mixerUri, watermark: plainString, ...position }),
     response: null,
+    handle: ({ uri, watermark, x, y }, { services }) =>
+      services.mixers.setBodyWatermark(uri, watermark, x, y),
   }),
   operation({
     path: "/mixer/set_stream_watermark",

@@ -4,13 +4,13 @@
  * (size, watermark pixels), decoder sharing and cleanup, and the refusals.
  */
 import assert from "node:assert/strict";
-import { Buffer } from "node:buffer";
 import type { StreamRecord, TranscoderRecord } from "../core/records.ts";
-import { decode, run, tempPath } from "../media/formats/test_fixtures.ts";
+import { decode, run } from "../media/formats/test_fixtures.ts";
 import { WorkerRunner } from "../media/mixer/worker_runner.ts";
 import { Stream } from "../media/stream.ts";
 import { PlayRenditions } from "../media/transcoder/play_renditions.ts";
 import { childrenNamed } from "./helpers/children.ts";
+import { meanRgb, ok, refused, snapshotPixels } from "./helpers/rest_checks.ts";
 import { probe, waitFor } from "./helpers/media_fixtures.ts";
 import { startTestServer, testConfig, type TestServer, withServer } from "./helpers/test_server.ts";
 
@@ -37,25 +37,6 @@ async function clip(
   ]);
 }
 
-async function ok(server: TestServer, path: string, body: unknown): Promise<void> {
-  const res = await server.post(path, body);
-  const text = await res.text();
-  assert.equal(res.status, 200, `${path} ${JSON.stringify(body)}: ${text}`);
-}
-
-async function refused(
-  server: TestServer,
-  path: string,
-  body: unknown,
-  status: number,
-  message?: RegExp,
-): Promise<void> {
-  const res = await server.post(path, body);
-  const text = await res.text();
-  assert.equal(res.status, status, `${path} ${JSON.stringify(body)}: ${text}`);
-  if (message) assert.match(text, message);
-}
-
 async function outputStream(server: TestServer, name: string): Promise<StreamRecord> {
   return await waitFor(`stream ${name} with frames flowing`, async () => {
     const [found] = await (await server.post("/stream/find", { name })).json() as StreamRecord[];
@@ -65,45 +46,6 @@ async function outputStream(server: TestServer, name: string): Promise<StreamRec
 
 async function transcoders(server: TestServer, scheme = "transcoder"): Promise<TranscoderRecord[]> {
   return await (await server.post(`/${scheme}/find_all`)).json();
-}
-
-/** The RGB pixels of a snapshot of `name`, decoded by ffmpeg. */
-async function snapshotPixels(
-  server: TestServer,
-  name: string,
-): Promise<{ width: number; height: number; rgb: Uint8Array }> {
-  const res = await server.post("/stream/snapshot", { streamName: name });
-  const body = await res.json();
-  assert.equal(res.status, 200, JSON.stringify(body));
-  const path = await tempPath(`snapshot-${name}-${crypto.randomUUID()}.png`);
-  await Deno.writeFile(path, new Uint8Array(Buffer.from(body.data, "base64")));
-  const { out } = await run("ffprobe", [
-    ...["-v", "error", "-show_entries", "stream=width,height", "-of", "json", path],
-  ]);
-  const { width, height } = JSON.parse(out).streams[0];
-  const raw = await new Deno.Command("ffmpeg", {
-    args: ["-v", "error", "-i", path, "-f", "rawvideo", "-pix_fmt", "rgb24", "-"],
-    stdout: "piped",
-  }).output();
-  return { width, height, rgb: raw.stdout };
-}
-
-/** Mean RGB of the `w` x `h` rectangle at (x, y). */
-function meanRgb(
-  pixels: { width: number; rgb: Uint8Array },
-  x: number,
-  y: number,
-  w: number,
-  h: number,
-): [number, number, number] {
-  const sum = [0, 0, 0];
-  for (let row = y; row < y + h; row++) {
-    for (let col = x; col < x + w; col++) {
-      const at = (row * pixels.width + col) * 3;
-      for (let c = 0; c < 3; c++) sum[c] += pixels.rgb[at + c];
-    }
-  }
-  return sum.map((s) => Math.round(s / (w * h))) as [number, number, number];
 }
 
 for (const engine of ["native", "wasm"] as const) {

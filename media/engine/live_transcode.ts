@@ -27,8 +27,15 @@ const latencyWindowFrames = 512;
  * first packets (a probe size of 2 KB alone held ~250 ms of audio; 32 bytes: ~40 ms), and
  * every output packet written and flushed at once.
  */
-const lowDelayInputArgs = ["-fflags", "nobuffer", "-probesize", "32", "-analyzeduration", "0"];
-const lowDelayOutputArgs = [
+export const lowDelayInputArgs = [
+  "-fflags",
+  "nobuffer",
+  "-probesize",
+  "32",
+  "-analyzeduration",
+  "0",
+];
+export const lowDelayOutputArgs = [
   ...["-flush_packets", "1", "-muxdelay", "0", "-muxpreload", "0"],
   // One PES per audio frame: by default the muxer gathers ~3 KB of audio per PES.
   ...["-pes_payload_size", "0", "-f", "mpegts"],
@@ -108,9 +115,31 @@ export interface ConversionLatency {
   frames: number;
 }
 
-/** How the input of one run is encoded for ffmpeg. */
-interface InputEncoder {
+/** How the frames of one track are encoded for ffmpeg's input. */
+export interface InputEncoder {
   encode(frame: MediaFrame): Uint8Array;
+}
+
+/** ffmpeg's input format options for frames of `input`: raw G.711, MP3 or MPEG-TS. */
+export function liveInputArgs(input: Track): string[] {
+  if (input.codec === "PCMU" || input.codec === "PCMA") {
+    return [
+      ...["-f", input.codec === "PCMU" ? "mulaw" : "alaw"],
+      ...["-ar", String(input.clockRate), "-ac", String(input.channels ?? 1)],
+    ];
+  }
+  // MP3 frames carry their own headers: the elementary stream needs no container.
+  return input.codec === "MP3" ? ["-f", "mp3"] : ["-f", "mpegts"];
+}
+
+/** A new encoder of `input`'s frames into what `liveInputArgs` tells ffmpeg to expect. */
+export function liveInputEncoder(input: Track): InputEncoder {
+  if (input.codec === "PCMU" || input.codec === "PCMA" || input.codec === "MP3") {
+    return { encode: (f) => f.data };
+  }
+  const track = { ...input, id: 0 };
+  const muxer = new TsMuxer({ tracks: [track] });
+  return { encode: (f) => muxer.mux({ ...f, trackId: 0 }) };
 }
 
 /** A continuous conversion of one audio track. */
@@ -142,16 +171,7 @@ export class LiveTranscode {
 
   constructor(options: LiveTranscodeOptions) {
     this.#options = options;
-    const { input } = options;
-    this.#inputArgs = input.codec === "PCMU" || input.codec === "PCMA"
-      ? [
-        ...["-f", input.codec === "PCMU" ? "mulaw" : "alaw"],
-        ...["-ar", String(input.clockRate), "-ac", String(input.channels ?? 1)],
-      ]
-      : input.codec === "MP3"
-      // MP3 frames carry their own headers: the elementary stream needs no container.
-      ? ["-f", "mp3"]
-      : ["-f", "mpegts"];
+    this.#inputArgs = liveInputArgs(options.input);
     if (options.engine.start) {
       this.#job = options.engine.start({
         inputArgs: [...lowDelayInputArgs, ...this.#inputArgs],
@@ -162,7 +182,7 @@ export class LiveTranscode {
             : lowDelayOutputArgs),
         ],
       });
-      this.#encoder = this.#newEncoder();
+      this.#encoder = liveInputEncoder(options.input);
       this.#reading = this.#read(this.#job);
     }
   }
@@ -226,16 +246,6 @@ export class LiveTranscode {
     return { push: (chunk) => demuxer.push(chunk), flush: () => demuxer.flush() };
   }
 
-  #newEncoder(): InputEncoder {
-    const { input } = this.#options;
-    if (input.codec === "PCMU" || input.codec === "PCMA" || input.codec === "MP3") {
-      return { encode: (f) => f.data };
-    }
-    const track = { ...input, id: 0 };
-    const muxer = new TsMuxer({ tracks: [track] });
-    return { encode: (f) => muxer.mux({ ...f, trackId: 0 }) };
-  }
-
   async #read(job: LiveJob): Promise<void> {
     const parser = this.#newParser();
     const run = this.#newRun();
@@ -255,7 +265,7 @@ export class LiveTranscode {
 
   async #convertChunk(frames: MediaFrame[]): Promise<void> {
     if (this.#closed) return;
-    const encoder = this.#newEncoder();
+    const encoder = liveInputEncoder(this.#options.input);
     const parts = frames.map((f) => encoder.encode(f));
     const input = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
     let offset = 0;

@@ -18,16 +18,24 @@ export interface ClipOptions {
   height?: number;
   /** Leave out the video (audio-only clip). */
   noVideo?: boolean;
+  /** lavfi video source with its options, e.g. `color=c=red` (default testsrc2). */
+  source?: string;
+  /** Frequency of the tone, in Hz (default 440). */
+  toneHz?: number;
 }
 
 /** Writes an MP4 clip to `path` (fragmented MP4 output is not used: a plain one, moov at end). */
 export async function makeClip(path: string, options: ClipOptions): Promise<void> {
   const { seconds, fps = 25, gop = 25, width = 320, height = 240 } = options;
+  const { source = "testsrc2", toneHz = 440 } = options;
   const args = ["-v", "error", "-y"];
   if (!options.noVideo) {
-    args.push("-f", "lavfi", "-i", `testsrc2=size=${width}x${height}:rate=${fps}`);
+    const sep = source.includes("=") ? ":" : "=";
+    args.push("-f", "lavfi", "-i", `${source}${sep}size=${width}x${height}:rate=${fps}`);
   }
-  if (options.audio) args.push("-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000");
+  if (options.audio) {
+    args.push("-f", "lavfi", "-i", `sine=frequency=${toneHz}:sample_rate=48000`);
+  }
   args.push("-t", String(seconds));
   if (!options.noVideo) {
     args.push(

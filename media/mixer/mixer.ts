@@ -1,0 +1,477 @@
+/**
+ * A mixer: many streams made into one. Each input is decoded once (its pictures through the
+ * decoder hub, its audio to PCM), its pictures are laid out by the composer and its audio
+ * summed by the audio mixer, and the output Stream gets both encoded again. The output runs
+ * on its own clock from startup: a stalled input shows its last picture and plays silence,
+ * no input shows the background, and nothing an input does holds the output back.
+ *
+ * Timing: output video tick n is presented at n / fps and output audio frame n at n x 20 ms,
+ * both from the same start, so the output's A/V sync is by construction. An input's
+ * pictures are placed on the output clock by an offset fixed at its first picture (`now +
+ * videoDelayMs`), re-taken when its timeline jumps; its audio plays after the audio mixer's
+ * jitter buffer. Both paths hold an input about as long, so it stays in sync with itself.
+ */
+import type { Logger } from "../../core/log.ts";
+import { ConflictError, NotFoundError } from "../../core/errors.ts";
+import type { CodecEngine } from "../engine/engine.ts";
+import type { MediaFrame, Track } from "../frame.ts";
+import { Stream } from "../stream.ts";
+import type { StreamDirectory } from "../stream_record.ts";
+import type { DecoderHub, SourceSubscription } from "../transcoder/decoded_source.ts";
+import { pipelineVideoClockHz, type VideoEncoder } from "../transcoder/video_codec.ts";
+import { createVideoEncoder } from "../transcoder/video_encoder.ts";
+import type { PlacedWatermark } from "../transcoder/rendition.ts";
+import { AudioMixer } from "./audio_mixer.ts";
+import { i420Size, type YuvColor } from "./i420.ts";
+import type { LayoutName } from "./layout.ts";
+import { PcmDecoder, PcmEncoder, type PcmFormat } from "./pcm_codec.ts";
+import { type RawVideoFrame, VideoComposer } from "./video_composer.ts";
+
+/** `mediaProvider` of a mixer's output stream. */
+export const mixerMediaProvider = "Mixer";
+/**
+ * How far ahead of the output clock an input's first picture is placed, in ms: room for the
+ * decoder's bursts, which would otherwise arrive behind the clock and be dropped.
+ */
+const videoDelayMs = 150;
+/**
+ * An input picture this far ahead of `videoDelayMs` came through faster than the one that
+ * set the offset, which is then re-taken from it, in ms.
+ */
+const videoLateSlackMs = 50;
+/** An input picture this far behind `videoDelayMs` re-takes the offset (a stall, a jump), in ms. */
+const videoResyncMs = 300;
+/** Audio an input buffers before it plays, in ms; about what its pictures are held. */
+const audioJitterMs = 100;
+/** Most audio an input may buffer, in ms: a decoder's start-up burst is cut to this. */
+const audioMaxDelayMs = 250;
+/** Side of the black picture shown for a muted input, in pixels (16:9). */
+const mutedPicture = { width: 32, height: 18 };
+
+/** What the output is encoded as. */
+export interface MixerSettings {
+  /** Output size in pixels, both even. */
+  width: number;
+  height: number;
+  /** Output frames per second. */
+  fps: number;
+  /** Frames from one keyframe to the next. */
+  keyFrameInterval: number;
+  /** Video bitrate in kbit/s (0: the encoder's choice for the size). */
+  videoBitrateKbps: number;
+  /** Audio sample rate in Hz (48000 for Opus). */
+  sampleRate: number;
+  /** Audio channels, 1 or 2. */
+  channels: number;
+  /** Audio bitrate in kbit/s (0: the codec's default). */
+  audioBitrateKbps: number;
+}
+
+/** What a mixer is built from. */
+export interface MixerOptions {
+  /** Name of the output stream. */
+  name: string;
+  /** mediaSessionId of the output stream. */
+  mediaSessionId: string;
+  settings: MixerSettings;
+  hasVideo: boolean;
+  hasAudio: boolean;
+  layout: LayoutName;
+  /** Colour around and between the pictures. */
+  background?: YuvColor;
+  /** An I420 picture of the output's size under the inputs. */
+  backgroundImage?: RawVideoFrame;
+  watermark?: PlacedWatermark;
+  /** Where the output is registered. */
+  streams: StreamDirectory;
+  hub: DecoderHub;
+  engine: CodecEngine;
+  log: Logger;
+  /** Called once when the mixer has ended, whatever the reason. */
+  onEnded: (reason: string) => void;
+  /** Called after an input has left (removed, or its stream ended), with the inputs left. */
+  onInputLeft?: (remaining: number) => void;
+}
+
+/** How an input is mixed. */
+export interface InputSettings {
+  /** Audio level, 0 (silent) to 100 (as it is); higher values amplify. */
+  audioLevel: number;
+  /** True: the input's tile is black. */
+  videoMuted: boolean;
+}
+
+/** An input as the mixer record shows it. */
+export interface MixerInputInfo extends InputSettings {
+  /** Name of the input stream. */
+  name: string;
+  /** mediaSessionId of the input stream. */
+  mediaSessionId: string;
+}
+
+/** Counters of a mixer. */
+export interface MixerStats {
+  /** Output video frames encoded. */
+  videoFrames: number;
+  /** Output audio frames encoded. */
+  audioFrames: number;
+  /** Input pictures the composer did not show (late, superseded, overflowing). */
+  droppedPictures: number;
+  /** Times an input's picture timeline was re-placed on the output clock. */
+  videoResyncs: number;
+  /** Ticks the encoder refused (it was behind). */
+  encoderDrops: number;
+}
+
+interface Input extends MixerInputInfo {
+  source: Stream;
+  subscription?: SourceSubscription;
+  pcm?: PcmDecoder;
+  /** Added to a picture's pts to place it on the output clock (90 kHz); set at the first. */
+  offset?: number;
+  /** Output pts of the last picture given to the composer. */
+  lastPts: number;
+}
+
+/** Many streams mixed into one output stream. */
+export class Mixer {
+  readonly output: Stream;
+  readonly #options: MixerOptions;
+  readonly #inputs = new Map<string, Input>();
+  #composer: VideoComposer | undefined;
+  #encoder: VideoEncoder | undefined;
+  #audio: AudioMixer | undefined;
+  #audioEncoder: PcmEncoder | undefined;
+  #format: PcmFormat;
+  #startMs = 0;
+  #videoFrames = 0;
+  #audioFrames = 0;
+  #resyncs = 0;
+  #ending: Promise<void> | undefined;
+  #ended = false;
+
+  private constructor(options: MixerOptions, audio: AudioMixer | undefined) {
+    this.#options = options;
+    this.#audio = audio;
+    const { settings, engine, log } = options;
+    this.#format = { sampleRate: settings.sampleRate, channels: settings.channels };
+    const tracks: Track[] = [];
+    let videoTrack: Track | undefined;
+    if (options.hasVideo) {
+      videoTrack = {
+        id: tracks.length,
+        kind: "video",
+        codec: "H264",
+        clockRate: pipelineVideoClockHz,
+        width: settings.width,
+        height: settings.height,
+      };
+      tracks.push(videoTrack);
+    }
+    let audioTrack: Track | undefined;
+    if (audio) {
+      audioTrack = {
+        id: tracks.length,
+        kind: "audio",
+        codec: "OPUS",
+        clockRate: settings.sampleRate,
+        sampleRate: settings.sampleRate,
+        channels: settings.channels,
+        config: { codec: "OPUS" },
+      };
+      tracks.push(audioTrack);
+    }
+    this.output = new Stream({
+      name: options.name,
+      mediaSessionId: options.mediaSessionId,
+      tracks,
+      mediaProvider: mixerMediaProvider,
+      stopProvider: (info) => this.stop(info),
+      lostVideoFrames: () => this.stats.droppedPictures + this.stats.encoderDrops,
+    });
+    try {
+      if (videoTrack) {
+        const { width, height, fps } = settings;
+        this.#composer = new VideoComposer({
+          width,
+          height,
+          frameRate: fps,
+          layout: options.layout,
+          fit: "letterbox",
+          background: options.background,
+          backgroundImage: options.backgroundImage,
+          watermark: options.watermark && { ...options.watermark.image, ...options.watermark },
+        });
+        this.#encoder = createVideoEncoder({
+          engine,
+          settings: {
+            codec: "H264",
+            width,
+            height,
+            fps,
+            keyFrameInterval: settings.keyFrameInterval,
+            bitrateKbps: settings.videoBitrateKbps,
+          },
+          track: videoTrack,
+          onFrame: (frame) => this.#emit(frame),
+          log: log.child({ stage: "video encoder" }),
+        });
+      }
+      if (audioTrack) {
+        this.#audioEncoder = new PcmEncoder({
+          engine,
+          format: this.#format,
+          track: audioTrack,
+          bitrate: settings.audioBitrateKbps * 1000,
+          onFrame: (frame) => this.#emit(frame),
+          log: log.child({ stage: "audio encoder" }),
+        });
+      }
+    } catch (err) {
+      this.#closeStages();
+      throw err;
+    }
+  }
+
+  /**
+   * A running mixer with no input: its output is registered (a name in use is a
+   * ConflictError) and shows the background with silence until inputs are added.
+   */
+  static async create(options: MixerOptions): Promise<Mixer> {
+    const { settings, hasAudio } = options;
+    const audio = hasAudio
+      ? await AudioMixer.create({
+        sampleRate: settings.sampleRate,
+        channels: settings.channels,
+        jitterDelayMs: audioJitterMs,
+        maxDelayMs: audioMaxDelayMs,
+      })
+      : undefined;
+    let mixer: Mixer;
+    try {
+      mixer = new Mixer(options, audio);
+    } catch (err) {
+      audio?.close();
+      throw err;
+    }
+    try {
+      options.streams.add(mixer.output);
+    } catch (err) {
+      await mixer.#closeStages();
+      throw err;
+    }
+    mixer.#start();
+    return mixer;
+  }
+
+  /** Counters since start. */
+  get stats(): MixerStats {
+    return {
+      videoFrames: this.#videoFrames,
+      audioFrames: this.#audioFrames,
+      droppedPictures: this.#composer?.stats.droppedFrames ?? 0,
+      videoResyncs: this.#resyncs,
+      encoderDrops: this.#encoder?.dropped ?? 0,
+    };
+  }
+
+  /** True once the mixer has ended. */
+  get ended(): boolean {
+    return this.#ended;
+  }
+
+  /** The inputs, in the order they were added. */
+  inputs(): MixerInputInfo[] {
+    return [...this.#inputs.values()].map(({ name, mediaSessionId, audioLevel, videoMuted }) => ({
+      name,
+      mediaSessionId,
+      audioLevel,
+      videoMuted,
+    }));
+  }
+
+  /** True when a stream of this name is an input. */
+  has(name: string): boolean {
+    return this.#inputs.has(name);
+  }
+
+  /**
+   * Adds `source` as an input; a stream already in the mixer is a ConflictError. The input
+   * leaves on its own when its stream ends.
+   */
+  add(source: Stream, settings: InputSettings): void {
+    if (this.#ending) throw new ConflictError(`mixer ${this.#options.name} has ended`);
+    if (this.#inputs.has(source.name)) {
+      throw new ConflictError(`stream ${source.name} is already in mixer ${this.#options.name}`);
+    }
+    if (source === this.output) {
+      throw new ConflictError(`mixer ${this.#options.name} cannot mix its own output`);
+    }
+    const { hub, engine, log } = this.#options;
+    const name = source.name;
+    const input: Input = {
+      name,
+      mediaSessionId: source.mediaSessionId,
+      ...settings,
+      source,
+      lastPts: -Infinity,
+    };
+    this.#inputs.set(name, input);
+    // Placed in the layout before its first picture: the tile shows at once.
+    this.#composer?.addInput(name, { screen: name.endsWith("#desktop") });
+    if (this.#audio) this.#audio.addInput(name, { ...this.#format, gain: gainOf(settings) });
+    input.subscription = hub.subscribe(source, {
+      onPicture: (picture) => this.#onPicture(input, picture),
+      onAudio: (frame) => input.pcm?.push(frame),
+      onEnd: () => {
+        if (this.#inputs.get(name) === input) void this.#removeInput(input, "stream ended");
+      },
+    });
+    const audioTrack = input.subscription.audio;
+    if (this.#audio && audioTrack) {
+      try {
+        input.pcm = new PcmDecoder({
+          engine,
+          track: audioTrack,
+          format: this.#format,
+          onPcm: (samples) => {
+            if (this.#inputs.get(name) === input) this.#audio!.push(name, samples);
+          },
+          log: log.child({ input: name, stage: "audio decoder" }),
+        });
+      } catch (err) {
+        void this.#removeInput(input, "audio decoder failed");
+        throw err;
+      }
+    }
+    if (settings.videoMuted) this.#showMuted(input);
+    log.info("input added", { input: name, inputs: this.#inputs.size });
+  }
+
+  /** Removes the input named `name`; a NotFoundError when it is not in the mixer. */
+  async remove(name: string): Promise<void> {
+    const input = this.#inputs.get(name);
+    if (!input) throw new NotFoundError(`stream ${name} is not in mixer ${this.#options.name}`);
+    await this.#removeInput(input, "removed");
+  }
+
+  /** Changes how the input `name` is mixed. */
+  set(name: string, settings: Partial<InputSettings>): void {
+    const input = this.#inputs.get(name);
+    if (!input) throw new NotFoundError(`stream ${name} is not in mixer ${this.#options.name}`);
+    if (settings.audioLevel !== undefined) {
+      input.audioLevel = settings.audioLevel;
+      this.#audio?.setGain(name, gainOf(input));
+    }
+    if (settings.videoMuted !== undefined && settings.videoMuted !== input.videoMuted) {
+      input.videoMuted = settings.videoMuted;
+      if (input.videoMuted) this.#showMuted(input);
+    }
+  }
+
+  /** Draws `watermark` over the output from its next frame; undefined removes it. */
+  setWatermark(watermark: PlacedWatermark | undefined): void {
+    this.#composer?.setWatermark(watermark && { ...watermark.image, ...watermark });
+  }
+
+  /** The composer, for layout and per-input features. */
+  get composer(): VideoComposer | undefined {
+    return this.#composer;
+  }
+
+  /** Ends the mixer: every input leaves, the output stream ends (idempotent). */
+  stop(reason: string): Promise<void> {
+    this.#ending ??= this.#end(reason);
+    return this.#ending;
+  }
+
+  #start(): void {
+    this.#startMs = performance.now();
+    const { log } = this.#options;
+    this.#composer?.start(
+      (frame) => {
+        if (!this.#encoder!.push(frame)) this.#composer!.recycle(frame);
+      },
+      (err) => log.warn("composing a frame failed", { err }),
+    );
+    this.#audio?.start(
+      (frame) => this.#audioEncoder!.push(frame.samples, frame.pts),
+      (err) => log.warn("mixing audio failed", { err }),
+    );
+    log.info("mixer started", { ...this.#options.settings });
+  }
+
+  /** The output clock now, in 90 kHz. */
+  #nowPts(): number {
+    return Math.round((performance.now() - this.#startMs) * pipelineVideoClockHz / 1000);
+  }
+
+  #onPicture(input: Input, picture: RawVideoFrame): void {
+    if (this.#inputs.get(input.name) !== input || input.videoMuted || !this.#composer) return;
+    const toClock = pipelineVideoClockHz / 1000;
+    const target = this.#nowPts() + videoDelayMs * toClock;
+    const lag = input.offset === undefined ? NaN : picture.pts + input.offset - target;
+    // The picture that came through fastest sets the offset: the first one usually comes
+    // with the decoder's start-up delay, and the burst after it would queue ever ahead.
+    if (lag > videoLateSlackMs * toClock || !(lag >= -videoResyncMs * toClock)) {
+      if (input.offset !== undefined && lag < 0) this.#resyncs++;
+      input.offset = target - picture.pts;
+    }
+    const pts = picture.pts + input.offset!;
+    if (pts <= input.lastPts) return;
+    input.lastPts = pts;
+    this.#composer.push(input.name, { ...picture, pts });
+  }
+
+  /** Shows a black picture in the input's tile, from a little ahead of the clock. */
+  #showMuted(input: Input): void {
+    if (!this.#composer) return;
+    const { width, height } = mutedPicture;
+    const data = new Uint8Array(i420Size(width, height));
+    data.fill(16, 0, width * height);
+    data.fill(128, width * height);
+    const delay = videoDelayMs * pipelineVideoClockHz / 1000;
+    const pts = Math.max(input.lastPts + 1, this.#nowPts() + delay);
+    input.lastPts = pts;
+    this.#composer.push(input.name, { width, height, data, pts });
+  }
+
+  #emit(frame: MediaFrame): void {
+    if (this.#ended) return;
+    if (this.output.tracks[frame.trackId].kind === "video") this.#videoFrames++;
+    else this.#audioFrames++;
+    this.output.push(frame);
+  }
+
+  async #removeInput(input: Input, reason: string): Promise<void> {
+    if (this.#inputs.get(input.name) !== input) return;
+    this.#inputs.delete(input.name);
+    input.subscription?.release();
+    if (this.#composer && !this.#ended) this.#composer.removeInput(input.name);
+    if (this.#audio && !this.#ended) this.#audio.removeInput(input.name);
+    await input.pcm?.close();
+    this.#options.log.info("input removed", { input: input.name, reason });
+    if (!this.#ending) this.#options.onInputLeft?.(this.#inputs.size);
+  }
+
+  async #closeStages(): Promise<void> {
+    this.#composer?.close();
+    this.#audio?.close();
+    await Promise.all([this.#encoder?.close(), this.#audioEncoder?.close()]);
+  }
+
+  async #end(reason: string): Promise<void> {
+    await Promise.all([...this.#inputs.values()].map((input) => this.#removeInput(input, reason)));
+    this.#ended = true;
+    await this.#closeStages();
+    this.output.end();
+    this.#options.streams.remove(this.output);
+    this.#options.log.info("mixer ended", { reason });
+    this.#options.onEnded(reason);
+  }
+}
+
+/** The audio mixer's linear gain for an input's level (100 = as it is). */
+function gainOf(settings: InputSettings): number {
+  return Math.max(0, settings.audioLevel) / 100;
+}

@@ -1,0 +1,275 @@
+/**
+ * /mixer through the REST API, checked as a user would: the tiles of a snapshot of the mix
+ * (each input's colour where the layout puts it), the tones in a recording of its audio,
+ * mute and level per input, re-layout on remove, auto-mixing, and the refusals.
+ */
+import assert from "node:assert/strict";
+import type { MixerRecord, StreamRecord } from "../core/records.ts";
+import { run } from "../media/formats/test_fixtures.ts";
+import { makeClip, probe, waitFor } from "./helpers/media_fixtures.ts";
+import { meanRgb, ok, refused, snapshotPixels } from "./helpers/rest_checks.ts";
+import { testConfig, type TestServer, withServer } from "./helpers/test_server.ts";
+
+/** Inputs: a solid colour and a tone each. */
+const inputs = [
+  { name: "red", colour: "red", toneHz: 300, rgb: [255, 0, 0] },
+  { name: "green", colour: "lime", toneHz: 500, rgb: [0, 255, 0] },
+  { name: "blue", colour: "blue", toneHz: 800, rgb: [0, 0, 255] },
+] as const;
+
+async function clips(folder: string): Promise<void> {
+  await Deno.mkdir(folder, { recursive: true });
+  await Promise.all(inputs.map((input) =>
+    makeClip(`${folder}/${input.name}.mp4`, {
+      seconds: 40,
+      width: 320,
+      height: 180,
+      source: `color=c=${input.colour}`,
+      audio: "aac",
+      toneHz: input.toneHz,
+    })
+  ));
+}
+
+async function mixers(server: TestServer): Promise<MixerRecord[]> {
+  return await (await server.post("/mixer/find_all")).json();
+}
+
+async function streamNamed(server: TestServer, name: string): Promise<StreamRecord | undefined> {
+  const [found] = await (await server.post("/stream/find", { name })).json() as StreamRecord[];
+  return found;
+}
+
+/** Asserts the colour at the centre of a tile is close to `rgb`. */
+function assertColour(
+  pixels: { width: number; rgb: Uint8Array },
+  x: number,
+  y: number,
+  rgb: readonly number[],
+  what: string,
+): void {
+  const mean = meanRgb(pixels, x - 20, y - 20, 40, 40);
+  const distance = Math.max(...mean.map((v, i) => Math.abs(v - rgb[i])));
+  assert.ok(distance < 40, `${what} at (${x}, ${y}) is ${mean}, not ${rgb}`);
+}
+
+/** Magnitude of `hz` in mono PCM (Goertzel), relative to the signal's RMS. */
+function toneLevel(pcm: Int16Array, hz: number, sampleRate: number): number {
+  const k = 2 * Math.cos(2 * Math.PI * hz / sampleRate);
+  let s1 = 0, s2 = 0, energy = 0;
+  for (const sample of pcm) {
+    const s0 = sample + k * s1 - s2;
+    s2 = s1;
+    s1 = s0;
+    energy += sample * sample;
+  }
+  const power = s1 * s1 + s2 * s2 - k * s1 * s2;
+  return Math.sqrt(power) / pcm.length / Math.sqrt(energy / pcm.length || 1);
+}
+
+/** Records the stream `name` for `ms` and returns its audio as 48 kHz mono PCM. */
+async function recordAudio(
+  server: TestServer,
+  recordsFolder: string,
+  name: string,
+  ms: number,
+): Promise<Int16Array> {
+  const stream = (await streamNamed(server, name))!;
+  const files = () => {
+    try {
+      return [...Deno.readDirSync(recordsFolder)].map((e) => e.name);
+    } catch {
+      return []; // made by the first recording
+    }
+  };
+  const before = new Set(files());
+  await ok(server, "/stream/startRecording", { mediaSessionId: stream.mediaSessionId });
+  await new Promise((r) => setTimeout(r, ms));
+  await ok(server, "/stream/stopRecording", { mediaSessionId: stream.mediaSessionId });
+  const file = files().find((f) => !before.has(f))!;
+  const path = `${recordsFolder}/${file}`;
+  const info = await probe(path);
+  assert.deepEqual(info.streams.map((s) => s.codec_type).sort(), ["audio", "video"]);
+  const raw = await new Deno.Command("ffmpeg", {
+    args: ["-v", "error", "-i", path, "-vn", "-ac", "1", "-ar", "48000", "-f", "s16le", "-"],
+    stdout: "piped",
+  }).output();
+  return new Int16Array(raw.stdout.buffer, 0, raw.stdout.length >> 1);
+}
+
+Deno.test("three VOD inputs: tiles, tones, mute, level, remove, refusals", async () => {
+  const config = testConfig();
+  await clips(config.folders.media);
+  await withServer(async (server) => {
+    await ok(server, "/mixer/startup", { uri: "mixer://m1", localStreamName: "mix" });
+    await refused(server, "/mixer/startup", { uri: "mixer://m1" }, 409, /exists/);
+    await refused(server, "/mixer/startup", { uri: "mixer://m2", localStreamName: "mix" }, 409);
+    await refused(
+      server,
+      "/mixer/startup",
+      { uri: "mixer://m3", mixerLayoutClass: "NoSuchLayout" },
+      400,
+      /mixerLayoutClass/,
+    );
+    let [record] = await mixers(server);
+    assert.equal(record.uri, "mixer://m1");
+    assert.equal(record.localStreamName, "mix");
+    assert.equal(record.status, "PROCESSED_LOCAL");
+    assert.deepEqual(record.mediaSessions, []);
+
+    for (const input of inputs) {
+      await ok(server, "/vod/startup", {
+        uri: `vod-live://${input.name}.mp4`,
+        localStreamName: input.name,
+      });
+      await ok(server, "/mixer/add", { uri: "mixer://m1", remoteStreamName: input.name });
+    }
+    await refused(server, "/mixer/add", { uri: "mixer://m1", remoteStreamName: "red" }, 409);
+    await refused(server, "/mixer/add", { uri: "mixer://m1", remoteStreamName: "nobody" }, 404);
+    await refused(server, "/mixer/add", { uri: "mixer://none", remoteStreamName: "red" }, 404);
+    [record] = await mixers(server);
+    assert.deepEqual(record.mediaSessions.map((s) => s.localStreamName), ["red", "green", "blue"]);
+    assert.deepEqual(record.mediaSessions.map((s) => s.audioLevel), [100, 100, 100]);
+
+    const stream = await waitFor("the mix with frames flowing", async () => {
+      const found = await streamNamed(server, "mix");
+      return found && found.fps > 0 ? found : undefined;
+    }, 20_000);
+    assert.deepEqual([stream.width, stream.height], [1280, 720]);
+    assert.equal(record.localMediaSessionId, stream.mediaSessionId);
+
+    // Grid of three on 1280x720: two 640x360 cells on top, one centred below.
+    const tiles = [[320, 180], [960, 180], [640, 540]];
+    await waitFor("three coloured tiles", async () => {
+      const pixels = await snapshotPixels(server, "mix");
+      assert.deepEqual([pixels.width, pixels.height], [1280, 720]);
+      try {
+        inputs.forEach((input, i) =>
+          assertColour(pixels, tiles[i][0], tiles[i][1], input.rgb, input.name)
+        );
+        return true;
+      } catch {
+        return undefined;
+      }
+    }, 15_000);
+    const pixels = await snapshotPixels(server, "mix");
+    inputs.forEach((input, i) =>
+      assertColour(pixels, tiles[i][0], tiles[i][1], input.rgb, input.name)
+    );
+
+    const mixed = await recordAudio(server, config.folders.records, "mix", 4000);
+    const off = toneLevel(mixed, 650, 48000);
+    for (const input of inputs) {
+      const level = toneLevel(mixed, input.toneHz, 48000);
+      assert.ok(level > 10 * off, `${input.toneHz} Hz at ${level}, off-tone ${off}`);
+    }
+
+    await refused(
+      server,
+      "/mixer/setAudioVideo",
+      { uri: "mixer://m1", streams: "(", videoMuted: true },
+      400,
+      /streams/,
+    );
+    await ok(server, "/mixer/setAudioVideo", {
+      uri: "mixer://m1",
+      streams: "gr.*",
+      videoMuted: true,
+      audioLevel: 0,
+    });
+    [record] = await mixers(server);
+    assert.deepEqual(record.mediaSessions.map((s) => [s.audioLevel, s.videoMuted]), [
+      [100, false],
+      [0, true],
+      [100, false],
+    ]);
+    await waitFor("the green tile black", async () => {
+      const after = await snapshotPixels(server, "mix");
+      try {
+        assertColour(after, tiles[1][0], tiles[1][1], [0, 0, 0], "muted green");
+        return true;
+      } catch {
+        return undefined;
+      }
+    }, 10_000);
+    const muted = await recordAudio(server, config.folders.records, "mix", 3000);
+    const red = toneLevel(muted, 300, 48000);
+    const green = toneLevel(muted, 500, 48000);
+    assert.ok(green * 10 < red, `muted 500 Hz at ${green}, 300 Hz at ${red}`);
+
+    await ok(server, "/mixer/remove", { uri: "mixer://m1", remoteStreamName: "blue" });
+    await refused(server, "/mixer/remove", { uri: "mixer://m1", remoteStreamName: "blue" }, 404);
+    // Two 640x720 cells, each with a 640x360 picture in its middle.
+    await waitFor("two tiles", async () => {
+      const two = await snapshotPixels(server, "mix");
+      try {
+        assertColour(two, 320, 360, inputs[0].rgb, "red");
+        assertColour(two, 320, 100, [0, 0, 0], "letterbox above red");
+        assertColour(two, 960, 360, [0, 0, 0], "muted green");
+        return true;
+      } catch {
+        return undefined;
+      }
+    }, 10_000);
+
+    await ok(server, "/mixer/terminate", { uri: "mixer://m1" });
+    assert.deepEqual(await mixers(server), []);
+    assert.equal(await streamNamed(server, "mix"), undefined);
+    await refused(server, "/mixer/terminate", { uri: "mixer://m1" }, 404);
+  }, config);
+});
+
+Deno.test("auto-mixing: <login>#<room> streams make the room's mixer, which ends with them", async () => {
+  const config = testConfig({ mixer: { autoMixing: true } });
+  await clips(config.folders.media);
+  await withServer(async (server) => {
+    for (const [login, clip] of [["alice", "red"], ["bob", "blue"]]) {
+      await ok(server, "/vod/startup", {
+        uri: `vod-live://${clip}.mp4`,
+        localStreamName: `${login}#room1`,
+      });
+    }
+    const [record] = await waitFor("the room's mixer with two inputs", async () => {
+      const found = await mixers(server);
+      return found[0]?.mediaSessions.length === 2 ? found : undefined;
+    }, 10_000);
+    assert.equal(record.uri, "mixer://room1");
+    assert.equal(record.localStreamName, "room1");
+    await waitFor("two tiles in room1", async () => {
+      const pixels = await snapshotPixels(server, "room1").catch(() => undefined);
+      if (!pixels) return undefined;
+      try {
+        assertColour(pixels, 320, 360, inputs[0].rgb, "alice");
+        assertColour(pixels, 960, 360, inputs[2].rgb, "bob");
+        return true;
+      } catch {
+        return undefined;
+      }
+    }, 15_000);
+    for (const login of ["alice", "bob"]) {
+      const stream = (await streamNamed(server, `${login}#room1`))!;
+      await ok(server, "/stream/terminate", { mediaSessionId: stream.mediaSessionId });
+    }
+    await waitFor("room1 ended", async () => {
+      const left = await mixers(server);
+      return left.length === 0 && !(await streamNamed(server, "room1")) ? true : undefined;
+    }, 10_000);
+  }, config);
+});
+
+Deno.test("a mixer's output is pushed by RTMP and read back as h264 + aac", async () => {
+  const config = testConfig();
+  await clips(config.folders.media);
+  await withServer(async (server) => {
+    await ok(server, "/mixer/startup", { uri: "mixer://m1", localStreamName: "mix" });
+    await ok(server, "/vod/startup", { uri: "vod-live://red.mp4", localStreamName: "red" });
+    await ok(server, "/mixer/add", { uri: "mixer://m1", remoteStreamName: "red" });
+    await waitFor("the mix flowing", async () => (await streamNamed(server, "mix"))?.fps, 20_000);
+    const { out } = await run("ffprobe", [
+      ...["-v", "error", "-rw_timeout", "15000000", "-show_entries", "stream=codec_name,width"],
+      ...["-of", "json", `rtmp://127.0.0.1:${server.rtmpPort}/live/mix`],
+    ]);
+    const codecs = JSON.parse(out).streams.map((s: { codec_name: string }) => s.codec_name);
+    assert.deepEqual(codecs.sort(), ["aac", "h264"]);
+  }, config);
+});
