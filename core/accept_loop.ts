@@ -6,9 +6,13 @@
  * Accepts of a full backlog complete without a trip through the event loop, so a burst of
  * connections would be drained (and each handed on) in one go while /health and every other
  * connection wait; the loop therefore yields to the event loop after `acceptsPerTurn`.
+ *
+ * A TLS connection gets a deadline for its handshake (core/tls_handshake.ts), so a client
+ * that opens TCP and never finishes TLS cannot hold a descriptor.
  */
 import type { Logger } from "./log.ts";
 import { descriptors } from "./fd_guard.ts";
+import { closeConnection, guardTlsHandshake } from "./tls_handshake.ts";
 
 /** First pause after a failed accept, in ms; doubles while accepts keep failing. */
 export const acceptBackoffMs = 50;
@@ -31,14 +35,15 @@ function nextTurn(): Promise<void> {
 /**
  * Accepts connections of `listener` and hands each to `onConnection` until the listener is
  * closed (or `closing()` says it is being closed). A connection the descriptor guard refuses
- * goes to `onRefused` with the reason (default: closed at once).
+ * goes to `onRefused` with the reason (default: closed at once). Connections are closed with
+ * `closeConnection` (core/tls_handshake.ts), which frees a TLS one still in its handshake.
  */
 export async function acceptLoop<C extends Deno.Conn>(
   listener: Deno.Listener<C>,
   onConnection: (conn: C) => void,
   log: Logger,
   closing: () => boolean,
-  onRefused: (conn: C, reason: string) => void = (conn) => conn.close(),
+  onRefused: (conn: C, reason: string) => void = (conn) => closeConnection(conn, log),
 ): Promise<void> {
   let backoffMs = acceptBackoffMs;
   let lastLoggedAt = -Infinity;
@@ -67,6 +72,7 @@ export async function acceptLoop<C extends Deno.Conn>(
       continue;
     }
     backoffMs = acceptBackoffMs;
+    guardTlsHandshake(conn, log);
     // Within the descriptor reserve: refused, so the REST listener keeps its share.
     if (!descriptors.admit()) {
       onRefused(conn, descriptors.refusal());

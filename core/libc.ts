@@ -1,6 +1,7 @@
 /**
  * The few libc calls Deno has no API for (getrlimit, setrlimit, statvfs; opendir/readdir for
- * /proc/self/fd, which Deno lets a program read only with --allow-all), through Deno.dlopen.
+ * /proc/self/fd, which Deno lets a program read only with --allow-all; getsockname,
+ * getpeername and shutdown for a socket Deno gives no handle on), through Deno.dlopen.
  * Loaded once on first use; undefined when FFI is not permitted (no `--allow-ffi`) or the C
  * library cannot be opened (not glibc/Linux), so callers fall back or go without.
  */
@@ -12,6 +13,9 @@ const symbols = {
   opendir: { parameters: ["buffer"], result: "pointer" },
   readdir: { parameters: ["pointer"], result: "pointer" },
   closedir: { parameters: ["pointer"], result: "i32" },
+  getsockname: { parameters: ["i32", "buffer", "buffer"], result: "i32" },
+  getpeername: { parameters: ["i32", "buffer", "buffer"], result: "i32" },
+  shutdown: { parameters: ["i32", "i32"], result: "i32" },
 } as const;
 
 /** The loaded libc symbols. */

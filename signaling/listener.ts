@@ -15,6 +15,7 @@ import { registerPushLogs } from "./push_logs.ts";
 import { closeCodes, closeHandshakeTimeoutMs, SignalingSession } from "./session.ts";
 import { registerWebRtcStreams } from "./webrtc_streams.ts";
 import { acceptLoop } from "../core/accept_loop.ts";
+import { closeConnection } from "../core/tls_handshake.ts";
 import {
   checkUpgrade,
   errorResponse,
@@ -146,7 +147,7 @@ export class SignalingServer {
     this.#keepAlive.stop();
     for (const l of this.#listeners) l.listener.close();
     await Promise.all(this.#listeners.map((l) => l.loop));
-    for (const conn of this.#handshakes.keys()) closeQuietly(conn);
+    for (const conn of this.#handshakes.keys()) closeConnection(conn, this.#ctx.log);
     await Promise.all(this.#handshakes.values());
     const ended = [...this.#sessions].map((s) => {
       s.close(closeCodes.goingAway, "server stopping");
@@ -168,7 +169,7 @@ export class SignalingServer {
    */
   #refuse(conn: Deno.Conn, listener: Listener, reason: string): void {
     if (this.#answeringRefusals >= maxAnsweredDescriptorRefusals) {
-      closeQuietly(conn);
+      closeConnection(conn, this.#ctx.log);
       return;
     }
     this.#answeringRefusals++;
@@ -184,7 +185,7 @@ export class SignalingServer {
     const handling = this.#handshake(conn, listener, refusal)
       .catch((err) => {
         this.#ctx.log.error("signaling handshake failed", { err, stack: (err as Error).stack });
-        closeQuietly(conn);
+        closeConnection(conn, this.#ctx.log);
       })
       .finally(() => this.#handshakes.delete(conn));
     this.#handshakes.set(conn, handling);
@@ -201,7 +202,7 @@ export class SignalingServer {
     const { handshakeTimeoutMs } = this.#ctx.services.config.ws;
     // One deadline per connection for the whole handshake: until upgraded it cuts the
     // connection; after, it closes a session whose `connection` was not accepted in time.
-    let onDeadline = () => closeQuietly(conn);
+    let onDeadline = () => closeConnection(conn, this.#ctx.log);
     const deadline = setTimeout(
       () => onDeadline(),
       refusal === undefined ? handshakeTimeoutMs : refusalReadTimeoutMs,
@@ -264,7 +265,7 @@ export class SignalingServer {
     } finally {
       if (!upgraded) {
         clearTimeout(deadline);
-        closeQuietly(conn);
+        closeConnection(conn, this.#ctx.log);
         if (refusal === undefined) releaseSlot();
       }
     }
@@ -278,15 +279,6 @@ export class SignalingServer {
       return listener.perAddress.refusal();
     }
     return undefined;
-  }
-}
-
-/** Closes a connection that may already be closed. */
-function closeQuietly(conn: Deno.Conn): void {
-  try {
-    conn.close();
-  } catch {
-    // Closed already (by the deadline or the peer's reset).
   }
 }
 

@@ -5,6 +5,7 @@
  */
 import assert from "node:assert/strict";
 import type { Config } from "../config.ts";
+import { makeCertificates } from "./helpers/certificates.ts";
 import { startHookBackend } from "./helpers/hook_backend.ts";
 import { startTestServer, testConfig, type TestServer } from "./helpers/test_server.ts";
 import { sdkConnectionObject, WcsClient } from "./helpers/wcs_client.ts";
@@ -442,51 +443,6 @@ Deno.test("1000 sessions connecting at once are all established and listed", asy
     assert.deepEqual(new Set(listed.map((r) => r.sessionId)), ids);
   });
 });
-
-/** A test CA and a certificate for 127.0.0.1 signed by it, made with openssl. */
-async function makeCertificates(dir: string): Promise<{ ca: string; cert: string; key: string }> {
-  const openssl = async (...args: string[]) => {
-    const out = await new Deno.Command("openssl", { args, cwd: dir, stdin: "null" }).output();
-    assert.equal(out.code, 0, `openssl ${args.join(" ")}: ${new TextDecoder().decode(out.stderr)}`);
-  };
-  const ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
-  await openssl(
-    "req",
-    "-x509",
-    ...ec,
-    "-keyout",
-    "ca.key",
-    "-out",
-    "ca.pem",
-    "-days",
-    "1",
-    "-subj",
-    "/CN=test CA",
-  );
-  await openssl("req", ...ec, "-keyout", "key.pem", "-out", "leaf.csr", "-subj", "/CN=127.0.0.1");
-  await Deno.writeTextFile(
-    `${dir}/leaf.ext`,
-    "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
-  );
-  await openssl(
-    "x509",
-    "-req",
-    "-in",
-    "leaf.csr",
-    "-CA",
-    "ca.pem",
-    "-CAkey",
-    "ca.key",
-    "-CAcreateserial",
-    "-out",
-    "cert.pem",
-    "-days",
-    "1",
-    "-extfile",
-    "leaf.ext",
-  );
-  return { ca: `${dir}/ca.pem`, cert: `${dir}/cert.pem`, key: `${dir}/key.pem` };
-}
 
 Deno.test("WSS: with a certificate configured, sessions connect over TLS too", async () => {
   const dir = await Deno.makeTempDir({ prefix: "wss-test-" });
