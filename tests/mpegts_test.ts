@@ -9,7 +9,10 @@ import assert from "node:assert/strict";
 import { Buffer } from "node:buffer";
 import dgram from "node:dgram";
 import type { MpegtsRecord, StreamRecord } from "../core/records.ts";
-import { fixture, run } from "../media/formats/test_fixtures.ts";
+import { fixture, run, tempPath } from "../media/formats/test_fixtures.ts";
+import { TsDemuxer } from "../media/formats/mpegts/demuxer.ts";
+import { TsMuxer } from "../media/formats/mpegts/muxer.ts";
+import type { MediaFrame } from "../media/frame.ts";
 import { pngSize, probe, waitFor } from "./helpers/media_fixtures.ts";
 import { testConfig, type TestServer, withServer } from "./helpers/test_server.ts";
 
@@ -189,7 +192,9 @@ Deno.test("MPEG-TS over UDP from ffmpeg: record, stream, recording, RTMP play, s
         });
         assert.equal(stop.status, 200, await stop.text());
         recordedSec = (Date.now() - recordStartMs) / 1000;
-        assert.equal(server.services.mpegts.get("udpcam")!.stats().droppedPes, 0, "nothing lost");
+        const stats = server.services.mpegts.get("udpcam")!.stats();
+        assert.equal(stats.droppedPes, 0, "nothing lost");
+        assert.equal(stats.derivedDtsTracks, 0, "the PES decode times are used");
         const end = await server.post("/mpegts/terminate", { localStreamName: "udpcam" });
         assert.equal(end.status, 200, await end.text());
         assert.equal(await findStream(server, "udpcam"), undefined, "the stream ended");
@@ -352,5 +357,39 @@ Deno.test("MPEG-TS over UDP: datagrams from an address outside allowedList are d
     assert.equal(record.status, "CONNECTED");
     assert.equal(await findStream(server, "guarded"), undefined);
     assert.ok(server.services.mpegts.get("guarded")!.stats().refused > 50);
+  }, config);
+});
+
+Deno.test("MPEG-TS over UDP: video PES without a DTS get decode times derived", async () => {
+  // ffmpeg's H.264 with 2 B-frames, muxed again with every video dts left out (dts = pts).
+  const demuxer = new TsDemuxer();
+  const clip = await Deno.readFile(await fixture("h264_aac", "ts"));
+  const frames = [...demuxer.push(clip), ...demuxer.flush()];
+  const tracks = [...demuxer.tracks].sort((a, b) => a.id - b.id);
+  const muxer = new TsMuxer({ tracks });
+  const parts = frames.map((f) => muxer.mux(f.codec === "H264" ? { ...f, dts: f.pts } : f));
+  const path = await tempPath("mpegts_no_dts.ts");
+  await Deno.writeFile(path, new Uint8Array(parts.flatMap((p) => [...p])));
+  const config = testConfig({ mpegts: portRange(1) });
+  await withServer(async (server) => {
+    const started = await startup(server, "nodts");
+    const sending = sendFile(path, portOf(started), 40);
+    const stream = await waitFor("the stream", () => server.services.mpegts.get("nodts")?.stream);
+    const received: MediaFrame[] = [];
+    const reading = (async () => {
+      for await (const frame of stream.reader()) if (frame.codec === "H264") received.push(frame);
+    })();
+    await sending;
+    await new Promise((r) => setTimeout(r, 200));
+    assert.equal(server.services.mpegts.get("nodts")!.stats().derivedDtsTracks, 1);
+    const end = await server.post("/mpegts/terminate", { localStreamName: "nodts" });
+    assert.equal(end.status, 200, await end.text());
+    await reading;
+    assert.ok(received.length > 25, `${received.length} video frames`);
+    for (let i = 1; i < received.length; i++) {
+      assert.ok(received[i].dts > received[i - 1].dts, `dts rises at frame ${i}`);
+      assert.ok(received[i].dts <= received[i].pts, `dts <= pts at frame ${i}`);
+    }
+    assert.ok(received.some((f, i) => i > 0 && f.pts < received[i - 1].pts), "B-frames kept");
   }, config);
 });

@@ -17,6 +17,7 @@ import { Stream } from "../stream.ts";
 import type { StreamDirectory } from "../stream_record.ts";
 import type { MpegtsPeer, MpegtsTransport } from "./mpegts_transport.ts";
 import { TimelineRebaser } from "./mpegts_timeline.ts";
+import { PesDtsFiller } from "./mpegts_dts.ts";
 
 /** Value of `mediaProvider` in the records of streams received as MPEG-TS. */
 export const mpegtsMediaProvider = "MPEGTS";
@@ -73,6 +74,8 @@ export class MpegtsIngest {
   #peers = 0;
   #bytes = 0;
   #rebaser: TimelineRebaser;
+  /** Decode times of the current sender's video, when its PES carry none. */
+  #dts = new PesDtsFiller();
   #stream: Stream | undefined;
   /** Source tracks (as demuxed) of the stream, in stream order. */
   #sourceTracks: Track[] = [];
@@ -124,13 +127,14 @@ export class MpegtsIngest {
   }
 
   /** Figures of the receiver, for logs and tests. */
-  stats(): { bytes: number; peers: number; refused: number; droppedPes: number; rebases: number } {
+  stats() {
     return {
       bytes: this.#bytes,
       peers: this.#peers,
       refused: this.transport.refused,
       droppedPes: this.#demuxer.droppedPes,
       rebases: this.#rebaser.rebases,
+      derivedDtsTracks: this.#dts.derived,
     };
   }
 
@@ -166,6 +170,7 @@ export class MpegtsIngest {
     if (this.#peers === 1) return;
     // A new sender's TS starts afresh: its program is probed again.
     this.#demuxer = new TsDemuxer();
+    this.#dts = new PesDtsFiller();
     this.#mapping = undefined;
     this.#held = [];
     this.#firstDataMs = 0;
@@ -282,7 +287,9 @@ export class MpegtsIngest {
       }
     }
     const source = this.#sourceTracks[index];
-    const out = this.#rebaser.apply({ ...frame, trackId: index }, source.clockRate);
+    const own = { ...frame, trackId: index };
+    if (source.kind === "video" && !this.#dts.fill(own, stream.tracks[index])) return;
+    const out = this.#rebaser.apply(own, source.clockRate);
     if (source.codec === "MP3") this.#mp3?.push(out);
     else stream.push(out);
   }
