@@ -36,16 +36,25 @@ function sendFfmpeg(uri: string, seconds: number, audio = "aac"): Deno.ChildProc
   }).spawn();
 }
 
-/** Sends a TS file as 1316-byte datagrams to 127.0.0.1:`port`, paced at ~`bytesPerMs`. */
-async function sendFile(path: string, port: number, bytesPerMs = 400): Promise<void> {
+/**
+ * Sends a TS file as 1316-byte datagrams to 127.0.0.1:`port`, paced at ~`bytesPerMs`;
+ * `order` may drop datagrams (answer []) or swap them (answer the held one after this one).
+ */
+async function sendFile(
+  path: string,
+  port: number,
+  bytesPerMs = 400,
+  order: (chunk: Uint8Array) => Uint8Array[] = (chunk) => [chunk],
+): Promise<void> {
   const data = await Deno.readFile(path);
   const socket = dgram.createSocket("udp4");
   try {
     for (let pos = 0; pos < data.length; pos += 1316) {
-      const chunk = data.subarray(pos, pos + 1316);
-      await new Promise<void>((resolve, reject) =>
-        socket.send(chunk, port, "127.0.0.1", (err) => err ? reject(err) : resolve())
-      );
+      for (const chunk of order(data.subarray(pos, pos + 1316))) {
+        await new Promise<void>((resolve, reject) =>
+          socket.send(chunk, port, "127.0.0.1", (err) => err ? reject(err) : resolve())
+        );
+      }
       if ((pos / 1316) % 8 === 7) await new Promise((r) => setTimeout(r, 8 * 1316 / bytesPerMs));
     }
   } finally {
@@ -391,5 +400,43 @@ Deno.test("MPEG-TS over UDP: video PES without a DTS get decode times derived", 
       assert.ok(received[i].dts <= received[i].pts, `dts <= pts at frame ${i}`);
     }
     assert.ok(received.some((f, i) => i > 0 && f.pts < received[i - 1].pts), "B-frames kept");
+  }, config);
+});
+
+Deno.test("MPEG-TS over UDP: lost and reordered datagrams cost their frames, never the stream", async () => {
+  const config = testConfig({ mpegts: portRange(1) });
+  await withServer(async (server) => {
+    const started = await startup(server, "lossy");
+    let n = 0;
+    let held: Uint8Array | undefined;
+    // Every 40th datagram lost, every 50th sent after the next one.
+    const lossy = (chunk: Uint8Array): Uint8Array[] => {
+      n++;
+      if (n % 40 === 0) return [];
+      if (n % 50 === 0) {
+        held = chunk;
+        return [];
+      }
+      const out = held ? [chunk, held] : [chunk];
+      held = undefined;
+      return out;
+    };
+    const sending = sendFile(await fixture("h264_aac", "ts"), portOf(started), 40, lossy);
+    const stream = await waitFor("the stream", () => server.services.mpegts.get("lossy")?.stream);
+    const received: MediaFrame[] = [];
+    const reading = (async () => {
+      for await (const frame of stream.reader()) received.push(frame);
+    })();
+    await sending;
+    await new Promise((r) => setTimeout(r, 200));
+    const stats = server.services.mpegts.get("lossy")!.stats();
+    assert.ok(stats.droppedPes > 0, "damaged PES dropped");
+    const end = await server.post("/stream/terminate", { mediaSessionId: stream.mediaSessionId });
+    assert.equal(end.status, 200, await end.text());
+    await reading;
+    assert.equal(await findReceiver(server, "lossy"), undefined, "/stream/terminate ends it");
+    const video = received.filter((f) => f.codec === "H264");
+    assert.ok(video.length > 20 && received.length > video.length, `${received.length} frames`);
+    for (let i = 1; i < video.length; i++) assert.ok(video[i].dts > video[i - 1].dts);
   }, config);
 });
