@@ -6,7 +6,6 @@
 import type { Config } from "../config.ts";
 import type { CodecEngine } from "../media/engine/engine.ts";
 import type { YuvColor } from "../media/mixer/i420.ts";
-import { type LayoutName, resolveLayoutName } from "../media/mixer/layout.ts";
 import { Mixer, type MixerSettings } from "../media/mixer/mixer.ts";
 import type { RawVideoFrame } from "../media/mixer/video_composer.ts";
 import { rgbaToI420Reference } from "../media/mixer/video_reference.ts";
@@ -20,6 +19,8 @@ import {
 } from "./errors.ts";
 import type { Cap } from "./limits.ts";
 import type { Logger } from "./log.ts";
+import { MixerLayouts } from "./mixer_layouts.ts";
+import { MixerLoad } from "./mixer_load.ts";
 import type { MixerRecord } from "./records.ts";
 import type { StreamRegistry } from "./stream_registry.ts";
 import type { WatermarkCache } from "./watermark_cache.ts";
@@ -39,6 +40,8 @@ export interface MixerStartup {
   watermark?: string;
   background?: string;
   mixerLayoutClass?: string;
+  /** Folder of custom layouts, relative to the media folder. */
+  mixerLayoutDir?: string;
 }
 
 /** How an input is added or changed. */
@@ -50,12 +53,15 @@ export interface MixerInputRequest {
 interface Entry {
   uri: string;
   mixer: Mixer;
+  layouts: MixerLayouts;
   /** Made by auto-mixing: ends when its last input leaves. */
   auto: boolean;
 }
 
 /** The mixers of a server. */
 export class MixerRegistry {
+  /** The load test of `/mixer/test/*`. */
+  readonly load: MixerLoad;
   #entries = new Map<string, Entry>();
   #config: Config;
   #streams: StreamRegistry;
@@ -85,6 +91,7 @@ export class MixerRegistry {
     this.#watermarks = watermarks;
     this.#log = log.child({ component: "mixer" });
     this.#cap = cap;
+    this.load = new MixerLoad(this, streams, log);
     if (config.mixer.autoMixing) {
       this.#unwatch = streams.watch((event, stream) => {
         if (event === "published" && stream instanceof Stream) this.#autoJoin(stream);
@@ -102,7 +109,6 @@ export class MixerRegistry {
     const name = uri.slice(mixerScheme.length);
     if (name === "") throw new BadRequestError("uri", "names no mixer after mixer://");
     const localStreamName = request.localStreamName || name;
-    const layout = this.#layout(request.mixerLayoutClass);
     this.#checkFree(uri, localStreamName);
     const watermark = request.watermark
       ? await this.#watermarks.place(request.watermark, 0, 0, "watermark")
@@ -110,7 +116,21 @@ export class MixerRegistry {
     const background = request.background ? await this.#background(request.background) : {};
     this.#checkFree(uri, localStreamName);
     if (!this.#cap.tryAcquire()) throw new ServiceUnavailableError(this.#cap.refusal());
-    let mixer: Mixer;
+    let layouts: MixerLayouts;
+    let mixer: Mixer | undefined;
+    try {
+      layouts = await MixerLayouts.open({
+        requested: request.mixerLayoutClass,
+        fallback: this.#config.mixer.layout,
+        mediaFolder: this.#config.folders.media,
+        // A change while the mixer starts is in `layouts.layout`, which it starts with.
+        onChange: (layout) => mixer?.setLayout(layout),
+        log: this.#log.child({ uri }),
+      }, request.mixerLayoutDir);
+    } catch (err) {
+      this.#cap.release();
+      throw err;
+    }
     try {
       mixer = await Mixer.create({
         name: localStreamName,
@@ -118,7 +138,7 @@ export class MixerRegistry {
         settings: this.#settings(),
         hasVideo: request.hasVideo ?? true,
         hasAudio: request.hasAudio ?? true,
-        layout,
+        layout: layouts.layout,
         ...background,
         watermark,
         streams: this.#streams,
@@ -127,18 +147,20 @@ export class MixerRegistry {
         log: this.#log.child({ uri, stream: localStreamName }),
         onEnded: () => {
           if (this.#entries.get(uri)?.mixer === mixer) this.#entries.delete(uri);
+          void layouts.close();
           this.#cap.release();
         },
         onInputLeft: (remaining) => {
-          if (auto && remaining === 0) void mixer.stop("the last input left");
+          if (auto && remaining === 0) void mixer?.stop("the last input left");
         },
       });
     } catch (err) {
+      await layouts.close();
       this.#cap.release();
       throw err;
     }
-    this.#entries.set(uri, { uri, mixer, auto });
-    this.#log.info("mixer started", { uri, localStreamName, layout, auto });
+    this.#entries.set(uri, { uri, mixer, layouts, auto });
+    this.#log.info("mixer started", { uri, localStreamName, auto });
     return mixer;
   }
 
@@ -194,6 +216,34 @@ export class MixerRegistry {
     mixer.setWatermark(placed);
   }
 
+  /**
+   * Draws the PNG `watermark` at (x, y) of the tile of the input whose mediaSessionId is
+   * `mediaSessionId`; an empty name removes it. 404 for a missing mixer, input or file.
+   */
+  async setStreamWatermark(
+    uri: string,
+    mediaSessionId: string,
+    watermark: string,
+    x: number,
+    y: number,
+  ): Promise<void> {
+    const { mixer } = this.#entry(uri);
+    const input = mixer.inputs().find((i) => i.mediaSessionId === mediaSessionId);
+    if (!input) throw new NotFoundError(`no input of mixer ${uri} has ${mediaSessionId}`);
+    const placed = watermark === ""
+      ? undefined
+      : await this.#watermarks.place(watermark, x, y, "watermark");
+    mixer.setInputWatermark(input.name, placed);
+  }
+
+  /**
+   * Takes the custom layouts of `mixerLayoutDir` for the mixer of `uri`: its layout is
+   * looked up there again. A layout that does not load is a 400 and the mixer keeps its own.
+   */
+  async setLayoutDir(uri: string, mixerLayoutDir: string): Promise<void> {
+    await this.#entry(uri).layouts.setDir(mixerLayoutDir);
+  }
+
   /** The records of every mixer. */
   list(): MixerRecord[] {
     return [...this.#entries.values()].map(({ uri, mixer }) => ({
@@ -226,6 +276,7 @@ export class MixerRegistry {
   /** Ends every mixer and stops auto-mixing (server stop). */
   async closeAll(): Promise<void> {
     this.#unwatch?.();
+    await this.load.stop();
     await Promise.allSettled(this.#joining.values());
     await Promise.all([...this.#entries.values()].map((e) => e.mixer.stop("server stop")));
   }
@@ -267,18 +318,6 @@ export class MixerRegistry {
     if (taken || this.#streams.published(localStreamName)) {
       throw new ConflictError(`stream ${localStreamName} is already published`);
     }
-  }
-
-  #layout(requested: string | undefined): LayoutName {
-    const value = requested || this.#config.mixer.layout;
-    const layout = resolveLayoutName(value);
-    if (!layout) {
-      throw new BadRequestError(
-        requested ? "mixerLayoutClass" : "mixer.layout",
-        `${value} is not a layout (grid, center, desktop or a WCS layout class)`,
-      );
-    }
-    return layout;
   }
 
   #settings(): MixerSettings {

@@ -1,5 +1,6 @@
 /** The `mixer` group: compose several streams into one. */
 import { z } from "zod";
+import { mixerLoadExample } from "../core/mixer_load.ts";
 import { mixerRecord } from "../core/records.ts";
 import { noParams, operation, plainString, requiredString, uriWithScheme } from "./operation.ts";
 
@@ -95,37 +96,45 @@ export const mixerOperations = [
   }),
   operation({
     path: "/mixer/set_stream_watermark",
-    summary: "Draw an image over one input of a mixer.",
+    summary: "Draw an image over one input of a mixer; an empty name removes it.",
     body: z.object({
       uri: mixerUri,
-      watermark: requiredString,
+      watermark: plainString,
       mediaSessionId: requiredString,
       ...position,
     }),
     response: null,
+    handle: ({ uri, mediaSessionId, watermark, x, y }, { services }) =>
+      services.mixers.setStreamWatermark(uri, mediaSessionId, watermark, x, y),
   }),
   operation({
     path: "/mixer/set_parameter",
     summary: "Change the layout folder of a mixer on the fly.",
     body: z.object({ uri: mixerUri, mixerLayoutDir: plainString }),
     response: null,
+    handle: ({ uri, mixerLayoutDir }, { services }) =>
+      services.mixers.setLayoutDir(uri, mixerLayoutDir),
   }),
   operation({
     path: "/mixer/test/start",
-    summary: "Start a load test of mixers fed by the given streams.",
+    summary:
+      "Start a load test: mixerCount mixers (mixer://mixer-test-<n>), one every intervalInSeconds, each fed streamsInMixer of feedingStreams.",
     body: testStart,
     response: null,
+    handle: (body, { services }) => services.mixers.load.start(body),
   }),
   operation({
     path: "/mixer/test/stop",
-    summary: "Stop the mixer load test.",
+    summary: "Stop the mixer load test and end the mixers it started.",
     body: noParams,
     response: null,
+    handle: (_body, { services }) => services.mixers.load.stop(),
   }),
   operation({
     path: "/mixer/test/get_start_example",
     summary: "An example body of /mixer/test/start.",
     body: noParams,
     response: testStart,
+    handle: () => mixerLoadExample,
   }),
 ];

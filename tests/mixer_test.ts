@@ -6,6 +6,7 @@
 import assert from "node:assert/strict";
 import type { MixerRecord, StreamRecord } from "../core/records.ts";
 import { run } from "../media/formats/test_fixtures.ts";
+import { childrenNamed } from "./helpers/children.ts";
 import { makeClip, probe, waitFor } from "./helpers/media_fixtures.ts";
 import { meanRgb, ok, refused, snapshotPixels } from "./helpers/rest_checks.ts";
 import { testConfig, type TestServer, withServer } from "./helpers/test_server.ts";
@@ -271,5 +272,166 @@ Deno.test("a mixer's output is pushed by RTMP and read back as h264 + aac", asyn
     ]);
     const codecs = JSON.parse(out).streams.map((s: { codec_name: string }) => s.codec_name);
     assert.deepEqual(codecs.sort(), ["aac", "h264"]);
+  }, config);
+});
+
+/** Writes a `size` PNG of one colour to `path`. */
+async function png(path: string, colour: string, size: string): Promise<void> {
+  await run("ffmpeg", [
+    ...["-v", "error", "-y", "-f", "lavfi", "-i", `color=c=${colour}:size=${size}`],
+    ...["-frames:v", "1", path],
+  ]);
+}
+
+Deno.test("custom layouts from a folder, reloaded; stream watermark; background; WCS layout class", async () => {
+  const config = testConfig();
+  await clips(config.folders.media);
+  const layouts = `${config.folders.media}/layouts`;
+  await Deno.mkdir(layouts);
+  await Deno.mkdir(`${config.folders.media}/broken`);
+  const corner = { x: 0, y: 0, width: 0.25, height: 0.25 };
+  const quarter = { x: 0.5, y: 0.5, width: 0.5, height: 0.5 };
+  await Deno.writeTextFile(`${layouts}/side.json`, JSON.stringify({ regions: [corner, quarter] }));
+  await Deno.writeTextFile(`${config.folders.media}/broken/side.json`, "{ not json");
+  await png(`${config.folders.media}/mark.png`, "lime", "64x64");
+  await withServer(async (server) => {
+    await ok(server, "/mixer/startup", {
+      uri: "mixer://l1",
+      localStreamName: "custom",
+      mixerLayoutDir: "layouts",
+      mixerLayoutClass: "side",
+      background: "#ffffff",
+    });
+    for (const name of ["red", "blue"]) {
+      await ok(server, "/vod/startup", { uri: `vod-live://${name}.mp4`, localStreamName: name });
+      await ok(server, "/mixer/add", { uri: "mixer://l1", remoteStreamName: name });
+    }
+    const [record] = await mixers(server);
+    const blue = record.mediaSessions.find((s) => s.localStreamName === "blue")!;
+    await ok(server, "/mixer/set_stream_watermark", {
+      uri: "mixer://l1",
+      watermark: "mark.png",
+      mediaSessionId: blue.localMediaSessionId,
+      x: 10,
+      y: 10,
+    });
+    await refused(server, "/mixer/set_stream_watermark", {
+      uri: "mixer://l1",
+      watermark: "mark.png",
+      mediaSessionId: "nobody",
+      x: 0,
+      y: 0,
+    }, 404);
+    const showing = (what: string, checks: [number, number, readonly number[]][]) =>
+      waitFor(what, async () => {
+        const pixels = await snapshotPixels(server, "custom");
+        try {
+          for (const [x, y, rgb] of checks) assertColour(pixels, x, y, rgb, what);
+          return true;
+        } catch {
+          return undefined;
+        }
+      }, 15_000);
+    await showing("red in the corner, blue in the quarter, watermark, white background", [
+      [160, 90, inputs[0].rgb],
+      [1100, 600, inputs[2].rgb],
+      [640 + 10 + 32, 360 + 10 + 32, [0, 255, 0]],
+      [640, 200, [255, 255, 255]],
+    ]);
+
+    await refused(
+      server,
+      "/mixer/set_parameter",
+      { uri: "mixer://l1", mixerLayoutDir: "broken" },
+      400,
+      /mixerLayoutDir/,
+    );
+    await refused(
+      server,
+      "/mixer/set_parameter",
+      { uri: "mixer://l1", mixerLayoutDir: "none" },
+      404,
+    );
+    await refused(
+      server,
+      "/mixer/set_parameter",
+      { uri: "mixer://l1", mixerLayoutDir: "../.." },
+      400,
+      /mixerLayoutDir/,
+    );
+    // A file that stops parsing leaves the layout as it was; a fixed one is taken.
+    await Deno.writeTextFile(`${layouts}/side.json`, "{");
+    await new Promise((r) => setTimeout(r, 1000));
+    await showing("the layout kept", [[160, 90, inputs[0].rgb]]);
+    await Deno.writeTextFile(
+      `${layouts}/side.json`,
+      JSON.stringify({ regions: [quarter, corner] }),
+    );
+    await showing("the regions swapped", [[1100, 600, inputs[0].rgb], [160, 90, inputs[2].rgb]]);
+    await ok(server, "/mixer/terminate", { uri: "mixer://l1" });
+
+    await ok(server, "/mixer/startup", {
+      uri: "mixer://wcs",
+      mixerLayoutClass: "com.flashphoner.mixerlayout.CenterNoPaddingGridLayout",
+    });
+    await refused(server, "/mixer/startup", { uri: "mixer://bad", background: "nothing.png" }, 404);
+    await ok(server, "/mixer/terminate", { uri: "mixer://wcs" });
+  }, config);
+});
+
+Deno.test("load test: 2 mixers x 3 streams start, and stop ends every mixer and subprocess", async () => {
+  const config = testConfig();
+  await clips(config.folders.media);
+  await withServer(async (server) => {
+    for (const input of inputs) {
+      await ok(server, "/vod/startup", {
+        uri: `vod-live://${input.name}.mp4`,
+        localStreamName: input.name,
+      });
+    }
+    const example = await (await server.post("/mixer/test/get_start_example")).json();
+    assert.equal(typeof example.mixerCount, "number");
+    const ffmpegBefore = childrenNamed("ffmpeg");
+    const body = {
+      feedingStreams: inputs.map((i) => i.name),
+      mixerCount: 2,
+      streamsInMixer: 3,
+      intervalInSeconds: 1,
+    };
+    await refused(
+      server,
+      "/mixer/test/start",
+      { ...body, streamsInMixer: 4 },
+      400,
+      /streamsInMixer/,
+    );
+    await refused(
+      server,
+      "/mixer/test/start",
+      { ...body, feedingStreams: ["red", "green", "x"] },
+      404,
+    );
+    await ok(server, "/mixer/test/start", body);
+    await refused(server, "/mixer/test/start", body, 409);
+    const started = await waitFor("two mixers of three inputs", async () => {
+      const found = await mixers(server);
+      return found.length === 2 && found.every((m) => m.mediaSessions.length === 3)
+        ? found
+        : undefined;
+    }, 15_000);
+    assert.deepEqual(started.map((m) => m.uri).sort(), [
+      "mixer://mixer-test-1",
+      "mixer://mixer-test-2",
+    ]);
+    // Each mixer: one video and one audio encoder, and an audio decoder per input; the
+    // inputs' video decoders are shared.
+    assert.ok(childrenNamed("ffmpeg") >= ffmpegBefore + 2 * (2 + 3) + 3);
+    await ok(server, "/mixer/test/stop", {});
+    assert.deepEqual(await mixers(server), []);
+    await waitFor(
+      "every mixer ffmpeg to exit",
+      () => childrenNamed("ffmpeg") === ffmpegBefore || undefined,
+    );
+    assert.equal(server.services.decoders.decoders, 0);
   }, config);
 });

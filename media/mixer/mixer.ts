@@ -23,7 +23,7 @@ import { createVideoEncoder } from "../transcoder/video_encoder.ts";
 import type { PlacedWatermark } from "../transcoder/rendition.ts";
 import { AudioMixer } from "./audio_mixer.ts";
 import { i420Size, type YuvColor } from "./i420.ts";
-import type { LayoutName } from "./layout.ts";
+import type { CustomLayout, LayoutName } from "./layout.ts";
 import { PcmDecoder, PcmEncoder, type PcmFormat } from "./pcm_codec.ts";
 import { type RawVideoFrame, VideoComposer } from "./video_composer.ts";
 
@@ -76,7 +76,7 @@ export interface MixerOptions {
   settings: MixerSettings;
   hasVideo: boolean;
   hasAudio: boolean;
-  layout: LayoutName;
+  layout: LayoutName | CustomLayout;
   /** Colour around and between the pictures. */
   background?: YuvColor;
   /** An I420 picture of the output's size under the inputs. */
@@ -374,9 +374,20 @@ export class Mixer {
     this.#composer?.setWatermark(watermark && { ...watermark.image, ...watermark });
   }
 
-  /** The composer, for layout and per-input features. */
-  get composer(): VideoComposer | undefined {
-    return this.#composer;
+  /**
+   * Draws `watermark` over the tile of input `name` from its next frame, (x, y) from the
+   * tile's top-left; undefined removes it.
+   */
+  setInputWatermark(name: string, watermark: PlacedWatermark | undefined): void {
+    if (!this.#inputs.has(name)) {
+      throw new NotFoundError(`stream ${name} is not in mixer ${this.#options.name}`);
+    }
+    this.#composer?.setInputWatermark(name, watermark && { ...watermark.image, ...watermark });
+  }
+
+  /** Lays the inputs out by `layout` from the next frame. */
+  setLayout(layout: LayoutName | CustomLayout): void {
+    this.#composer?.setLayout(layout);
   }
 
   /** Ends the mixer: every input leaves, the output stream ends (idempotent). */

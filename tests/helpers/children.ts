@@ -4,7 +4,12 @@
 export function childrenNamed(name: string): number {
   let count = 0;
   for (const task of Deno.readDirSync(`/proc/${Deno.pid}/task`)) {
-    const children = Deno.readTextFileSync(`/proc/${Deno.pid}/task/${task.name}/children`);
+    let children: string;
+    try {
+      children = Deno.readTextFileSync(`/proc/${Deno.pid}/task/${task.name}/children`);
+    } catch {
+      continue; // The thread ended meanwhile.
+    }
     for (const pid of children.split(" ").filter(Boolean)) {
       try {
         if (Deno.readTextFileSync(`/proc/${pid}/comm`).trim() === name) count++;
