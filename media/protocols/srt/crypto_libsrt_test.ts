@@ -19,7 +19,12 @@ const EXT_HSRSP = 2;
 const EXT_KMREQ = 3;
 const EXT_KMRSP = 4;
 const CONTROL_HANDSHAKE = 0;
+const CONTROL_ACK = 2;
 const CONTROL_SHUTDOWN = 5;
+const ACK_EVERY_PACKETS = 32;
+const CONTROL_USER_DEFINED = 0x7fff;
+/** First word of a KMREQ user-defined control packet (subtype 3): a key refresh. */
+const CONTROL_KMREQ = 0xffff0003;
 /** TSBPD, TLPKTDROP, HAICRYPT, NAKREPORT, REXMITFLG: what libsrt 1.5 live mode offers. */
 const SRT_FLAGS = 0x3f;
 const SRT_VERSION = 0x00010501;
@@ -47,10 +52,18 @@ interface Handshake {
   extensions: Map<number, Uint8Array>;
 }
 
-function controlPacket(type: number, destSocketId: number, cif: Uint8Array, startMs: number) {
+function controlPacket(
+  type: number,
+  destSocketId: number,
+  cif: Uint8Array,
+  startMs: number,
+  subtype = 0,
+  typeInfo = 0,
+) {
   const out = new Uint8Array(16 + cif.length);
   const view = new DataView(out.buffer);
-  view.setUint32(0, (0x8000 | type) << 16 >>> 0);
+  view.setUint32(0, (((0x8000 | type) << 16) | subtype) >>> 0);
+  view.setUint32(4, typeInfo);
   view.setUint32(8, Math.round((performance.now() - startMs) * 1000) >>> 0);
   view.setUint32(12, destSocketId);
   out.set(cif, 16);
@@ -140,8 +153,17 @@ function assertTransportStream(payload: Uint8Array, label: string): void {
   }
 }
 
+interface CallerRun {
+  keyLength: 16 | 24 | 32;
+  passphrase: string;
+  /** Data packets to collect before hanging up. */
+  packets: number;
+  /** libsrt's key refresh period and pre-announce, in packets. */
+  refresh?: { rate: number; preannounce: number };
+}
+
 /** Answers an ffmpeg caller's handshake as a listener and collects decrypted data packets. */
-async function receiveFromFfmpeg(keyLength: 16 | 24 | 32, passphrase: string) {
+async function receiveFromFfmpeg(o: CallerRun) {
   const socket = await bindSocket();
   const port = socket.address().port;
   const startMs = performance.now();
@@ -149,14 +171,19 @@ async function receiveFromFfmpeg(keyLength: 16 | 24 | 32, passphrase: string) {
   const cookie = 0x5eed1234;
   const decrypted: Promise<Uint8Array>[] = [];
   const raw: Uint8Array[] = [];
+  const keyFlags: number[] = [];
+  const refreshes: KeyMaterial[] = [];
   let peerSocketId = 0;
+  let ackNumber = 0;
   let peer: { address: string; port: number } | undefined;
-  let cipher: Promise<SrtCipher> | undefined;
+  // Each step (key exchange, each refresh) waits for the previous one, as packets do for it.
+  let ready: Promise<SrtCipher> | undefined;
   let offered: KeyMaterial | undefined;
   let offeredEncryption = -1;
   const enough = Promise.withResolvers<void>();
   socket.on("message", (message: Uint8Array, from: { address: string; port: number }) => {
     const packet = new Uint8Array(message);
+    const view = new DataView(packet.buffer, packet.byteOffset, packet.byteLength);
     peer = from;
     const reply = (bytes: Uint8Array) => socket.send(bytes, from.port, from.address);
     const hs = parseHandshake(packet);
@@ -170,11 +197,11 @@ async function receiveFromFfmpeg(keyLength: 16 | 24 | 32, passphrase: string) {
         cookie,
       }, []);
       reply(controlPacket(CONTROL_HANDSHAKE, peerSocketId, cif, startMs));
-    } else if (hs?.type === HANDSHAKE_TYPE_CONCLUSION && !cipher) {
+    } else if (hs?.type === HANDSHAKE_TYPE_CONCLUSION && !ready) {
       offeredEncryption = hs.encryption;
       offered = parseKeyMaterial(hs.extensions.get(EXT_KMREQ)!);
-      cipher = SrtCipher.fromKeyMaterial(offered, passphrase);
-      cipher.then((c) => {
+      ready = SrtCipher.fromKeyMaterial(offered, o.passphrase);
+      ready.then((c) => {
         const hsrsp = words(SRT_VERSION, SRT_FLAGS, (LATENCY_MS << 16) | LATENCY_MS);
         const cif = handshakeCif({ ...hs, extensionField: 3, socketId: ourSocketId, cookie }, [
           [EXT_HSRSP, hsrsp],
@@ -182,30 +209,47 @@ async function receiveFromFfmpeg(keyLength: 16 | 24 | 32, passphrase: string) {
         ]);
         reply(controlPacket(CONTROL_HANDSHAKE, peerSocketId, cif, startMs));
       }, () => enough.resolve());
-    } else if (!(packet[0] & 0x80) && cipher && packet.length > 16) {
-      const view = new DataView(packet.buffer, packet.byteOffset);
+    } else if (view.getUint32(0) === CONTROL_KMREQ && ready) {
+      const km = parseKeyMaterial(packet.slice(16));
+      refreshes.push(km);
+      ready = ready.then(async (c) => {
+        await c.updateKeyMaterial(km);
+        reply(controlPacket(CONTROL_USER_DEFINED, peerSocketId, c.keyMaterial(), startMs, 4));
+        return c;
+      });
+    } else if (!(packet[0] & 0x80) && ready && packet.length > 16) {
       const seq = view.getUint32(0);
       const kk = ((view.getUint32(4) >>> 27) & 3) as 1 | 2;
-      raw.push(packet.slice(16));
-      decrypted.push(cipher.then((c) => c.decrypt(seq, kk, packet.slice(16))));
-      if (decrypted.length >= 20) enough.resolve();
+      const payload = packet.slice(16);
+      raw.push(payload);
+      keyFlags.push(kk);
+      decrypted.push(ready.then((c) => c.decrypt(seq, kk, payload)));
+      // libsrt regenerates keys only while ACKs arrive (it checks on each ACK).
+      if (decrypted.length % ACK_EVERY_PACKETS === 0) {
+        const ack = words(seq + 1, 1000, 500, 8192, 1000, 10_000, 1_000_000);
+        reply(controlPacket(CONTROL_ACK, peerSocketId, ack, startMs, 0, ++ackNumber));
+      }
+      if (decrypted.length >= o.packets) enough.resolve();
     }
   });
+  const refresh = o.refresh
+    ? `&kmrefreshrate=${o.refresh.rate}&kmpreannounce=${o.refresh.preannounce}`
+    : "";
   const child = ffmpeg([
-    "-re",
     "-f",
     "lavfi",
     "-i",
-    "testsrc=size=160x120:rate=25",
+    "testsrc=size=640x480:rate=25",
     "-t",
-    "20",
+    "120",
+    "-b:v",
+    "8M",
     "-c:v",
     "mpeg2video",
     "-f",
     "mpegts",
-    `srt://127.0.0.1:${port}?mode=caller&passphrase=${passphrase}&pbkeylen=${keyLength}&latency=${
-      LATENCY_MS * 1000
-    }`,
+    `srt://127.0.0.1:${port}?mode=caller&passphrase=${o.passphrase}&pbkeylen=${o.keyLength}` +
+    `&latency=${LATENCY_MS * 1000}${refresh}`,
   ]);
   const timer = setTimeout(() => enough.resolve(), 10_000);
   try {
@@ -216,8 +260,10 @@ async function receiveFromFfmpeg(keyLength: 16 | 24 | 32, passphrase: string) {
       offered,
       offeredEncryption,
       raw,
+      keyFlags,
+      refreshes,
       payloads: await Promise.all(decrypted),
-      cipher: await cipher?.catch((e) => e as Error),
+      cipher: await ready?.catch((e) => e as Error),
     };
   } finally {
     clearTimeout(timer);
@@ -232,11 +278,15 @@ Deno.test({
   ignore: !hasSrt,
   async fn() {
     for (const keyLength of [16, 24, 32] as const) {
-      const run = await receiveFromFfmpeg(keyLength, "interop passphrase");
+      const run = await receiveFromFfmpeg({
+        keyLength,
+        passphrase: "interop passphrase",
+        packets: 40,
+      });
       assert.equal(run.offered?.keyLength, keyLength);
       assert.equal(run.offeredEncryption, keyLength / 8, "the handshake's PBKEYLEN field");
       assert.ok(run.cipher instanceof SrtCipher, String(run.cipher));
-      assert.ok(run.payloads.length >= 20, `only ${run.payloads.length} data packets`);
+      assert.ok(run.payloads.length >= 40, `only ${run.payloads.length} data packets`);
       run.payloads.forEach((p, i) => assertTransportStream(p, `AES-${keyLength * 8} packet ${i}`));
       assert.ok(run.raw.some((p) => p[0] !== 0x47), "the wire bytes are encrypted");
       await assert.rejects(
@@ -244,6 +294,28 @@ Deno.test({
         SrtCryptoError,
       );
     }
+  },
+});
+
+Deno.test({
+  name:
+    "libsrt interop: keys ffmpeg refreshes mid-stream (KM with both keys, KK switching) decrypt",
+  ignore: !hasSrt,
+  async fn() {
+    const run = await receiveFromFfmpeg({
+      keyLength: 16,
+      passphrase: "interop passphrase",
+      packets: 600,
+      refresh: { rate: 200, preannounce: 50 },
+    });
+    assert.ok(run.cipher instanceof SrtCipher, String(run.cipher));
+    assert.ok(run.payloads.length >= 600, `only ${run.payloads.length} data packets`);
+    run.payloads.forEach((p, i) => assertTransportStream(p, `packet ${i} (KK ${run.keyFlags[i]})`));
+    const switches = run.keyFlags.filter((kk, i) => i > 0 && kk !== run.keyFlags[i - 1]).length;
+    assert.ok(switches >= 2, `KK sequence switched ${switches} times`);
+    assert.ok(run.keyFlags.includes(2), "the odd key was used");
+    const kinds = new Set(run.refreshes.map((km) => km.keyBasedEncryption));
+    assert.ok(kinds.has(3), "a refresh announced both keys");
   },
 });
 
