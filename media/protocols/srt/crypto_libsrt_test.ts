@@ -25,6 +25,12 @@ const ACK_EVERY_PACKETS = 32;
 const CONTROL_USER_DEFINED = 0x7fff;
 /** First word of a KMREQ user-defined control packet (subtype 3): a key refresh. */
 const CONTROL_KMREQ = 0xffff0003;
+/** First word of a KMRSP user-defined control packet (subtype 4). */
+const CONTROL_KMRSP = 0xffff0004;
+/** Where our sender refreshes, switches and retires keys in its 2 s stream, in packets. */
+const REFRESH_AT_PACKET = 10;
+const SWITCH_AT_PACKET = 20;
+const RETIRE_AT_PACKET = 35;
 /** TSBPD, TLPKTDROP, HAICRYPT, NAKREPORT, REXMITFLG: what libsrt 1.5 live mode offers. */
 const SRT_FLAGS = 0x3f;
 const SRT_VERSION = 0x00010501;
@@ -331,15 +337,21 @@ async function freeUdpPort(): Promise<number> {
  * Calls an ffmpeg listener with our KMREQ; when it answers with a KMRSP, sends `ts`
  * encrypted in data packets and a shutdown. Returns the handshake answer.
  */
-async function sendToFfmpeg(port: number, sender: SrtCipher, ts: Uint8Array) {
+async function sendToFfmpeg(port: number, sender: SrtCipher, ts: Uint8Array, refresh: boolean) {
   const socket = await bindSocket();
   const startMs = performance.now();
   const ourSocketId = 0x1b1b1b1b;
   const isn = 1000;
   const answers: Handshake[] = [];
   const answered = Promise.withResolvers<void>();
+  const kmRequests: Uint8Array[] = [];
+  const kmResponses: Uint8Array[] = [];
   socket.on("message", (message: Uint8Array) => {
-    const hs = parseHandshake(new Uint8Array(message));
+    const packet = new Uint8Array(message);
+    if (new DataView(packet.buffer).getUint32(0) === CONTROL_KMRSP) {
+      kmResponses.push(packet.slice(16));
+    }
+    const hs = parseHandshake(packet);
     if (!hs) return;
     answers.push(hs);
     if (hs.type === HANDSHAKE_TYPE_INDUCTION) {
@@ -380,6 +392,17 @@ async function sendToFfmpeg(port: number, sender: SrtCipher, ts: Uint8Array) {
     if (conclusion?.type === HANDSHAKE_TYPE_CONCLUSION) {
       let seq = isn;
       for (let at = 0; at < ts.length; at += PAYLOAD_BYTES, seq++) {
+        // libsrt's order: announce both keys, switch to the new one, retire the old one.
+        const index = seq - isn;
+        if (refresh && (index === REFRESH_AT_PACKET || index === RETIRE_AT_PACKET)) {
+          const km = index === REFRESH_AT_PACKET
+            ? await sender.refresh()
+            : await sender.retireOldKey();
+          kmRequests.push(km);
+          const kmreq = controlPacket(CONTROL_USER_DEFINED, conclusion.socketId, km, startMs, 3);
+          socket.send(kmreq, port, "127.0.0.1");
+        }
+        if (refresh && index === SWITCH_AT_PACKET) sender.activateNewKey();
         const sealed = await sender.encrypt(seq, ts.subarray(at, at + PAYLOAD_BYTES));
         const header = words(
           seq,
@@ -404,7 +427,7 @@ async function sendToFfmpeg(port: number, sender: SrtCipher, ts: Uint8Array) {
       // Closing the socket right after send() would drop the datagram.
       await new Promise((r) => socket.send(shutdown, port, "127.0.0.1", r));
     }
-    return conclusion;
+    return { conclusion, kmRequests, kmResponses };
   } finally {
     clearInterval(repeat);
     clearTimeout(timeout);
@@ -466,6 +489,7 @@ async function callFfmpegListener(
   sender: SrtCipher,
   ts: Uint8Array,
   out: string,
+  refresh = false,
 ) {
   const port = await freeUdpPort();
   const child = ffmpeg([
@@ -479,14 +503,14 @@ async function callFfmpegListener(
   ]);
   let timer: ReturnType<typeof setTimeout> | undefined;
   try {
-    const answer = await sendToFfmpeg(port, sender, ts);
+    const { conclusion: answer, ...keys } = await sendToFfmpeg(port, sender, ts, refresh);
     // A refused caller never gets data through, so ffmpeg only ends on its own timeout.
-    if (answer?.type !== HANDSHAKE_TYPE_CONCLUSION) return { answer, ended: false };
+    if (answer?.type !== HANDSHAKE_TYPE_CONCLUSION) return { answer, ended: false, ...keys };
     const ended = await Promise.race([
       child.status,
       new Promise((r) => timer = setTimeout(() => r(undefined), 10_000)),
     ]);
-    return { answer, ended: ended !== undefined };
+    return { answer, ended: ended !== undefined, ...keys };
   } finally {
     clearTimeout(timer);
     await stop(child);
@@ -509,6 +533,30 @@ Deno.test({
         assert.ok(ended, "ffmpeg ends on our shutdown");
         assert.equal(await countVideoFrames(out), 50, `AES-${keyLength * 8}`);
       }
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
+
+Deno.test({
+  name: "libsrt interop: an ffmpeg listener follows our key refresh (both keys, switch, retire)",
+  ignore: !hasSrt,
+  async fn() {
+    const ts = await makeTransportStream(2);
+    const dir = await Deno.makeTempDir();
+    try {
+      const sender = await SrtCipher.create("interop passphrase", 16);
+      const out = `${dir}/refresh.ts`;
+      const run = await callFfmpegListener("interop passphrase", sender, ts, out, true);
+      assert.equal(run.answer?.type, HANDSHAKE_TYPE_CONCLUSION, `answer ${run.answer?.type}`);
+      assert.equal(sender.txKey, 2, "the stream ended on the odd key");
+      assert.deepEqual(
+        run.kmRequests.map((km) => parseKeyMaterial(km).keyBasedEncryption),
+        [3, 2],
+      );
+      assert.deepEqual(run.kmResponses, run.kmRequests, "libsrt echoes each KMREQ");
+      assert.equal(await countVideoFrames(out), 50, "every packet decrypted across the switch");
     } finally {
       await Deno.remove(dir, { recursive: true });
     }
