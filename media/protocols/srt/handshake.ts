@@ -284,8 +284,10 @@ export function inductionResponse(req: Handshake, cookie: number): Handshake {
 export interface ConclusionResponseOptions {
   /** The listener's socket id for this connection. */
   socketId: number;
-  /** Negotiated latency, ms (both directions). */
-  latencyMs: number;
+  /** Latency this side's receiver plays at, ms. */
+  receiverLatencyMs: number;
+  /** Latency the caller's receiver plays at, ms. */
+  senderLatencyMs: number;
   /** Receive buffer in packets (the flow window announced). */
   flowWindow: number;
   /** KMRSP contents: the KM message echoed, or a one-word KM state on failure. */
@@ -297,8 +299,8 @@ export function conclusionResponse(req: Handshake, o: ConclusionResponseOptions)
   const srt = serializeSrtHandshakeInfo({
     srtVersion,
     flags: ownSrtFlags,
-    receiverLatencyMs: o.latencyMs,
-    senderLatencyMs: o.latencyMs,
+    receiverLatencyMs: o.receiverLatencyMs,
+    senderLatencyMs: o.senderLatencyMs,
   });
   const extensions: HsExtension[] = [{ type: HsExtType.hsRsp, data: srt }];
   if (o.keyMaterial) extensions.push({ type: HsExtType.kmRsp, data: o.keyMaterial });

@@ -61,7 +61,8 @@ Deno.test("libsrt conclusion: HSREQ latency and flags, stream id, our HSRSP equa
   assert.equal(c.srt?.flags, 0xbf);
   const answer = conclusionResponse(req, {
     socketId: 0x27700e87,
-    latencyMs: 120,
+    receiverLatencyMs: 120,
+    senderLatencyMs: 120,
     flowWindow: 8192,
   });
   const ours = parseHandshake(serializeHandshake(answer));

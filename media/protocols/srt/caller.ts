@@ -1,0 +1,196 @@
+/**
+ * SRT caller mode (draft-sharabayko-srt §4.3.1.1): connects to a remote listener from its own
+ * UDP socket with induction then conclusion (HSREQ, KMREQ, stream id), repeating each request
+ * until answered, and returns the established connection. Used for pull and in tests.
+ */
+import dgram from "node:dgram";
+import { ParseError } from "../../../core/errors.ts";
+import { ControlType, parsePacket, serializeControl } from "./packet.ts";
+import {
+  conclusionRequest,
+  type Handshake,
+  HandshakeType,
+  inductionRequest,
+  parseHandshake,
+  readConclusion,
+  RejectReason,
+  rejectReasonOf,
+  serializeHandshake,
+  srtMagic,
+} from "./handshake.ts";
+import { defaultPeerIdleTimeoutMs, SrtConnection } from "./connection.ts";
+import { defaultBufferPackets, defaultLatencyMs } from "./listener.ts";
+import { SrtCipher } from "./crypto.ts";
+import { randomSeq } from "./seq.ts";
+import { SrtError, SrtRejectedError, SrtTimeoutError } from "./errors.ts";
+
+/** Interval between repeated handshake requests, ms (libsrt's). */
+const handshakeRepeatMs = 250;
+/** Default time allowed for the handshake, ms (libsrt's SRTO_CONNTIMEO). */
+export const defaultConnectTimeoutMs = 3000;
+
+/** Options of a caller connection. */
+export interface SrtCallerOptions {
+  /** Listener address (IPv4 or IPv6 literal). */
+  hostname: string;
+  port: number;
+  streamId?: string;
+  latencyMs?: number;
+  /** Encrypt with this passphrase (10 to 79 characters). */
+  passphrase?: string;
+  /** Key length when encrypting: 16, 24 or 32 bytes. */
+  keyLengthBytes?: 16 | 24 | 32;
+  connectTimeoutMs?: number;
+  peerIdleTimeoutMs?: number;
+  bufferPackets?: number;
+}
+
+/** Connects to an SRT listener; throws SrtRejectedError or SrtTimeoutError. */
+export async function connectSrt(o: SrtCallerOptions): Promise<SrtConnection> {
+  const socket = dgram.createSocket(o.hostname.includes(":") ? "udp6" : "udp4");
+  await new Promise<void>((resolve) => socket.bind(0, resolve));
+  const closeSocket = () => new Promise<void>((resolve) => socket.close(() => resolve()));
+  try {
+    return await handshake(socket, o, closeSocket);
+  } catch (e) {
+    await closeSocket();
+    throw e;
+  }
+}
+
+async function handshake(
+  socket: dgram.Socket,
+  o: SrtCallerOptions,
+  closeSocket: () => Promise<void>,
+): Promise<SrtConnection> {
+  const startMs = performance.now();
+  const socketId = (crypto.getRandomValues(new Uint32Array(1))[0] & 0x3fffffff) || 1;
+  const latencyMs = o.latencyMs ?? defaultLatencyMs;
+  const bufferPackets = o.bufferPackets ?? defaultBufferPackets;
+  const base = {
+    socketId,
+    initialSeq: randomSeq(),
+    listenerAddress: o.hostname,
+    flowWindow: bufferPackets,
+  };
+  const cipher = o.passphrase
+    ? await SrtCipher.create(o.passphrase, o.keyLengthBytes ?? 16)
+    : undefined;
+  const send = (hs: Handshake) =>
+    socket.send(
+      serializeControl({
+        type: ControlType.handshake,
+        subtype: 0,
+        typeInfo: 0,
+        timestamp: Math.round((performance.now() - startMs) * 1000) >>> 0,
+        destSocketId: 0,
+        body: serializeHandshake(hs),
+      }),
+      o.port,
+      o.hostname,
+    );
+
+  let request = inductionRequest(base);
+  const answer = await new Promise<{ hs: Handshake; timestamp: number; arrivalMs: number }>(
+    (resolve, reject) => {
+      const timeoutMs = o.connectTimeoutMs ?? defaultConnectTimeoutMs;
+      const deadline = setTimeout(() => {
+        finish();
+        reject(
+          new SrtTimeoutError(
+            `no SRT handshake answer from ${o.hostname}:${o.port} in ${timeoutMs} ms`,
+          ),
+        );
+      }, timeoutMs);
+      const repeat = setInterval(() => send(request), handshakeRepeatMs);
+      const finish = () => {
+        clearTimeout(deadline);
+        clearInterval(repeat);
+        socket.off("message", onMessage);
+      };
+      const onMessage = (msg: Uint8Array) => {
+        let hs: Handshake;
+        let timestamp: number;
+        try {
+          const p = parsePacket(msg);
+          if (p.kind !== "control" || p.type !== ControlType.handshake) return;
+          if (p.destSocketId !== socketId) return;
+          hs = parseHandshake(p.body);
+          timestamp = p.timestamp;
+        } catch (e) {
+          if (e instanceof ParseError) return;
+          throw e;
+        }
+        const reason = rejectReasonOf(hs.type);
+        if (reason !== undefined) {
+          finish();
+          reject(
+            new SrtRejectedError(reason, `SRT listener refused the connection: code ${reason}`),
+          );
+        } else if (
+          hs.type === HandshakeType.induction && request.type === HandshakeType.induction
+        ) {
+          if (hs.version !== 5 || hs.extensionField !== srtMagic) {
+            finish();
+            reject(new SrtRejectedError(RejectReason.version, "listener does not speak HSv5"));
+            return;
+          }
+          request = conclusionRequest({
+            ...base,
+            cookie: hs.cookie,
+            latencyMs,
+            streamId: o.streamId,
+            keyMaterial: cipher?.keyMaterial(),
+            keyLengthBytes: cipher?.keyLength,
+          });
+          send(request);
+        } else if (
+          hs.type === HandshakeType.conclusion && request.type === HandshakeType.conclusion
+        ) {
+          finish();
+          resolve({ hs, timestamp, arrivalMs: performance.now() });
+        }
+      };
+      socket.on("message", onMessage);
+      send(request);
+    },
+  );
+
+  const response = readConclusion(answer.hs);
+  if (!response.srt) throw new SrtError("listener answered without HSRSP");
+  if (cipher && (!response.keyMaterial || response.keyMaterial.length <= 4)) {
+    throw new SrtRejectedError(RejectReason.badSecret, "listener did not take our key material");
+  }
+  const connection = new SrtConnection({
+    socketId,
+    peerSocketId: answer.hs.socketId,
+    peer: { hostname: o.hostname, port: o.port },
+    streamId: o.streamId ?? "",
+    latencyMs: Math.max(latencyMs, response.srt.senderLatencyMs),
+    senderLatencyMs: Math.max(latencyMs, response.srt.receiverLatencyMs),
+    initialSeq: base.initialSeq,
+    peerStartMs: answer.arrivalMs - answer.timestamp / 1000,
+    startMs,
+    peerFlowWindow: answer.hs.flowWindow,
+    bufferPackets,
+    cipher,
+    peerIdleTimeoutMs: o.peerIdleTimeoutMs ?? defaultPeerIdleTimeoutMs,
+    sendDatagram: (bytes) => socket.send(bytes, o.port, o.hostname),
+    onEnded: () => {
+      socket.off("message", onData);
+      return closeSocket();
+    },
+  });
+  const onData = (msg: Uint8Array, info: dgram.RemoteInfo) => {
+    if (info.port !== o.port) return;
+    try {
+      const p = parsePacket(msg);
+      if (p.destSocketId === socketId) connection.handlePacket(p);
+    } catch (e) {
+      if (!(e instanceof ParseError)) throw e;
+      connection.countMalformed();
+    }
+  };
+  socket.on("message", onData);
+  return connection;
+}

@@ -1,0 +1,328 @@
+/**
+ * One established SRT connection, either side of the handshake: a Receiver and a Sender over
+ * a datagram function, with the 10 ms timer, keepalive, peer idle timeout, shutdown and key
+ * refresh from the peer. The listener or caller that made it feeds it the peer's packets.
+ */
+import { ParseError } from "../../../core/errors.ts";
+import {
+  ControlType,
+  emptyControlBody,
+  parseAck,
+  parseDropRequest,
+  parseNak,
+  serializeControl,
+  type SrtPacket,
+  UserDefinedSubtype,
+} from "./packet.ts";
+import { Receiver, type ReceiverStats } from "./receiver.ts";
+import { Sender, type SenderStats } from "./sender.ts";
+import type { SrtCipher } from "./crypto.ts";
+import { parseKeyMaterial } from "./key_material.ts";
+
+/** Period of the connection timer (ACK, NAK, delivery, drop), ms (libsrt's SYN interval). */
+export const tickIntervalMs = 10;
+/** A keepalive goes out when nothing else did for this long, ms. */
+const keepaliveIntervalMs = 1000;
+/** Peer silence that ends a connection by default, ms (libsrt's SRTO_PEERIDLETIMEO). */
+export const defaultPeerIdleTimeoutMs = 5000;
+/** Payloads queued for a reader that is not reading, before the oldest are dropped. */
+const maxQueuedPayloads = 8192;
+
+/** Why a connection ended. */
+export type SrtCloseReason = "shutdown" | "timeout" | "closed";
+
+/** Address of the peer. */
+export interface SrtPeer {
+  hostname: string;
+  port: number;
+}
+
+/** What a listener or caller knows once the handshake is done. */
+export interface SrtConnectionInit {
+  socketId: number;
+  peerSocketId: number;
+  peer: SrtPeer;
+  streamId: string;
+  /** Negotiated TSBPD latency of this side's receiver, ms. */
+  latencyMs: number;
+  /** Latency the peer's receiver plays at, ms (defaults to `latencyMs`). */
+  senderLatencyMs?: number;
+  /** Initial sequence number of both directions (the caller's, in HSv5). */
+  initialSeq: number;
+  /** Local time (ms) at which the peer's packet clock read 0. */
+  peerStartMs: number;
+  /** Local time (ms) this side's packet clock starts from. */
+  startMs: number;
+  /** The peer's flow window, packets. */
+  peerFlowWindow: number;
+  /** Own receive buffer, packets. */
+  bufferPackets: number;
+  /** Present when the connection is encrypted. */
+  cipher?: SrtCipher;
+  peerIdleTimeoutMs?: number;
+  /** Largest payload of one data packet, bytes. */
+  payloadBytes?: number;
+  sendDatagram: (bytes: Uint8Array) => void;
+  /** Called once when the connection ends (the owner forgets it, a caller closes its socket). */
+  onEnded?: (connection: SrtConnection) => void | Promise<void>;
+}
+
+/** Counters of a connection, both directions. */
+export interface SrtConnectionStats {
+  received: ReceiverStats;
+  sent: SenderStats;
+  /** Control and data packets that did not parse or made no sense, dropped. */
+  malformed: number;
+  /** Key material refreshes taken from the peer. */
+  keyRefreshes: number;
+  /** Payloads the application did not read in time and that were discarded. */
+  readerOverflow: number;
+  /** Milliseconds since the handshake completed. */
+  uptimeMs: number;
+}
+
+/** An established SRT connection: read payloads (MPEG-TS) from it, send payloads on it. */
+export class SrtConnection {
+  /** Local socket id. */
+  readonly socketId: number;
+  /** The peer's socket id. */
+  readonly peerSocketId: number;
+  readonly peer: SrtPeer;
+  /** Stream id the caller sent (empty when none). */
+  readonly streamId: string;
+  /** Negotiated latency, ms. */
+  readonly latencyMs: number;
+  /** Whether payloads are encrypted. */
+  readonly encrypted: boolean;
+  /** Resolves with the reason once the connection ended. */
+  readonly closed: Promise<SrtCloseReason>;
+  #init: SrtConnectionInit;
+  #receiver: Receiver;
+  #sender: Sender;
+  #timer: ReturnType<typeof setInterval>;
+  #lastReceivedMs: number;
+  #lastSentMs: number;
+  #ended = false;
+  #endedWork: void | Promise<void> = undefined;
+  #resolveClosed!: (reason: SrtCloseReason) => void;
+  #onPayload: ((payload: Uint8Array) => void) | undefined;
+  #queue: Uint8Array[] = [];
+  #wake: (() => void) | undefined;
+  #malformed = 0;
+  #keyRefreshes = 0;
+  #readerOverflow = 0;
+
+  constructor(init: SrtConnectionInit) {
+    this.#init = init;
+    this.socketId = init.socketId;
+    this.peerSocketId = init.peerSocketId;
+    this.peer = init.peer;
+    this.streamId = init.streamId;
+    this.latencyMs = init.latencyMs;
+    this.encrypted = init.cipher !== undefined;
+    this.closed = new Promise((resolve) => this.#resolveClosed = resolve);
+    const now = performance.now();
+    this.#lastReceivedMs = now;
+    this.#lastSentMs = now;
+    const sendControl = (type: number, typeInfo: number, body: Uint8Array) =>
+      this.#sendControl(type, 0, typeInfo, body);
+    const cipher = init.cipher;
+    this.#receiver = new Receiver({
+      initialSeq: init.initialSeq,
+      latencyMs: init.latencyMs,
+      peerStartMs: init.peerStartMs,
+      bufferPackets: init.bufferPackets,
+      sendControl,
+      deliver: (payload) => this.#deliver(payload),
+      decrypt: cipher && ((seq, kk, payload) => cipher.decrypt(seq, kk, payload)),
+    });
+    this.#sender = new Sender({
+      initialSeq: init.initialSeq,
+      peerSocketId: init.peerSocketId,
+      latencyMs: init.senderLatencyMs ?? init.latencyMs,
+      flowWindow: init.peerFlowWindow,
+      startMs: init.startMs,
+      payloadBytes: init.payloadBytes,
+      sendDatagram: (bytes) => this.#send(bytes),
+      sendControl,
+      encrypt: cipher && ((seq, payload) => cipher.encrypt(seq, payload)),
+    });
+    this.#timer = setInterval(() => this.#tick(), tickIntervalMs);
+  }
+
+  /**
+   * Receives each delivered payload. Payloads that arrived before a handler was set are
+   * handed to it at once, in order.
+   */
+  set onPayload(handler: ((payload: Uint8Array) => void) | undefined) {
+    this.#onPayload = handler;
+    if (!handler) return;
+    const queued = this.#queue;
+    this.#queue = [];
+    for (const payload of queued) handler(payload);
+  }
+
+  /** The delivered payloads as an async iterator; it ends when the connection ends. */
+  async *payloads(): AsyncGenerator<Uint8Array> {
+    while (true) {
+      const payload = this.#queue.shift();
+      if (payload) {
+        yield payload;
+        continue;
+      }
+      if (this.#ended) return;
+      await new Promise<void>((resolve) => this.#wake = resolve);
+    }
+  }
+
+  /** Sends payload bytes (split into packets of at most 1316 bytes: 7 TS packets). */
+  send(payload: Uint8Array): void {
+    if (!this.#ended) this.#sender.send(payload);
+  }
+
+  /** Counters of both directions. */
+  stats(): SrtConnectionStats {
+    return {
+      received: { ...this.#receiver.stats },
+      sent: { ...this.#sender.stats },
+      malformed: this.#malformed,
+      keyRefreshes: this.#keyRefreshes,
+      readerOverflow: this.#readerOverflow,
+      uptimeMs: Math.round(performance.now() - this.#init.startMs),
+    };
+  }
+
+  /** Handles a packet addressed to this connection (called by its listener or caller). */
+  handlePacket(packet: SrtPacket): void {
+    if (this.#ended) return;
+    const now = performance.now();
+    this.#lastReceivedMs = now;
+    if (packet.kind === "data") {
+      this.#receiver.onData(packet, now);
+      return;
+    }
+    try {
+      switch (packet.type) {
+        case ControlType.ack:
+          this.#sender.onAck(packet.typeInfo, parseAck(packet.body));
+          break;
+        case ControlType.nak:
+          this.#sender.onNak(parseNak(packet.body));
+          break;
+        case ControlType.ackAck:
+          this.#receiver.onAckAck(packet.typeInfo, now);
+          break;
+        case ControlType.dropRequest:
+          this.#receiver.onDropRequest(parseDropRequest(packet.body));
+          break;
+        case ControlType.shutdown:
+          this.#receiver.flush();
+          this.#end("shutdown");
+          break;
+        case ControlType.userDefined:
+          if (packet.subtype === UserDefinedSubtype.kmRequest) this.#onKeyRefresh(packet.body);
+          break;
+          // Keepalive only refreshes lastReceivedMs; a handshake repeated by a caller that
+          // missed our answer is answered by the listener; congestion warnings are legacy.
+      }
+    } catch (e) {
+      if (!(e instanceof ParseError)) throw e;
+      this.#malformed++;
+    }
+  }
+
+  /** Counts a datagram for this connection that did not parse. */
+  countMalformed(): void {
+    this.#malformed++;
+  }
+
+  /** Sends a shutdown to the peer and stops. Idempotent. */
+  async close(): Promise<void> {
+    if (!this.#ended) {
+      await this.#sender.flushed();
+      this.#sendControl(ControlType.shutdown, 0, 0, emptyControlBody);
+      this.#end("closed");
+    }
+    await this.#receiver.settled();
+    await this.#endedWork;
+  }
+
+  #onKeyRefresh(body: Uint8Array): void {
+    const cipher = this.#init.cipher;
+    if (!cipher) return;
+    let km;
+    try {
+      km = parseKeyMaterial(body);
+    } catch {
+      this.#malformed++;
+      return;
+    }
+    cipher.updateKeyMaterial(km).then(() => {
+      this.#keyRefreshes++;
+      this.#sendControl(
+        ControlType.userDefined,
+        UserDefinedSubtype.kmResponse,
+        0,
+        cipher.keyMaterial(),
+      );
+    }, () => this.#malformed++);
+  }
+
+  #deliver(payload: Uint8Array): void {
+    if (this.#onPayload) {
+      this.#onPayload(payload);
+      return;
+    }
+    if (this.#queue.length >= maxQueuedPayloads) {
+      this.#queue.shift();
+      this.#readerOverflow++;
+    }
+    this.#queue.push(payload);
+    this.#wake?.();
+    this.#wake = undefined;
+  }
+
+  #tick(): void {
+    const now = performance.now();
+    if (now - this.#lastReceivedMs > (this.#init.peerIdleTimeoutMs ?? defaultPeerIdleTimeoutMs)) {
+      this.#end("timeout");
+      return;
+    }
+    this.#receiver.tick(now);
+    this.#sender.tick(now);
+    if (now - this.#lastSentMs >= keepaliveIntervalMs) {
+      this.#sendControl(ControlType.keepalive, 0, 0, emptyControlBody);
+    }
+  }
+
+  #sendControl(type: number, subtype: number, typeInfo: number, body: Uint8Array): void {
+    this.#send(serializeControl({
+      type,
+      subtype,
+      typeInfo,
+      timestamp: this.#timestamp(),
+      destSocketId: this.peerSocketId,
+      body,
+    }));
+  }
+
+  #timestamp(): number {
+    return Math.round((performance.now() - this.#init.startMs) * 1000) >>> 0;
+  }
+
+  #send(bytes: Uint8Array): void {
+    if (this.#ended) return;
+    this.#lastSentMs = performance.now();
+    this.#init.sendDatagram(bytes);
+  }
+
+  #end(reason: SrtCloseReason): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    clearInterval(this.#timer);
+    this.#wake?.();
+    this.#wake = undefined;
+    this.#resolveClosed(reason);
+    this.#endedWork = this.#init.onEnded?.(this);
+  }
+}
