@@ -3,7 +3,7 @@
  * of the pipeline, next to the `ffmpeg` CLI doing the same jobs, in one run (~2.5 minutes).
  *
  * Sources are VOD streams (`/vod/startup vod-live://...`, played in real time) of clips made
- * once with ffmpeg and cached in $TMPDIR/bench-transcode/: testsrc2 at 30 fps, x264
+ * once with ffmpeg and cached in $TMPDIR/bench-clips/: testsrc2 at 30 fps, x264
  * `veryfast` (B-frames) with a keyframe every 2 s, AAC. The server runs in this process.
  * 1. Native engine (a decoder ffmpeg per source and an encoder ffmpeg per output, children of
  *    this process; scaling in a kernel Worker of it; audio passed through). 720p30 source →
@@ -43,6 +43,9 @@ import {
   threadSharesBetween,
   type TreeSample,
 } from "./support/process_tree.ts";
+import { peerProgressArgs, type PeerRun, runPeers } from "./support/ffmpeg_peers.ts";
+import { testClip } from "./support/test_clip.ts";
+import { VideoArrivals } from "./support/video_arrivals.ts";
 
 /** Frame rate of every source and output. */
 const fps = 30;
@@ -74,69 +77,15 @@ const serverLog = benchLogLevel
   ? createLogger({ level: benchLogLevel, write: (line) => console.error(line) })
   : silentLogger;
 
-const cacheDir = `${Deno.env.get("TMPDIR") ?? "/tmp"}/bench-transcode`;
-
 /** The clip `WxH` (cached): testsrc2 30 fps, x264 veryfast with B-frames, GOP 2 s, AAC. */
-async function clip(width: number, height: number): Promise<string> {
-  const path = `${cacheDir}/testsrc2_${width}x${height}_${fps}fps_${clipSeconds}s.mp4`;
-  try {
-    await Deno.stat(path);
-    return path;
-  } catch {
-    // Not made yet.
-  }
-  await Deno.mkdir(cacheDir, { recursive: true });
-  const partial = `${path}.part.mp4`;
-  const args = [
-    ...["-v", "error", "-y"],
-    ...["-f", "lavfi", "-i", `testsrc2=size=${width}x${height}:rate=${fps}`],
-    ...["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000"],
-    ...["-t", String(clipSeconds), "-pix_fmt", "yuv420p"],
-    ...["-c:v", "libx264", "-preset", "veryfast", "-g", String(keyFrameInterval)],
-    ...["-c:a", "aac", "-b:a", "128k", partial],
-  ];
-  const made = await new Deno.Command("ffmpeg", { args, stderr: "inherit" }).output();
-  if (!made.success) throw new Error(`ffmpeg could not make ${path}`);
-  await Deno.rename(partial, path);
-  return path;
-}
+const clip = (width: number, height: number) =>
+  testClip(width, height, { fps, keyFrameInterval, seconds: clipSeconds });
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 function percentile(sorted: number[], p: number): number {
   if (sorted.length === 0) return NaN;
   return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))];
-}
-
-/** The wall time each video frame of a Stream arrived at a reader, in arrival order. */
-class VideoArrivals {
-  readonly pts: number[] = [];
-  readonly atMs: number[] = [];
-  #reader: ReturnType<Stream["reader"]>;
-  #reading: Promise<void>;
-
-  constructor(stream: Stream) {
-    const videoId = stream.videoTrack?.id;
-    const reader = stream.reader();
-    this.#reader = reader;
-    this.#reading = (async () => {
-      for await (const frame of reader) {
-        if (frame.trackId !== videoId) continue;
-        this.pts.push(frame.pts);
-        this.atMs.push(performance.now());
-      }
-    })();
-  }
-
-  /** Video frames that arrived in [fromMs, toMs). */
-  countBetween(fromMs: number, toMs: number): number {
-    return this.atMs.filter((t) => t >= fromMs && t < toMs).length;
-  }
-
-  async close(): Promise<void> {
-    this.#reader.close();
-    await this.#reading;
-  }
 }
 
 /**
@@ -309,16 +258,6 @@ class Bench {
   }
 }
 
-/** What a set of ffmpeg CLIs gives over one window. */
-interface PeerRun {
-  /** All the CLIs together, share of one core. */
-  cpu: number;
-  /** Output frames per second of each CLI (its first output). */
-  outFps: number[];
-  /** Resident memory of all the CLIs together, in MiB. */
-  rssMiB: number;
-}
-
 /** The encoder arguments of the pipeline for one profile, output format included. */
 function encoderOutputArgs(width: number, height: number): string[] {
   return videoEncoderArgs(
@@ -330,7 +269,7 @@ function encoderOutputArgs(width: number, height: number): string[] {
 /** `ffmpeg -re` reading `clipPath` with the pipeline's decoder settings and progress on stdout. */
 function peerInputArgs(clipPath: string): string[] {
   return [
-    ...["-hide_banner", "-loglevel", "error", "-nostats", "-progress", "pipe:1"],
+    ...peerProgressArgs,
     // The native engine runs every ffmpeg with one decoding thread.
     ...["-threads", "1", "-re", "-i", clipPath],
   ];
@@ -366,57 +305,7 @@ function splitPeer(clipPath: string): string[] {
 }
 
 /** Runs the CLIs side by side; measures a window once each has encoded and warmed up. */
-async function peers(argLists: string[][]): Promise<PeerRun> {
-  const children = argLists.map((args) =>
-    new Deno.Command("ffmpeg", { args, stdin: "null", stdout: "piped", stderr: "inherit" })
-      .spawn()
-  );
-  // Frames each CLI has written (its first output's `frame=` progress line).
-  const frames = children.map(() => 0);
-  const reading = children.map(async (child, i) => {
-    let text = "";
-    for await (const chunk of child.stdout.pipeThrough(new TextDecoderStream())) {
-      text += chunk;
-      const lines = text.split("\n");
-      text = lines.pop() ?? "";
-      for (const line of lines) {
-        const m = /^frame=(\d+)/.exec(line);
-        if (m) frames[i] = Number(m[1]);
-      }
-    }
-  });
-  try {
-    const deadline = performance.now() + flowTimeoutMs;
-    while (frames.some((n) => n === 0)) {
-      if (performance.now() > deadline) throw new Error("an ffmpeg peer wrote no frame");
-      await sleep(50);
-    }
-    await sleep(warmupMs);
-    const pids = children.map((c) => c.pid);
-    const sampleAll = () => pids.map((pid) => sampleTree(pid));
-    const framesBefore = [...frames];
-    const start = sampleAll();
-    await sleep(windowMs);
-    const end = sampleAll();
-    const seconds = (end[0].atMs - start[0].atMs) / 1000;
-    return {
-      cpu: start.reduce((sum, s, i) => sum + cpuShareBetween(s, end[i]), 0),
-      // Progress lines come about every 0.5 s: the count is read at that granularity.
-      outFps: frames.map((n, i) => (n - framesBefore[i]) / seconds),
-      rssMiB: end.reduce((sum, s) => sum + s.rootRssMiB, 0),
-    };
-  } finally {
-    for (const child of children) {
-      try {
-        child.kill("SIGKILL");
-      } catch {
-        // Exited already.
-      }
-    }
-    await Promise.all(children.map((c) => c.status));
-    await Promise.all(reading);
-  }
-}
+const peers = (argLists: string[][]) => runPeers(argLists, { flowTimeoutMs, warmupMs, windowMs });
 
 const pct = (share: number) => `${(share * 100).toFixed(1)}%`;
 const fpsText = (list: number[]) =>
