@@ -109,6 +109,13 @@ export class MixerRegistry {
     const name = uri.slice(mixerScheme.length);
     if (name === "") throw new BadRequestError("uri", "names no mixer after mixer://");
     const localStreamName = request.localStreamName || name;
+    const hasAudio = request.hasAudio ?? true;
+    if (hasAudio && !this.#engine.start) {
+      throw new BadRequestError(
+        "hasAudio",
+        `the ${this.#engine.kind} engine cannot mix audio live: start with hasAudio false, or use the native engine`,
+      );
+    }
     this.#checkFree(uri, localStreamName);
     const watermark = request.watermark
       ? await this.#watermarks.place(request.watermark, 0, 0, "watermark")
@@ -137,7 +144,7 @@ export class MixerRegistry {
         mediaSessionId: crypto.randomUUID(),
         settings: this.#settings(),
         hasVideo: request.hasVideo ?? true,
-        hasAudio: request.hasAudio ?? true,
+        hasAudio,
         layout: layouts.layout,
         ...background,
         watermark,
@@ -293,7 +300,9 @@ export class MixerRegistry {
       if (stream.ended) return;
       let entry = this.#entries.get(uri);
       if (!entry) {
-        await this.startup({ uri, localStreamName: room }, true);
+        // Video only where the engine cannot mix audio live (ffmpeg.wasm).
+        const hasAudio = this.#engine.start !== undefined;
+        await this.startup({ uri, localStreamName: room, hasAudio }, true);
         entry = this.#entries.get(uri)!;
       }
       if (!entry.mixer.has(stream.name)) {

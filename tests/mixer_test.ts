@@ -435,3 +435,33 @@ Deno.test("load test: 2 mixers x 3 streams start, and stop ends every mixer and 
     assert.equal(server.services.decoders.decoders, 0);
   }, config);
 });
+
+Deno.test("wasm engine: audio mixing is refused naming hasAudio; a video-only mixer shows its tiles", async () => {
+  const config = testConfig({ media: { engine: "wasm" } });
+  await clips(config.folders.media);
+  await withServer(async (server) => {
+    await refused(server, "/mixer/startup", { uri: "mixer://w" }, 400, /hasAudio/);
+    await ok(server, "/mixer/startup", {
+      uri: "mixer://w",
+      localStreamName: "mix",
+      hasAudio: false,
+    });
+    for (const name of ["red", "blue"]) {
+      await ok(server, "/vod/startup", { uri: `vod-live://${name}.mp4`, localStreamName: name });
+      await ok(server, "/mixer/add", { uri: "mixer://w", remoteStreamName: name });
+    }
+    await waitFor("red and blue side by side", async () => {
+      const pixels = await snapshotPixels(server, "mix").catch(() => undefined);
+      if (!pixels) return undefined;
+      try {
+        assertColour(pixels, 320, 360, inputs[0].rgb, "red");
+        assertColour(pixels, 960, 360, inputs[2].rgb, "blue");
+        return true;
+      } catch {
+        return undefined;
+      }
+    }, 30_000);
+    const [record] = await mixers(server);
+    assert.equal(record.hasAudio, false);
+  }, config);
+});

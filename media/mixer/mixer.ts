@@ -7,9 +7,9 @@
  *
  * Timing: output video tick n is presented at n / fps and output audio frame n at n x 20 ms,
  * both from the same start, so the output's A/V sync is by construction. An input's
- * pictures are placed on the output clock by an offset fixed at its first picture (`now +
- * videoDelayMs`), re-taken when its timeline jumps; its audio plays after the audio mixer's
- * jitter buffer. Both paths hold an input about as long, so it stays in sync with itself.
+ * pictures are placed on the output clock by an offset (`now + videoDelayMs` at the picture
+ * that came through fastest), re-taken when its timeline jumps; its audio plays after the
+ * audio mixer's jitter buffer. Both paths hold a streaming engine's input about as long.
  */
 import type { Logger } from "../../core/log.ts";
 import { ConflictError, NotFoundError } from "../../core/errors.ts";
@@ -30,17 +30,21 @@ import { type RawVideoFrame, VideoComposer } from "./video_composer.ts";
 /** `mediaProvider` of a mixer's output stream. */
 export const mixerMediaProvider = "Mixer";
 /**
- * How far ahead of the output clock an input's first picture is placed, in ms: room for the
- * decoder's bursts, which would otherwise arrive behind the clock and be dropped.
+ * How far ahead of the output clock an input's pictures are placed, in ms: room for the
+ * decoder's bursts, which would otherwise arrive behind the clock and be dropped. A chunked
+ * decoder (ffmpeg.wasm) hands over a GOP of up to 2 s at once, after a run.
  */
-const videoDelayMs = 150;
+const videoDelayMs = { streaming: 150, chunked: 3000 };
 /**
- * An input picture this far ahead of `videoDelayMs` came through faster than the one that
- * set the offset, which is then re-taken from it, in ms.
+ * An input picture this far ahead of the delay came through faster than the one that set
+ * the offset, which is then re-taken from it, in ms. Within a chunked decoder's burst every
+ * picture comes at once, so only a burst early by more than the delay re-takes it.
  */
-const videoLateSlackMs = 50;
-/** An input picture this far behind `videoDelayMs` re-takes the offset (a stall, a jump), in ms. */
+const videoEarlySlackMs = { streaming: 50, chunked: 3000 };
+/** An input picture this far behind the delay re-takes the offset (a stall, a jump), in ms. */
 const videoResyncMs = 300;
+/** Highest input frame rate the composer's queues are sized for, in frames per second. */
+const maxInputFps = 60;
 /** Audio an input buffers before it plays, in ms; about what its pictures are held. */
 const audioJitterMs = 100;
 /** Most audio an input may buffer, in ms: a decoder's start-up burst is cut to this. */
@@ -144,6 +148,8 @@ export class Mixer {
   #audioEncoder: PcmEncoder | undefined;
   #format: PcmFormat;
   #startMs = 0;
+  /** How the engine decodes: a picture at a time, or a GOP at a time. */
+  #pace: "streaming" | "chunked";
   #videoFrames = 0;
   #audioFrames = 0;
   #resyncs = 0;
@@ -155,6 +161,7 @@ export class Mixer {
     this.#audio = audio;
     const { settings, engine, log } = options;
     this.#format = { sampleRate: settings.sampleRate, channels: settings.channels };
+    this.#pace = engine.start ? "streaming" : "chunked";
     const tracks: Track[] = [];
     let videoTrack: Track | undefined;
     if (options.hasVideo) {
@@ -201,6 +208,7 @@ export class Mixer {
           background: options.background,
           backgroundImage: options.backgroundImage,
           watermark: options.watermark && { ...options.watermark.image, ...options.watermark },
+          maxQueuedFrames: Math.ceil(maxInputFps * (videoDelayMs[this.#pace] / 1000 + 0.2)),
         });
         this.#encoder = createVideoEncoder({
           engine,
@@ -420,11 +428,11 @@ export class Mixer {
   #onPicture(input: Input, picture: RawVideoFrame): void {
     if (this.#inputs.get(input.name) !== input || input.videoMuted || !this.#composer) return;
     const toClock = pipelineVideoClockHz / 1000;
-    const target = this.#nowPts() + videoDelayMs * toClock;
+    const target = this.#nowPts() + videoDelayMs[this.#pace] * toClock;
     const lag = input.offset === undefined ? NaN : picture.pts + input.offset - target;
     // The picture that came through fastest sets the offset: the first one usually comes
     // with the decoder's start-up delay, and the burst after it would queue ever ahead.
-    if (lag > videoLateSlackMs * toClock || !(lag >= -videoResyncMs * toClock)) {
+    if (lag > videoEarlySlackMs[this.#pace] * toClock || !(lag >= -videoResyncMs * toClock)) {
       if (input.offset !== undefined && lag < 0) this.#resyncs++;
       input.offset = target - picture.pts;
     }
@@ -441,7 +449,7 @@ export class Mixer {
     const data = new Uint8Array(i420Size(width, height));
     data.fill(16, 0, width * height);
     data.fill(128, width * height);
-    const delay = videoDelayMs * pipelineVideoClockHz / 1000;
+    const delay = videoDelayMs[this.#pace] * pipelineVideoClockHz / 1000;
     const pts = Math.max(input.lastPts + 1, this.#nowPts() + delay);
     input.lastPts = pts;
     this.#composer.push(input.name, { width, height, data, pts });

@@ -21,8 +21,8 @@ import { WorkerRunner } from "./worker_runner.ts";
 export const videoClockHz = 90000;
 /** Worker cache slot of the background image; inputs use slots from 0 up. */
 const backgroundSlot = -1;
-/** Frames an input may queue ahead of the output clock; older ones are dropped first. */
-const maxQueuedFramesPerInput = 8;
+/** Frames an input may queue ahead of the output clock by default; older ones go first. */
+const defaultMaxQueuedFrames = 8;
 
 /** A decoded picture: I420 bytes of width x height, presented at `pts` (90 kHz). */
 export interface RawVideoFrame {
@@ -87,6 +87,11 @@ export interface VideoComposerOptions {
    * frame intervals); later frames are dropped.
    */
   maxLatenessMs?: number;
+  /**
+   * Frames an input may queue ahead of the output clock (default 8); the oldest are dropped
+   * beyond. Inputs decoded in bursts (a GOP at a time) need their burst's worth.
+   */
+  maxQueuedFrames?: number;
 }
 
 /** Counters of a composer since it started. */
@@ -177,6 +182,7 @@ export class VideoComposer {
       fit: options.fit ?? "letterbox",
       background: options.background ?? black,
       maxLatenessMs: options.maxLatenessMs ?? 2 * frameIntervalMs,
+      maxQueuedFrames: options.maxQueuedFrames ?? defaultMaxQueuedFrames,
     };
     this.#frameBytes = i420Size(options.width, options.height);
     this.setWatermark(options.watermark);
@@ -322,7 +328,7 @@ export class VideoComposer {
     }
     input.lastPts = frame.pts;
     input.queue.push(frame);
-    if (input.queue.length > maxQueuedFramesPerInput) {
+    if (input.queue.length > this.#options.maxQueuedFrames) {
       input.queue.shift();
       this.stats.droppedFrames++;
     }
