@@ -13,6 +13,7 @@ import { operations } from "./routes/mod.ts";
 import { SignalingServer } from "./signaling/listener.ts";
 import { type RunningRtmpServer, startRtmpServer } from "./media/providers/rtmp_server.ts";
 import { createHlsHandler } from "./media/publishers/hls/hls_http.ts";
+import { HlsListener } from "./media/publishers/hls/hls_listener.ts";
 
 /** A started server. */
 export interface RunningServer {
@@ -42,7 +43,7 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
     rest?: HttpListener;
     signaling?: SignalingServer;
     rtmp?: RunningRtmpServer;
-    hls?: HttpListener;
+    hls?: HlsListener;
   } = {};
   const restHandler = createRestHandler({
     services,
@@ -66,6 +67,7 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
       return new Response("internal error", { status: 500 });
     },
     log: log.child({ component: "rest" }),
+    alwaysServed: ["/health"],
   });
   const restPort = rest.port;
   listeners.rest = rest;
@@ -76,7 +78,7 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
   let wsPort: number;
   let wssPort: number | undefined;
   let rtmp: RunningRtmpServer;
-  let hls: HttpListener | undefined;
+  let hls: HlsListener | undefined;
   try {
     wsPort = await signaling.listen({ hostname: wsHost, port: config.ports.ws });
     const { certFile, keyFile } = config.tls;
@@ -90,7 +92,7 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
     rtmp = startRtmpServer(services);
     listeners.rtmp = rtmp;
     const hlsHost = config.binds.hls ?? config.bind;
-    hls = await HttpListener.start({
+    hls = await HlsListener.start({
       hostname: hlsHost,
       port: config.ports.hls,
       handler: createHlsHandler({
@@ -99,10 +101,6 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
         targetDurationSec: config.hls.segmentDurationSec,
         log: log.child({ component: "hls" }),
       }),
-      onError: (err) => {
-        log.error("hls listener error", { err });
-        return new Response("internal error", { status: 500 });
-      },
       log: log.child({ component: "hls" }),
     });
     listeners.hls = hls;

@@ -19,8 +19,9 @@
  * and the CPU of the server's process tree over the same window; the ratios are ours over
  * nginx's (goal >= 1.0 for requests/s) and over the bare server's.
  *
- * Run: deno run -A bench/hls.ts (as root it re-runs itself in a loopback-only network
- * namespace, like the browser tests). Needs ffmpeg, wrk, nginx and /usr/bin/chromium.
+ * Run: deno run -A bench/hls.ts [latency|viewers] (both parts without an argument; as root it
+ * re-runs itself in a loopback-only network namespace, like the browser tests). Needs ffmpeg,
+ * wrk, nginx and /usr/bin/chromium (the latency part).
  */
 import { netnsEnv, runScriptInNetns } from "../tests/e2e/netns.ts";
 import { stopPublisher } from "../tests/helpers/ffmpeg_rtmp.ts";
@@ -36,7 +37,14 @@ import { cpuShareBetween, sampleTree } from "./support/process_tree.ts";
 import { requireWrk, runWrk, type WrkResult } from "./support/wrk.ts";
 
 if (Deno.env.get(netnsEnv) !== "1" && Deno.uid() === 0) {
-  Deno.exit(await runScriptInNetns("bench/hls.ts"));
+  Deno.exit(await runScriptInNetns("bench/hls.ts", Deno.args));
+}
+
+/** The part asked for on the command line; both when none. */
+const part = Deno.args[0] ?? "all";
+if (!["all", "latency", "viewers"].includes(part)) {
+  console.error("usage: deno run -A bench/hls.ts [latency|viewers]");
+  Deno.exit(2);
 }
 
 /** Stream name published and played. */
@@ -340,48 +348,55 @@ function viewersLine(label: string, t: Throughput): string {
   }% (${(r.requestsPerSecond / Math.max(t.cpu, 0.01)).toFixed(0)} req per cpu-second)`;
 }
 
-await requireWrk();
-const browser = await startHlsBrowser();
-let latencies: [string, Latency][];
-try {
-  const newPlayer = () => browser.newPlayer();
-  latencies = [
-    ["ours  HLS (defaults)", await oursLatency(newPlayer, {}, false)],
-    [
-      "ours  LL-HLS (hls.lowLatency)",
-      await oursLatency(newPlayer, { MEDIASERVER_HLS_LOW_LATENCY: "true" }, true),
-    ],
-    [`ffmpeg -f hls (${peerSegmentSec} s) + nginx`, await peerLatency(newPlayer)],
-  ];
-} finally {
-  await browser.close();
+async function latencyPart(): Promise<void> {
+  const browser = await startHlsBrowser();
+  let latencies: [string, Latency][];
+  try {
+    const newPlayer = () => browser.newPlayer();
+    latencies = [
+      ["ours  HLS (defaults)", await oursLatency(newPlayer, {}, false)],
+      [
+        "ours  LL-HLS (hls.lowLatency)",
+        await oursLatency(newPlayer, { MEDIASERVER_HLS_LOW_LATENCY: "true" }, true),
+      ],
+      [`ffmpeg -f hls (${peerSegmentSec} s) + nginx`, await peerLatency(newPlayer)],
+    ];
+  } finally {
+    await browser.close();
+  }
+  console.log(
+    `HLS glass-to-player, ${source.width}x${source.height} ${source.fps} fps H.264 ${source.videoKbps} kbit/s + AAC over RTMP, hls.js ${
+      latencyWindowMs / 1000
+    } s window after ${playWarmupMs / 1000} s of play (goal LL-HLS p50 <= 2 s)`,
+  );
+  for (const [label, l] of latencies) console.log(latencyLine(label, l));
+  console.log(
+    `ratio ours/peer p50: HLS ${(latencies[0][1].glassP50 / latencies[2][1].glassP50).toFixed(2)}`,
+  );
 }
-console.log(
-  `HLS glass-to-player, ${source.width}x${source.height} ${source.fps} fps H.264 ${source.videoKbps} kbit/s + AAC over RTMP, hls.js ${
-    latencyWindowMs / 1000
-  } s window after ${playWarmupMs / 1000} s of play (goal LL-HLS p50 <= 2 s)`,
-);
-for (const [label, l] of latencies) console.log(latencyLine(label, l));
-console.log(
-  `ratio ours/peer p50: HLS ${(latencies[0][1].glassP50 / latencies[2][1].glassP50).toFixed(2)}`,
-);
 
-const v = await viewers();
-console.log(
-  `HLS viewers: ${connections} connections (wrk -t${wrkThreads}) cycling the media playlist and the newest ${viewerSegments} segments (${
-    (v.bytes / 1024).toFixed(0)
-  } KiB per request on average), ${viewersSec} s`,
-);
-console.log(viewersLine("ours  (deno run main.ts)", v.ours));
-console.log(viewersLine("nginx (1 worker, sendfile)", v.nginx));
-console.log(viewersLine("bare Deno.serve, files in memory", v.bare));
-console.log(
-  `ratio ours/nginx: requests/s ${
-    (v.ours.wrk.requestsPerSecond / v.nginx.wrk.requestsPerSecond).toFixed(2)
-  } (goal >= 1.0), requests per cpu-second ${
-    (v.ours.wrk.requestsPerSecond / Math.max(v.ours.cpu, 0.01) /
-      (v.nginx.wrk.requestsPerSecond / Math.max(v.nginx.cpu, 0.01))).toFixed(2)
-  }; ours/bare Deno.serve (the runtime's limit): requests/s ${
-    (v.ours.wrk.requestsPerSecond / v.bare.wrk.requestsPerSecond).toFixed(2)
-  }`,
-);
+async function viewersPart(): Promise<void> {
+  const v = await viewers();
+  console.log(
+    `HLS viewers: ${connections} connections (wrk -t${wrkThreads}) cycling the media playlist and the newest ${viewerSegments} segments (${
+      (v.bytes / 1024).toFixed(0)
+    } KiB per request on average), ${viewersSec} s`,
+  );
+  console.log(viewersLine("ours  (deno run main.ts)", v.ours));
+  console.log(viewersLine("nginx (1 worker, sendfile)", v.nginx));
+  console.log(viewersLine("bare Deno.serve, files in memory", v.bare));
+  console.log(
+    `ratio ours/nginx: requests/s ${
+      (v.ours.wrk.requestsPerSecond / v.nginx.wrk.requestsPerSecond).toFixed(2)
+    } (goal >= 1.0), requests per cpu-second ${
+      (v.ours.wrk.requestsPerSecond / Math.max(v.ours.cpu, 0.01) /
+        (v.nginx.wrk.requestsPerSecond / Math.max(v.nginx.cpu, 0.01))).toFixed(2)
+    }; ours/bare Deno.serve (the runtime's limit): requests/s ${
+      (v.ours.wrk.requestsPerSecond / v.bare.wrk.requestsPerSecond).toFixed(2)
+    }`,
+  );
+}
+
+await requireWrk();
+if (part !== "viewers") await latencyPart();
+if (part !== "latency") await viewersPart();

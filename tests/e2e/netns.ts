@@ -95,11 +95,11 @@ export async function runInNetns(scenarios: string): Promise<void> {
 }
 
 /**
- * Re-runs `deno run -A <script>` (path from the repository root) inside the namespace, its
+ * Re-runs `deno run -A <script> <args>` (path from the repository root) inside the namespace, its
  * output shown as it comes, for programs (benchmarks) that drive Chromium; returns its exit
  * code. Without root it fails naming what is missing, like `runInNetns`.
  */
-export async function runScriptInNetns(script: string): Promise<number> {
+export async function runScriptInNetns(script: string, args: string[] = []): Promise<number> {
   const missing = missingPrerequisites();
   if (missing.length > 0) throw new Error(`cannot run ${script}, missing: ${missing.join(", ")}`);
   const cached = await run([Deno.execPath(), "cache", script]);
@@ -110,9 +110,10 @@ export async function runScriptInNetns(script: string): Promise<number> {
       "--",
       "sh",
       "-c",
-      'ip link set lo up && exec "$0" run -A "$1"',
+      'ip link set lo up && exec "$0" run -A "$@"',
       Deno.execPath(),
       script,
+      ...args,
     ],
     cwd: repoRoot,
     env: { [netnsEnv]: "1", PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin" },

@@ -8,6 +8,12 @@
  */
 import { MediaServerError } from "../../../core/errors.ts";
 import type { Logger } from "../../../core/log.ts";
+import {
+  type HlsHttpHandler,
+  type HlsHttpReply,
+  type HlsHttpRequest,
+  textReply,
+} from "./hls_listener.ts";
 import { type HlsOutput, type HlsVariant, startSegments } from "./hls_output.ts";
 
 /** Target durations a blocking playlist reload or a hinted part may wait. */
@@ -21,12 +27,18 @@ const maxSequence = 2 ** 31;
 /** RFC 8216bis: a reload asking more than this many segments ahead is a 400. */
 const msnAheadLimit = 2;
 
-const playlistType = "application/vnd.apple.mpegurl";
-const contentTypes: Record<string, string> = {
-  ts: "video/mp2t",
-  m4s: "video/iso.segment",
-  mp4: "video/mp4",
-};
+type Headers = readonly (readonly [string, string])[];
+
+const playlistHeaders: Headers = [
+  ["Content-Type", "application/vnd.apple.mpegurl"],
+  ["Cache-Control", "no-cache"],
+];
+/** Headers of segments, parts and init segments by extension, made once. */
+const mediaHeaders: Record<string, Headers> = Object.fromEntries(
+  Object.entries({ ts: "video/mp2t", m4s: "video/iso.segment", mp4: "video/mp4" }).map((
+    [ext, type],
+  ) => [ext, [["Content-Type", type], ["Cache-Control", `public, max-age=${segmentMaxAgeSec}`]]]),
+);
 
 /** Where the HTTP face finds outputs (core/hls_registry.ts). */
 export interface HlsOutputs {
@@ -61,10 +73,8 @@ class HttpAnswer extends Error {
   }
 }
 
-/** The request handler of the HLS listener. */
-export function createHlsHandler(
-  options: HlsHttpOptions,
-): (req: Request, info: Deno.ServeHandlerInfo) => Promise<Response> {
+/** The request handler of the HLS listener (hls_listener.ts). */
+export function createHlsHandler(options: HlsHttpOptions): HlsHttpHandler {
   const { outputs, log } = options;
   const blockingWaitMs = blockingWaitTargets * options.targetDurationSec * 1000;
   // Enough for the segments a player starts with, the first keyframe's wait included.
@@ -72,80 +82,76 @@ export function createHlsHandler(
     firstSegmentWaitMinMs,
     (startSegments.plain + 1) * options.targetDurationSec * 1000,
   );
-  const cors = (req: Request, headers: Headers) => {
-    if (options.corsOrigins.includes("*")) {
-      headers.set("Access-Control-Allow-Origin", "*");
-      return;
-    }
-    const origin = req.headers.get("Origin");
-    if (origin && options.corsOrigins.includes(origin)) {
-      headers.set("Access-Control-Allow-Origin", origin);
-      headers.set("Vary", "Origin");
-    }
+  const anyOrigin = options.corsOrigins.includes("*");
+  const anyOriginHeader = ["Access-Control-Allow-Origin", "*"] as const;
+  /** The reply with the CORS headers the request's origin gets. */
+  const cors = (req: HlsHttpRequest, reply: HlsHttpReply): HlsHttpReply => {
+    if (anyOrigin) return { ...reply, headers: [...reply.headers, anyOriginHeader] };
+    const origin = req.header("origin");
+    if (!origin || !options.corsOrigins.includes(origin)) return reply;
+    return {
+      ...reply,
+      headers: [...reply.headers, ["Access-Control-Allow-Origin", origin], ["Vary", "Origin"]],
+    };
   };
 
-  return async (req, info) => {
+  return async (req) => {
     const started = performance.now();
-    const { path, query } = splitUrl(req.url);
+    const { path } = req;
     let output: HlsOutput | undefined;
     let variantName: string | undefined;
-    let res: Response;
+    let reply: HlsHttpReply;
     try {
       if (req.method === "OPTIONS") {
-        res = new Response(null, {
+        reply = {
           status: 204,
-          headers: {
-            "Allow": "GET, HEAD, OPTIONS",
-            "Access-Control-Allow-Methods": "GET, HEAD, OPTIONS",
-            "Access-Control-Allow-Headers": req.headers.get("Access-Control-Request-Headers") ??
-              "Range",
-            "Access-Control-Max-Age": "86400",
-          },
-        });
+          headers: [
+            ["Allow", "GET, HEAD, OPTIONS"],
+            ["Access-Control-Allow-Methods", "GET, HEAD, OPTIONS"],
+            [
+              "Access-Control-Allow-Headers",
+              req.header("access-control-request-headers") ?? "Range",
+            ],
+            ["Access-Control-Max-Age", "86400"],
+          ],
+          body: "",
+        };
       } else if (req.method !== "GET" && req.method !== "HEAD") {
-        res = text(405, "method not allowed", { "Allow": "GET, HEAD, OPTIONS" });
+        reply = textReply(405, "method not allowed", [["Allow", "GET, HEAD, OPTIONS"]]);
       } else {
         const [stream, target] = parsePath(path);
         if (target.kind !== "master") variantName = target.variant;
         output = outputs.find(stream, target.kind === "master" || target.kind === "media");
         if (!output || output.closed) throw new HttpAnswer(404, `no HLS output of ${stream}`);
-        res = await serve(output, target, query);
+        reply = await serve(output, target, req.query);
       }
     } catch (err) {
-      if (err instanceof HttpAnswer) res = text(err.status, err.message);
-      else if (err instanceof MediaServerError) res = text(err.status, err.message);
+      if (err instanceof HttpAnswer) reply = textReply(err.status, err.message);
+      else if (err instanceof MediaServerError) reply = textReply(err.status, err.message);
       else {
         log.error("hls request failed", { path, err });
-        res = text(500, "internal error");
+        reply = textReply(500, "internal error");
       }
     }
-    cors(req, res.headers);
-    if (req.method === "HEAD") {
-      res = new Response(null, { status: res.status, headers: res.headers });
-    }
+    reply = cors(req, reply);
     const responseMs = performance.now() - started;
     if (output) {
-      const remote = info.remoteAddr as Deno.NetAddr;
       output.viewers.count({
-        ip: remote.hostname,
-        port: remote.port,
-        userAgent: req.headers.get("User-Agent") ?? "",
+        ip: req.remote.hostname,
+        port: req.remote.port,
+        userAgent: req.header("user-agent") ?? "",
         variant: output.variant(variantName ?? "") ? variantName : undefined,
-        status: res.status,
+        status: reply.status,
         responseMs,
       });
     }
     if (log.enabled("debug")) {
-      log.debug("hls request", { method: req.method, path, status: res.status, ms: responseMs });
+      log.debug("hls request", { method: req.method, path, status: reply.status, ms: responseMs });
     }
-    return res;
+    return reply;
   };
 
-  async function serve(
-    output: HlsOutput,
-    target: Target,
-    query: URLSearchParams,
-  ): Promise<Response> {
+  async function serve(output: HlsOutput, target: Target, rawQuery: string): Promise<HlsHttpReply> {
     if (target.kind === "master") {
       if (!(await output.waitVariants(firstWaitMs))) {
         throw new HttpAnswer(404, `no segment of ${output.name} yet`);
@@ -156,7 +162,7 @@ export function createHlsHandler(
     if (!variant) throw new HttpAnswer(404, `no variant ${target.variant} of ${output.name}`);
     const segmenter = variant.segmenter;
     if (target.kind === "media") {
-      const { msn, part } = blockingRequest(query);
+      const { msn, part } = blockingRequest(rawQuery);
       if (msn !== undefined) {
         const last = lastMsn(segmenter.playlist());
         if (last !== undefined && msn > last + msnAheadLimit) {
@@ -220,7 +226,9 @@ async function waitFor(output: HlsOutput, wait: () => Promise<boolean>): Promise
 }
 
 /** `_HLS_msn` and `_HLS_part` of a playlist request; malformed ones are a 400. */
-function blockingRequest(query: URLSearchParams): { msn?: number; part?: number } {
+function blockingRequest(rawQuery: string): { msn?: number; part?: number } {
+  if (rawQuery === "") return {};
+  const query = new URLSearchParams(rawQuery);
   const msn = sequenceParam(query, "_HLS_msn");
   const part = sequenceParam(query, "_HLS_part");
   if (part !== undefined && msn === undefined) {
@@ -245,16 +253,6 @@ export function lastMsn(text: string): number | undefined {
   let segments = 0;
   for (let i = text.indexOf("#EXTINF:"); i >= 0; i = text.indexOf("#EXTINF:", i + 8)) segments++;
   return segments > 0 ? first + segments - 1 : undefined;
-}
-
-/** The path and query of a request URL, the path as sent (no dot-segment normalization). */
-function splitUrl(url: string): { path: string; query: URLSearchParams } {
-  const start = url.indexOf("/", url.indexOf("//") + 2);
-  const q = url.indexOf("?", start);
-  const hash = url.indexOf("#", start);
-  const end = q >= 0 ? q : hash >= 0 ? hash : url.length;
-  const query = q >= 0 ? url.slice(q + 1, hash > q ? hash : undefined) : "";
-  return { path: url.slice(start, end), query: new URLSearchParams(query) };
 }
 
 /** The stream and what the path names in it; path characters are a 400, the rest a 404. */
@@ -295,28 +293,10 @@ function parsePath(path: string): [string, Target] {
   throw new HttpAnswer(404, "not an HLS URL");
 }
 
-function playlist(body: string): Response {
-  return new Response(body, {
-    headers: { "Content-Type": playlistType, "Cache-Control": "no-cache" },
-  });
+function playlist(body: string): HlsHttpReply {
+  return { status: 200, headers: playlistHeaders, body };
 }
 
-function media(data: Uint8Array, ext: string): Response {
-  return new Response(data as Uint8Array<ArrayBuffer>, {
-    headers: {
-      "Content-Type": contentTypes[ext],
-      "Cache-Control": `public, max-age=${segmentMaxAgeSec}`,
-    },
-  });
-}
-
-function text(status: number, message: string, headers: Record<string, string> = {}): Response {
-  return new Response(message + "\n", {
-    status,
-    headers: {
-      "Content-Type": "text/plain; charset=utf-8",
-      "Cache-Control": "no-cache",
-      ...headers,
-    },
-  });
+function media(data: Uint8Array, ext: string): HlsHttpReply {
+  return { status: 200, headers: mediaHeaders[ext], body: data };
 }
