@@ -13,6 +13,7 @@ import {
   filterDtlsRetransmits,
 } from "./dtls_retransmit_filter.ts";
 import { portPoolOf, type UdpPortPool } from "./port_pool.ts";
+import { installUdpBindRetry } from "./udp_bind.ts";
 
 /** Where the media sockets of a peer bind and what their candidates announce. */
 export interface PeerAddress {
@@ -54,6 +55,7 @@ export class Peer {
    * ServiceUnavailableError when the media port range has no free port left.
    */
   constructor(address: PeerAddress, negotiated: readonly NegotiatedCodec[]) {
+    installUdpBindRetry();
     const codecs = {
       video: negotiated.filter((c) => c.kind === "video").map((c) => c.params),
       audio: negotiated.filter((c) => c.kind === "audio").map((c) => c.params),
