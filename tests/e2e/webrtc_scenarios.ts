@@ -15,6 +15,7 @@ import { publishRtmp, stopPublisher } from "../helpers/ffmpeg_rtmp.ts";
 import { startGstRtsp } from "../helpers/gst_rtsp.ts";
 import { startTestServer, type TestServer } from "../helpers/test_server.ts";
 import { chromiumArgs, netnsEnv } from "./netns.ts";
+import { call, type InboundStats } from "./webrtc_driver.ts";
 
 /** POSTs to the REST API and asserts 200 (reading the body, so no response is left open). */
 async function postOk(server: TestServer, path: string, body: unknown): Promise<void> {
@@ -25,26 +26,6 @@ async function postOk(server: TestServer, path: string, body: unknown): Promise<
 
 /** Longest wait for a state in a page, in ms. */
 const pageWaitMs = 15_000;
-
-interface InboundStats {
-  framesDecoded: number;
-  frameWidth: number;
-  frameHeight: number;
-  audioPackets: number;
-  audioSamples: number;
-  audioLevel: number;
-  audioMime: string;
-}
-
-type Driver = Record<string, (...args: unknown[]) => Promise<unknown>>;
-
-/** Calls a driver function of webrtc_page.html. */
-function call<T>(page: Page, fn: string, ...args: unknown[]): Promise<T> {
-  return page.evaluate(
-    ([fn, args]) => (globalThis as unknown as Driver)[fn as string](...(args as unknown[])),
-    [fn, args] as const,
-  ) as Promise<T>;
-}
 
 /** A stream's statuses, infos and events as the page recorded them. */
 function streamState(page: Page, key: string) {

@@ -1,0 +1,39 @@
+/**
+ * The harness side of webrtc_page.html: calls of its driver functions and the shapes of what
+ * they answer, shared by the browser scenario files that drive the Web SDK through it.
+ */
+import type { Page } from "playwright-core";
+
+/** A played stream's native inbound-rtp getStats figures (webrtc_page.html `inboundStats`). */
+export interface InboundStats {
+  framesDecoded: number;
+  frameWidth: number;
+  frameHeight: number;
+  audioPackets: number;
+  audioSamples: number;
+  audioLevel: number;
+  audioMime: string;
+}
+
+/** What a stream's `<video>` element shows (webrtc_page.html `videoStats`). */
+export interface VideoStats {
+  found: boolean;
+  width: number;
+  height: number;
+  paused: boolean;
+  /** getVideoPlaybackQuality().totalVideoFrames */
+  totalFrames: number;
+  droppedFrames: number;
+  /** Frames requestVideoFrameCallback saw presented since the first call. */
+  presentedFrames: number;
+}
+
+type Driver = Record<string, (...args: unknown[]) => Promise<unknown>>;
+
+/** Calls a driver function of webrtc_page.html. */
+export function call<T>(page: Page, fn: string, ...args: unknown[]): Promise<T> {
+  return page.evaluate(
+    ([fn, args]) => (globalThis as unknown as Driver)[fn as string](...(args as unknown[])),
+    [fn, args] as const,
+  ) as Promise<T>;
+}
