@@ -5,9 +5,16 @@
  * dropping the connections waiting in its backlog, when accept fails for lack of a
  * descriptor), recording files, engine pipes and hook requests. A refusal is counted.
  *
+ * REST requests may use the reserve but not its last quarter (`requestFloor`), kept for
+ * /health, files and pipes: Deno.serve shows no connection to refuse, so a request past it is
+ * refused instead (503) and its connection shut down once answered (core/http_listener.ts).
+ * A connection a request came on first since the last count is counted as one descriptor.
+ *
  * Counting /proc/self/fd costs about 1 ms per thousand descriptors, so the count is taken at
  * most once a second while far from the limit (every admission adds one to it in between,
- * erring on the safe side) and at most every 100 ms near it, to see descriptors come free.
+ * erring on the safe side) and at most every 100 ms within `nearLimitDescriptors` of the
+ * threshold, where a burst Deno.serve accepts in one go must be seen soon. A count that fails
+ * once counting worked means no descriptor was free to read the directory: taken as full.
  */
 import { openFiles } from "./fd_limit.ts";
 
@@ -15,8 +22,10 @@ import { openFiles } from "./fd_limit.ts";
 export const maxDefaultReserve = 1024;
 /** Interval between counts while below the threshold, in ms. */
 const recountMs = 1000;
-/** Interval between counts while at or above the threshold, in ms. */
+/** Interval between counts while near or past the threshold, in ms. */
 const recountNearLimitMs = 100;
+/** Descriptors below the threshold from which counts are taken at `recountNearLimitMs`. */
+const nearLimitDescriptors = 1024;
 
 /** Descriptors kept free for the REST listener, files and pipes; refuses beyond. */
 export class DescriptorGuard {
@@ -25,6 +34,9 @@ export class DescriptorGuard {
   #limit = -1;
   #countedAt = -Infinity;
   #refused = 0;
+  #refusedRequests = 0;
+  /** Peers (`address|port`) REST requests came from since the last count. */
+  #requestPeers = new Set<string>();
 
   /**
    * @param reserve descriptors left free below the soft open-file limit; undefined: half the
@@ -52,13 +64,7 @@ export class DescriptorGuard {
    */
   admit(): boolean {
     if (this.#reserve === 0) return true;
-    const now = performance.now();
-    if (now - this.#countedAt >= (this.#full() ? recountNearLimitMs : recountMs)) {
-      this.#countedAt = now;
-      const files = openFiles();
-      this.#limit = files?.limit ?? -1;
-      this.#count = files?.open ?? 0;
-    }
+    this.#recount();
     if (this.#limit < 0) return true;
     if (this.#full()) {
       this.#refused++;
@@ -68,14 +74,63 @@ export class DescriptorGuard {
     return true;
   }
 
+  /**
+   * True when a REST request from `peer` (its connection's `address|port`) may be served;
+   * false once fewer than `requestFloor` descriptors are left. Its connection is counted
+   * once between two counts.
+   */
+  admitRequest(peer: string): boolean {
+    if (this.#reserve === 0) return true;
+    this.#recount();
+    if (this.#limit < 0) return true;
+    if (this.#count + 1 > this.#limit - this.requestFloor) return false;
+    if (!this.#requestPeers.has(peer)) {
+      this.#requestPeers.add(peer);
+      this.#count++;
+    }
+    return true;
+  }
+
+  /** Descriptors REST requests leave free: the last quarter of the reserve. */
+  get requestFloor(): number {
+    return Math.ceil(this.reserve / 4);
+  }
+
   /** The message of a refusal. */
   refusal(): string {
     return `open-file limit of ${this.#limit} nearly reached (${this.reserve} kept free)`;
   }
 
-  /** Figures for `/health`. */
-  toJSON(): { reserve: number; refused: number } {
-    return { reserve: this.reserve, refused: this.#refused };
+  /** Counts a REST request refused (`admitRequest` false) and gives its message. */
+  refuseRequest(): string {
+    this.#refusedRequests++;
+    return `open-file limit of ${this.#limit} nearly reached (${this.requestFloor} kept free)`;
+  }
+
+  /** Figures for `/health`: `refused` connections, `refusedRequests` REST requests. */
+  toJSON(): { reserve: number; refused: number; refusedRequests: number } {
+    return {
+      reserve: this.reserve,
+      refused: this.#refused,
+      refusedRequests: this.#refusedRequests,
+    };
+  }
+
+  /** Counts the open descriptors again when the last count is stale. */
+  #recount(): void {
+    const now = performance.now();
+    const near = this.#limit >= 0 &&
+      this.#count + nearLimitDescriptors > this.#limit - this.reserve;
+    if (now - this.#countedAt < (near ? recountNearLimitMs : recountMs)) return;
+    this.#countedAt = now;
+    this.#requestPeers.clear();
+    const files = openFiles();
+    if (files) {
+      this.#limit = files.limit;
+      this.#count = files.open;
+    } else if (this.#limit >= 0) {
+      this.#count = this.#limit;
+    }
   }
 
   #full(): boolean {

@@ -4,8 +4,16 @@
  * ends the process); connections already accepted keep being served. This listener logs the
  * failure and listens again on the same address after a pause that doubles up to a ceiling
  * while descriptors stay exhausted, so the API answers again once connections close.
+ *
+ * Requests go through the descriptor guard (core/fd_guard.ts): past its floor a request is
+ * answered 503 and its connection shut down (Deno.serve ignores `Connection: close`), so a
+ * flood of REST connections cannot take the last descriptors; `alwaysServed` paths (/health)
+ * are answered all the same.
  */
 import type { Logger } from "./log.ts";
+import { ServiceUnavailableError } from "./errors.ts";
+import { descriptors } from "./fd_guard.ts";
+import { shutdownSocket } from "./socket_shutdown.ts";
 
 /** First pause before listening again after a failure, in milliseconds. */
 export const relistenFirstDelayMs = 100;
@@ -23,6 +31,8 @@ export interface HttpListenerOptions {
   /** Answers a request whose handler threw. */
   onError: (err: unknown) => Response | Promise<Response>;
   log: Logger;
+  /** Paths served even past the descriptor guard's floor (e.g. `/health`). */
+  alwaysServed?: readonly string[];
 }
 
 /** A started HTTP listener. */
@@ -68,16 +78,35 @@ export class HttpListener {
 
   #listen(port: number): Promise<number> {
     const { promise, resolve } = Promise.withResolvers<number>();
-    const { hostname, handler, onError } = this.#options;
+    const { hostname, onError } = this.#options;
     const server = Deno.serve(
       { hostname, port, onListen: ({ port }) => resolve(port), onError },
-      handler,
+      this.#guarded,
     );
     this.#server = server;
     this.#startedAt = Date.now();
     server.finished.catch((err) => this.#failed(server, err));
     return promise;
   }
+
+  /** The handler behind the descriptor guard. */
+  #guarded: Deno.ServeHandler<Deno.NetAddr> = (req, info) => {
+    const remote = info.remoteAddr;
+    if (
+      descriptors.admitRequest(`${remote.hostname}|${remote.port}`) ||
+      this.#options.alwaysServed?.includes(pathOf(req.url))
+    ) {
+      return this.#options.handler(req, info);
+    }
+    const refusal = new ServiceUnavailableError(descriptors.refuseRequest());
+    // Its descriptor is what the floor protects: freed once the answer is out, even if the
+    // client never closes (a grace period would let a flood pile descriptors up).
+    info.completed.finally(() => shutdownSocket({ localPort: this.#port, remote }));
+    return Response.json(refusal.toJSON(), {
+      status: refusal.status,
+      headers: { Connection: "close" },
+    });
+  };
 
   #failed(server: Deno.HttpServer<Deno.NetAddr>, err: unknown): void {
     if (this.#stopped || server !== this.#server) return;
@@ -106,4 +135,11 @@ export class HttpListener {
       }
     }, this.#delayMs);
   }
+}
+
+/** The path of an absolute URL, without parsing the whole URL. */
+export function pathOf(url: string): string {
+  const start = url.indexOf("/", url.indexOf("//") + 2);
+  const query = url.indexOf("?", start);
+  return url.slice(start, query < 0 ? undefined : query);
 }

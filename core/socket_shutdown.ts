@@ -1,6 +1,7 @@
 /**
- * Shuts down the socket of a connection Deno holds no longer lets us end: its descriptor is
- * found among the process's own by its two addresses (getsockname, getpeername) and shut down
+ * Shuts down the socket of a connection Deno gives us no way to end: its descriptor is found
+ * among the process's own by its local port and its peer's address (getsockname,
+ * getpeername; the local address is left out, unknown behind a wildcard bind) and shut down
  * for reading and writing through libc. Whatever task still owns the socket then reads the
  * end of the stream, fails and drops it, which frees the descriptor; nothing is closed here,
  * so no descriptor is ever closed twice. Linux only, and only with `--allow-ffi`.
@@ -20,9 +21,9 @@ const sockaddrBytes = 128;
 /** Offset of d_name in a Linux struct dirent64 (glibc and musl on 64-bit). */
 const direntNameOffset = 19;
 
-/** The two ends of a TCP connection, as Deno reports them. */
+/** A TCP connection by its ends: the local port and the peer's address as Deno reports it. */
 export interface SocketEnds {
-  readonly local: Deno.NetAddr;
+  readonly localPort: number;
   readonly remote: Deno.NetAddr;
 }
 
@@ -48,15 +49,14 @@ function flush(): void {
   queued = [];
   const c = libc().libc;
   if (!c || targets.length === 0) return;
-  const wanted = new Set(targets.map((t) => endsKey(t.local, t.remote)));
+  const wanted = new Set(targets.map((t) => endsKey(t.localPort, t.remote)));
   for (const fd of openDescriptors(c)) {
-    const remote = socketAddress(c, "getpeername", fd);
+    const remote = socketAddress(c, fd);
     if (remote === undefined) continue;
-    const local = socketAddress(c, "getsockname", fd);
-    if (local === undefined) continue;
-    const key = `${local}>${remote}`;
-    if (!wanted.has(key)) continue;
-    wanted.delete(key);
+    const localPort = socketPort(c, fd);
+    if (localPort === undefined) continue;
+    const key = `${localPort}>${remote}`;
+    if (!wanted.delete(key)) continue;
     c.shutdown(fd, shutRdWr);
     if (wanted.size === 0) break;
   }
@@ -79,14 +79,19 @@ const addressBuffer = new Uint8Array(sockaddrBytes);
 const lengthBuffer = new Uint32Array(1);
 const lengthBytes = new Uint8Array(lengthBuffer.buffer);
 
-/** `host|port` of one end of socket `fd`; undefined for what is not an IP socket. */
-function socketAddress(
-  c: Libc,
-  call: "getsockname" | "getpeername",
-  fd: number,
-): string | undefined {
+/** The local port of socket `fd`; undefined for what is not an IP socket. */
+function socketPort(c: Libc, fd: number): number | undefined {
   lengthBuffer[0] = sockaddrBytes;
-  if (c[call](fd, addressBuffer, lengthBytes) !== 0) return undefined;
+  if (c.getsockname(fd, addressBuffer, lengthBytes) !== 0) return undefined;
+  const family = addressBuffer[0] | (addressBuffer[1] << 8);
+  if (family !== afInet && family !== afInet6) return undefined;
+  return (addressBuffer[2] << 8) | addressBuffer[3];
+}
+
+/** `host|port` of the peer of socket `fd`; undefined for what is not a connected IP socket. */
+function socketAddress(c: Libc, fd: number): string | undefined {
+  lengthBuffer[0] = sockaddrBytes;
+  if (c.getpeername(fd, addressBuffer, lengthBytes) !== 0) return undefined;
   const b = addressBuffer;
   const family = b[0] | (b[1] << 8);
   const port = (b[2] << 8) | b[3];
@@ -98,8 +103,8 @@ function socketAddress(
 }
 
 /** The key of a connection's ends, in the form `socketAddress` gives them. */
-function endsKey(local: Deno.NetAddr, remote: Deno.NetAddr): string {
-  return `${hostKey(local.hostname)}|${local.port}>${hostKey(remote.hostname)}|${remote.port}`;
+function endsKey(localPort: number, remote: Deno.NetAddr): string {
+  return `${localPort}>${hostKey(remote.hostname)}|${remote.port}`;
 }
 
 function hostKey(hostname: string): string {

@@ -44,7 +44,7 @@ export function guardTlsHandshake(
 export function closeConnection(conn: Deno.Conn, log: Logger): void {
   // Read before closing: a closed connection may no longer tell its addresses.
   const ends = pending.has(conn)
-    ? { local: conn.localAddr as Deno.NetAddr, remote: conn.remoteAddr as Deno.NetAddr }
+    ? { localPort: (conn.localAddr as Deno.NetAddr).port, remote: conn.remoteAddr as Deno.NetAddr }
     : undefined;
   try {
     conn.close();

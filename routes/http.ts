@@ -7,6 +7,7 @@ import { Hono } from "hono";
 import type { Context } from "hono";
 import type { z } from "zod";
 import { BadRequestError, MediaServerError, NotImplementedError } from "../core/errors.ts";
+import { pathOf } from "../core/http_listener.ts";
 import type { Services } from "../core/services.ts";
 import { serverVersion } from "../core/version.ts";
 import type { Operation, OperationContext } from "./operation.ts";
@@ -56,13 +57,6 @@ export function createRestHandler(
     }
     return res;
   };
-}
-
-/** The path of an absolute URL, without parsing the whole URL. */
-function pathOf(url: string): string {
-  const start = url.indexOf("/", url.indexOf("//") + 2);
-  const query = url.indexOf("?", start);
-  return url.slice(start, query < 0 ? undefined : query);
 }
 
 /** Builds the Hono app; the CORS headers are added around it. */

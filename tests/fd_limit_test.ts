@@ -27,6 +27,8 @@ function startLimited(
       MEDIASERVER_PORTS_REST: String(rest),
       MEDIASERVER_PORTS_WS: String(ws),
       MEDIASERVER_PORTS_RTMP: String(rtmp),
+      // A fixed HLS port would clash with another server started at the same time.
+      MEDIASERVER_PORTS_HLS: String(freePort()),
       ...env,
     },
     stdin: "null",
@@ -233,5 +235,66 @@ Deno.test("within the descriptor reserve a WebSocket upgrade gets 503 naming the
     for (const conn of conns) conn.close();
     const { status, stderr } = await server.stop();
     assert.equal(status.code, 0, stderr);
+  }
+});
+
+/** Sends one keep-alive request on `conn` and reads its answer: status and body. */
+async function requestOn(conn: Deno.Conn, path: string): Promise<{ status: number; body: string }> {
+  await conn.write(new TextEncoder().encode(
+    `POST ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}`,
+  ));
+  const decoder = new TextDecoder();
+  const buffer = new Uint8Array(16 * 1024);
+  let text = "";
+  for (;;) {
+    const n = await conn.read(buffer);
+    if (n === null) throw new Error(`closed before an answer: ${JSON.stringify(text)}`);
+    text += decoder.decode(buffer.subarray(0, n), { stream: true });
+    const headEnd = text.indexOf("\r\n\r\n");
+    if (headEnd < 0) continue;
+    const length = Number(/\r\ncontent-length: (\d+)/i.exec(text)?.[1] ?? 0);
+    if (text.length - headEnd - 4 < length) continue;
+    return { status: Number(text.slice(9, 12)), body: text.slice(headEnd + 4) };
+  }
+}
+
+Deno.test("REST connections past the descriptor floor get 503 and are closed; /health answers; the listener never fails", async () => {
+  // 256 descriptors: WS/RTMP stop at 128, REST requests at 256 - 32 (a quarter of the reserve).
+  const server = startLimited("256:256", startPermissions);
+  const conns: Deno.Conn[] = [];
+  try {
+    await waitForHttp(`${server.url}/health`, 10_000);
+    const port = Number(new URL(server.url).port);
+    const statuses: Record<string, number> = {};
+    let refusal: { status: number; body: string } | undefined;
+    let refusedClosed = 0;
+    // Kept-alive connections, each with a request answered, all held open by the client.
+    for (let i = 0; i < 300; i++) {
+      const conn = await Deno.connect({ hostname: "127.0.0.1", port });
+      conns.push(conn);
+      const answer = await requestOn(conn, "/rest-api/stream/find_all");
+      statuses[answer.status] = (statuses[answer.status] ?? 0) + 1;
+      if (answer.status === 503) {
+        refusal ??= answer;
+        // The server shuts the refused connection down after its answer.
+        if (await readUntilClosed(conn, 2000) === "") refusedClosed++;
+      }
+    }
+    assert.ok((statuses[200] ?? 0) >= 150, JSON.stringify(statuses));
+    assert.ok((statuses[503] ?? 0) >= 50, JSON.stringify(statuses));
+    assert.equal((statuses[200] ?? 0) + (statuses[503] ?? 0), 300, JSON.stringify(statuses));
+    assert.equal(JSON.parse(refusal!.body).error, "service unavailable");
+    assert.match(JSON.parse(refusal!.body).message, /^open-file limit of 256 nearly reached \(32/);
+    assert.equal(refusedClosed, statuses[503]);
+    // With the 200 connections still held, /health answers on a new connection.
+    const health = await (await fetch(`${server.url}/health`)).json();
+    assert.equal(health.status, "ok");
+    assert.equal(health.limits.descriptors.refusedRequests, statuses[503]);
+    assert.ok(health.fds.open <= 256 - 32 + 8, JSON.stringify(health.fds));
+  } finally {
+    for (const conn of conns) conn.close();
+    const { status, stdout, stderr } = await server.stop();
+    assert.equal(status.code, 0, stderr);
+    assert.doesNotMatch(stdout, /listener failed/);
   }
 });
