@@ -260,6 +260,7 @@ export class SrtListener {
     const senderLatencyMs = negotiateLatencyMs(ownLatencyMs, request.srt.receiverLatencyMs);
     const bufferPackets = this.#o.bufferPackets ?? defaultBufferPackets;
     const socketId = this.#newSocketId();
+    // Stamped 0 on the connection's clock: libsrt derives its delivery base for our data from it.
     const answer = this.#control(
       serializeHandshake(conclusionResponse(hs, {
         socketId,
@@ -269,6 +270,7 @@ export class SrtListener {
         keyMaterial: cipher?.keyMaterial(),
       })),
       hs.socketId,
+      0,
     );
     const connection = new SrtConnection({
       socketId,
@@ -301,12 +303,12 @@ export class SrtListener {
     );
   }
 
-  #control(body: Uint8Array, destSocketId: number): Uint8Array {
+  #control(body: Uint8Array, destSocketId: number, timestamp = 0): Uint8Array {
     return serializeControl({
       type: ControlType.handshake,
       subtype: 0,
       typeInfo: 0,
-      timestamp: Math.round(performance.now() * 1000) >>> 0,
+      timestamp,
       destSocketId,
       body,
     });
