@@ -84,6 +84,16 @@ async function playMix(page: Page, name: string): Promise<{ after: InboundStats 
   const after = await call<InboundStats>(page, "inboundStats", name);
   const videoAfter = await call<VideoStats>(page, "videoStats", name);
   const seen = JSON.stringify({ before, after, videoBefore, videoAfter });
+  const perSecond = (a: number, b: number) => ((a - b) * 1000 / watchMs).toFixed(1);
+  console.log(
+    `bench: ${name} in Chromium: ${
+      perSecond(after.framesDecoded, before.framesDecoded)
+    } frames/s decoded, ${
+      perSecond(videoAfter.presentedFrames, videoBefore.presentedFrames)
+    } presented, ${videoAfter.droppedFrames} dropped in all, ${
+      perSecond(after.audioPackets, before.audioPackets)
+    } audio packets/s, audio level ${after.audioLevel.toFixed(3)}`,
+  );
   // 30 fps for 2 s is 60 frames; a loaded machine decodes fewer, a stalled mix none.
   assert.ok(after.framesDecoded > before.framesDecoded + 20, seen);
   assert.deepEqual([after.frameWidth, after.frameHeight], [1280, 720], seen);
