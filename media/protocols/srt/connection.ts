@@ -79,6 +79,8 @@ export interface SrtConnectionStats {
   readerOverflow: number;
   /** Milliseconds since the handshake completed. */
   uptimeMs: number;
+  /** Round-trip time, ms: measured by ACKACK when receiving, else as the receiving peer reports. */
+  rttMs: number;
 }
 
 /** An established SRT connection: read payloads (MPEG-TS) from it, send payloads on it. */
@@ -189,6 +191,7 @@ export class SrtConnection {
       keyRefreshes: this.#keyRefreshes,
       readerOverflow: this.#readerOverflow,
       uptimeMs: Math.round(performance.now() - this.#init.startMs),
+      rttMs: this.#receiver.rttMeasured ? this.#receiver.stats.rttMs : this.#sender.peerRttMs,
     };
   }
 

@@ -125,6 +125,11 @@ export class Receiver {
     this.#windowStartMs = options.peerStartMs;
   }
 
+  /** Whether an ACKACK measured the round trip yet (else `stats.rttMs` is the default). */
+  get rttMeasured(): boolean {
+    return this.#rttSampled;
+  }
+
   /** Packets waiting in the buffer for their delivery time. */
   get buffered(): number {
     return this.#buffer.size;
