@@ -43,6 +43,11 @@ interface Rates {
   audioBitrateKbps: number;
 }
 
+/** A muted/unmuted state of a track kind as the Web SDK reads it (`audioState`, `videoState`). */
+export interface MuteState {
+  muted: boolean;
+}
+
 /** A published stream: tracks, one provider, readers. */
 export class Stream implements RegisteredStream {
   readonly name: string;
@@ -54,6 +59,9 @@ export class Stream implements RegisteredStream {
   readonly createDate = Date.now();
   /** The recording of this stream, while one runs. */
   recording: { readonly fileName: string } | undefined;
+  /** Audio and video as the publisher muted them (Web SDK mute events); records show them. */
+  readonly audioState: MuteState = { muted: false };
+  readonly videoState: MuteState = { muted: false };
 
   #readers = new Set<StreamReader>();
   #stopProvider: (info: string) => Promise<void>;
@@ -169,6 +177,17 @@ export class Stream implements RegisteredStream {
     this.#readers.delete(reader);
   }
 
+  /**
+   * Applies a mute event (`audioMuted`, `audioUnmuted`, `videoMuted`, `videoUnmuted`) to
+   * `audioState`/`videoState`; false for any other event type.
+   */
+  applyMuteEvent(type: string): boolean {
+    const match = /^(audio|video)(Muted|Unmuted)$/.exec(type);
+    if (!match) return false;
+    (match[1] === "audio" ? this.audioState : this.videoState).muted = match[2] === "Muted";
+    return true;
+  }
+
   /** Stops the provider; the stream ends when it has. */
   async terminate(info: string): Promise<void> {
     await this.#stopProvider(info);
@@ -216,8 +235,8 @@ export class Stream implements RegisteredStream {
       cvoExtension: false,
       createDate: this.createDate,
       mediaType: "publish",
-      audioState: { muted: false },
-      videoState: { muted: false },
+      audioState: { ...this.audioState },
+      videoState: { ...this.videoState },
     };
     if (options.metrics) {
       record.metrics = {

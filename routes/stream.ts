@@ -4,9 +4,8 @@ import { z } from "zod";
 import { ConflictError, NotFoundError } from "../core/errors.ts";
 import { filterRecords } from "../core/filter.ts";
 import { recordingConfig, streamRecord } from "../core/records.ts";
-import { WebRtcPublisher } from "../media/providers/webrtc_publisher.ts";
-import { WebRtcFramePlayer } from "../media/publishers/webrtc_frame_player.ts";
 import { takeSnapshot } from "../media/publishers/snapshot.ts";
+import { deliverStreamEvent } from "../media/publishers/stream_events.ts";
 import { Stream } from "../media/stream.ts";
 import { findFilter, noParams, operation, requiredString } from "./operation.ts";
 
@@ -83,17 +82,11 @@ export const streamOperations = [
     handle: ({ streamName, payload }, { services }) => {
       const stream = services.streams.published(streamName);
       if (!stream) throw new NotFoundError(`stream ${streamName} not found`);
-      // Web SDK (WebRTC) players take stream events, whatever the stream came over: those of
-      // a WebRTC publisher through it, those made from frames (RTMP, RTSP, VOD, conversions)
-      // found in the registry. RTMP, HLS and other readers have no way to get one.
-      const event = { type: "data", payload, streamName, name: streamName };
-      let delivered = stream instanceof WebRtcPublisher ? stream.sendEvent("data", payload) : 0;
-      for (const player of services.streams.list()) {
-        if (player instanceof WebRtcFramePlayer && player.source === stream) {
-          player.event(event);
-          delivered++;
-        }
-      }
+      // Web SDK (WebRTC) players take stream events, whatever the stream came over; RTMP, HLS
+      // and other readers have no way to get one.
+      const delivered = stream instanceof Stream
+        ? deliverStreamEvent(stream, services.streams.list(), "data", payload)
+        : 0;
       if (delivered === 0) {
         throw new ConflictError(
           `stream ${streamName} has no player that takes events (only Web SDK players do)`,

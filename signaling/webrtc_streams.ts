@@ -24,6 +24,7 @@ import {
 import type { PeerAddress } from "../media/protocols/webrtc/peer.ts";
 import { parseOfferMedia, type SdpMedia } from "../media/protocols/webrtc/sdp.ts";
 import { WebRtcPublisher } from "../media/providers/webrtc_publisher.ts";
+import { deliverStreamEvent } from "../media/publishers/stream_events.ts";
 import { WebRtcFramePlayer } from "../media/publishers/webrtc_frame_player.ts";
 import { WebRtcPlayer } from "../media/publishers/webrtc_player.ts";
 import { Stream } from "../media/stream.ts";
@@ -520,6 +521,7 @@ function handleAvailable(
   });
 }
 
+/** A publisher's stream event (mute, data) to every Web SDK player of its stream. */
 function handleStreamEvent(
   session: SignalingSession,
   payload: unknown,
@@ -528,7 +530,7 @@ function handleStreamEvent(
   const event = parsePayload(streamEventObject, payload);
   const publisher = ownStream(session, services, event.mediaSessionId, WebRtcPublisher);
   if (!publisher.publishing) throw new ConflictError(`stream ${publisher.name} is not publishing`);
-  publisher.sendEvent(event.type, event.payload);
+  deliverStreamEvent(publisher, services.streams.list(), event.type, event.payload);
 }
 
 /**

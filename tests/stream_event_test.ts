@@ -1,13 +1,15 @@
 /**
  * `/stream/event/send` on a stream that did not come over WebRTC: the event reaches its Web
- * SDK players, and a stream without one answers 409 (nothing would get the event).
+ * SDK players, and a stream without one answers 409 (nothing would get the event). A WebRTC
+ * publisher's mute events reach every Web SDK player of its stream, those given a rendition
+ * included, and players joining later learn the mute state from their PLAYING status.
  */
 import assert from "node:assert/strict";
 import { RTCPeerConnection, RTCRtpCodecParameters } from "werift";
 import { makeClip } from "./helpers/media_fixtures.ts";
 import { startTestServer, testConfig } from "./helpers/test_server.ts";
 import { WcsClient } from "./helpers/wcs_client.ts";
-import { nextStatus, weriftSanitizers } from "./webrtc_helpers.ts";
+import { nextStatus, TestPlayer, TestPublisher, weriftSanitizers } from "./webrtc_helpers.ts";
 
 Deno.test({
   name: "event/send reaches the Web SDK player of a VOD stream; 409 without a player, 404 unknown",
@@ -86,6 +88,69 @@ Deno.test({
     } finally {
       await pc.close();
       await client.close();
+      await server.stop();
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "mute events of a WebRTC publisher reach its rendition players too; a late player's PLAYING carries the state",
+  ...weriftSanitizers,
+  fn: async () => {
+    const server = await startTestServer(testConfig({ media: { engine: "native" } }));
+    const clients: WcsClient[] = [];
+    const connect = async () => {
+      const { client } = await WcsClient.connect(server.wsUrl);
+      clients.push(client);
+      return client;
+    };
+    const publisher = new TestPublisher("H264");
+    const players = [new TestPlayer("H264"), new TestPlayer("H264"), new TestPlayer("H264")];
+    try {
+      const pubClient = await connect();
+      const pubId = crypto.randomUUID();
+      await publisher.publish(pubClient, { mediaSessionId: pubId, name: "cam" });
+      publisher.start();
+      assert.equal((await nextStatus(pubClient, pubId)).status, "PUBLISHING");
+      // One player of the forwarded RTP, one asking a smaller picture (a rendition).
+      const plays = [{}, { width: 320, height: 240 }];
+      const played: { client: WcsClient; id: string }[] = [];
+      for (const [i, constraints] of plays.entries()) {
+        const client = await connect();
+        const id = crypto.randomUUID();
+        await players[i].play(client, { mediaSessionId: id, name: "cam", ...constraints });
+        const playing = await nextStatus(client, id);
+        assert.equal(playing.status, "PLAYING");
+        assert.deepEqual(playing.videoState, { muted: false });
+        played.push({ client, id });
+      }
+      assert.equal(server.services.playRenditions.size, 1, "the second player has a rendition");
+
+      pubClient.send("sendStreamEvent", { mediaSessionId: pubId, type: "videoMuted" });
+      for (const { client, id } of played) {
+        const [event] = await client.next("notifyStreamEvent", 5000) as [Record<string, unknown>];
+        assert.deepEqual(
+          [event.mediaSessionId, event.type, (event.payload as Record<string, unknown>).streamName],
+          [id, "videoMuted", "cam"],
+        );
+      }
+      const found = await server.post("/stream/find", { mediaSessionId: played[1].id });
+      assert.deepEqual((await found.json())[0].videoState, { muted: true });
+
+      // Joining after the mute, through a rendition too: its PLAYING says muted.
+      const late = await connect();
+      const lateId = crypto.randomUUID();
+      await players[2].play(late, { mediaSessionId: lateId, name: "cam", width: 320, height: 240 });
+      const playing = await nextStatus(late, lateId);
+      assert.equal(playing.status, "PLAYING");
+      assert.deepEqual([playing.videoState, playing.audioState], [{ muted: true }, {
+        muted: false,
+      }]);
+    } finally {
+      await publisher.close();
+      for (const player of players) await player.close();
+      for (const client of clients) await client.close();
       await server.stop();
     }
   },

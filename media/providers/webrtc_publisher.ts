@@ -63,11 +63,6 @@ export interface WebRtcPublisherOptions {
   mediaStartTimeoutMs?: number;
 }
 
-/** A muted/unmuted state as the SDK reads it. */
-export interface MuteState {
-  muted: boolean;
-}
-
 /** What the publisher needs of its players. */
 export interface PublisherPlayer {
   /** Ends the play because the stream ended. */
@@ -104,8 +99,6 @@ export class WebRtcPublisher extends Stream {
   readonly appKey: string;
   readonly nodeId: string;
   readonly clientStream: Record<string, unknown>;
-  readonly audioState: MuteState = { muted: false };
-  readonly videoState: MuteState = { muted: false };
   /** Time from a packet's arrival to the send of its last forwarded copy. */
   readonly forwardLatency = new LatencyHistogram();
   readonly #peer: Peer;
@@ -280,24 +273,12 @@ export class WebRtcPublisher extends Stream {
   }
 
   /**
-   * Delivers a stream event to every player; mute events also update the mute state and
-   * carry `payload.streamName`. Returns the number of players reached.
+   * Delivers a stream event to the players forwarding this publisher's RTP; returns how many
+   * (media/publishers/stream_events.ts reaches every other Web SDK player).
    */
-  sendEvent(type: string, payload: unknown): number {
-    const mute = this.#applyMute(type);
-    const body = mute ? { ...(isObject(payload) ? payload : {}), streamName: this.name } : payload;
-    for (const player of this.#players) {
-      player.event({ type, payload: body, streamName: this.name, name: this.name });
-    }
+  sendEvent(event: Record<string, unknown>): number {
+    for (const player of this.#players) player.event(event);
     return this.#players.size;
-  }
-
-  /** Applies a mute event to audioState/videoState; false for other event types. */
-  #applyMute(type: string): boolean {
-    const match = /^(audio|video)(Muted|Unmuted)$/.exec(type);
-    if (!match) return false;
-    (match[1] === "audio" ? this.audioState : this.videoState).muted = match[2] === "Muted";
-    return true;
   }
 
   /** Stops publishing: players stop, the peer closes, the client gets the final status. */
@@ -539,10 +520,6 @@ function depacketizerFor(track: Track): Depacketizer {
 /** A 64-bit NTP timestamp in milliseconds since 1900. */
 function ntpToMs(ntp: bigint): number {
   return Number(ntp >> 32n) * 1000 + Number(ntp & 0xffffffffn) * 1000 / 2 ** 32;
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 function numberField(value: unknown): number {

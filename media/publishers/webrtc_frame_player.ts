@@ -127,7 +127,7 @@ export class WebRtcFramePlayer implements RegisteredStream {
     this.#reader?.close();
     await this.#sending;
     await this.#peer.close();
-    this.#options.client.status(finalStatus(info, "STOPPED"), info, muteFields());
+    this.#options.client.status(finalStatus(info, "STOPPED"), info, muteFields(this.source));
   }
 
   /** Delivers a stream event (e.g. one sent by REST) to this player's client. */
@@ -180,7 +180,7 @@ export class WebRtcFramePlayer implements RegisteredStream {
     clearTimeout(this.#timer);
     for (const transceiver of this.#peer.pc.getTransceivers()) this.#attach(transceiver);
     this.#status = "PLAYING";
-    this.#options.client.status("PLAYING", "", muteFields());
+    this.#options.client.status("PLAYING", "", muteFields(this.source));
     this.#reader = this.#options.frames.reader();
     this.#sending = this.#send(this.#reader);
   }
@@ -283,6 +283,7 @@ function randomUint32(): number {
   return crypto.getRandomValues(new Uint32Array(1))[0];
 }
 
-function muteFields(): Record<string, unknown> {
-  return { audioState: { muted: false }, videoState: { muted: false } };
+/** The source's mute state, for status events (a player joining late learns it). */
+function muteFields(source: Stream): Record<string, unknown> {
+  return { audioState: { ...source.audioState }, videoState: { ...source.videoState } };
 }
