@@ -99,6 +99,7 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
         outputs: services.hls,
         corsOrigins: config.hls.corsOrigins,
         targetDurationSec: config.hls.segmentDurationSec,
+        partDurationMs: config.hls.lowLatency ? config.hls.partDurationMs : 0,
         log: log.child({ component: "hls" }),
       }),
       log: log.child({ component: "hls" }),

@@ -166,6 +166,23 @@ Deno.test("a VOD stream over HLS: startup, master playlist with the source and a
     }
     assert.equal(await decodeErrors(`${server.hlsUrl}/hd/hd.m3u8`, 4), "");
 
+    // WCS names a profile's playlist after the stream and the profile; its segments follow.
+    const alias = await get(server, "/hd-360p/hd-360p.m3u8");
+    assert.equal(alias.status, 200, alias.text);
+    assert.match(alias.text, /^#EXTM3U\n[^]*#EXTINF:/);
+    assert.equal(alias.text.includes("#EXT-X-STREAM-INF"), false, "a media playlist");
+    const aliasSegment = /^(\d+)\.ts$/m.exec(alias.text)![1];
+    const aliased = await get(server, `/hd-360p/${aliasSegment}.ts`);
+    assert.equal(aliased.status, 200);
+    assert.ok(aliased.bytes > 1000, `${aliased.bytes} bytes`);
+    assert.deepEqual(
+      (await probeUrl(`${server.hlsUrl}/hd-360p/hd-360p.m3u8`)).filter((s) =>
+        s.codec_type === "video"
+      ).map((s) => `${s.width}x${s.height}`),
+      ["640x360"],
+    );
+    assert.equal((await get(server, "/hd-1080p/hd-1080p.m3u8")).status, 404);
+
     const [record] = await records(server);
     assert.equal(record.streamName, "hd");
     assert.equal(record.status, "ACTIVE");
@@ -412,6 +429,18 @@ Deno.test("LL-HLS in fMP4 of an Opus stream (converted to AAC): parts, preload h
       new RegExp(`URI="${lastSegment(blocked.text) + 1}\\.0\\.m4s"`),
     );
     assert.equal((await get(server, `/ll/source/index.m3u8?_HLS_msn=${last + 50}`)).status, 400);
+    // A part further ahead than the Advance Part Limit (3 s of parts) is a 400 too.
+    const edgeMsn = Number(
+      [...(await get(server, "/ll/source/index.m3u8")).text.matchAll(/URI="(\d+)\.\d+\.m4s"/g)]
+        .at(-1)![1],
+    );
+    const farPart = await get(server, `/ll/source/index.m3u8?_HLS_msn=${edgeMsn}&_HLS_part=50`);
+    assert.equal(farPart.status, 400, farPart.text);
+    assert.equal((await get(server, "/ll/source/index.m3u8?_HLS_skip=NO")).status, 400);
+    // A window of 6 segments is no longer than CAN-SKIP-UNTIL (6 targets): no delta updates.
+    const skipAsked = await get(server, "/ll/source/index.m3u8?_HLS_skip=YES");
+    assert.equal(skipAsked.status, 200);
+    assert.equal(skipAsked.text.includes("#EXT-X-SKIP"), false);
 
     const probed = await probeUrl(`${server.hlsUrl}/ll/source/index.m3u8`);
     assert.deepEqual(

@@ -1,7 +1,7 @@
 /**
  * M3U8 playlist writers: media playlists (RFC 8216 §4.3, with the low-latency tags of
- * draft-pantos-hls-rfc8216bis: EXT-X-PART, EXT-X-PRELOAD-HINT, EXT-X-SERVER-CONTROL) and
- * master playlists (EXT-X-STREAM-INF).
+ * draft-pantos-hls-rfc8216bis: EXT-X-PART, EXT-X-PRELOAD-HINT, EXT-X-SERVER-CONTROL,
+ * EXT-X-SKIP of delta updates, EXT-X-RENDITION-REPORT) and master playlists (EXT-X-STREAM-INF).
  */
 
 /** A partial segment (LL-HLS) of a media playlist. */
@@ -42,6 +42,23 @@ export interface MediaPlaylist {
   preloadHintUri?: string;
   /** No more segments will come (`#EXT-X-ENDLIST`). */
   ended: boolean;
+  /**
+   * `CAN-SKIP-UNTIL` of EXT-X-SERVER-CONTROL (LL-HLS): the server answers delta updates,
+   * skipping segments at least this many seconds from the end; at least 6 target durations.
+   */
+  skipUntilSec?: number;
+  /** Write a delta update (`_HLS_skip=YES`): the oldest segments before `skipUntilSec` skipped. */
+  delta?: boolean;
+}
+
+/** What EXT-X-RENDITION-REPORT says of another rendition (RFC 8216bis 4.4.5.4). */
+export interface RenditionReport {
+  /** URI of the rendition's media playlist, relative to the playlist the report is in. */
+  uri: string;
+  /** Media sequence number of the rendition's last (partial) segment. */
+  lastMsn: number;
+  /** Index of the last part of that segment, when it has parts. */
+  lastPart?: number;
 }
 
 /** Seconds as a decimal with millisecond precision, trailing zeros kept ("2.000"). */
@@ -66,12 +83,20 @@ export function mediaPlaylist(p: MediaPlaylist): string {
       target = Math.max(target, Math.ceil(s.durationSec - durationEpsilonSec));
     }
   }
-  const lines = ["#EXTM3U", `#EXT-X-VERSION:${p.mapUri !== undefined || lowLatency ? 7 : 3}`];
+  const skipped = p.delta && p.skipUntilSec !== undefined
+    ? skippable(p.segments, p.skipUntilSec)
+    : 0;
+  // EXT-X-SKIP needs version 9 (RFC 8216bis 8).
+  const version = skipped > 0 ? 9 : p.mapUri !== undefined || lowLatency ? 7 : 3;
+  const lines = ["#EXTM3U", `#EXT-X-VERSION:${version}`];
   lines.push(`#EXT-X-TARGETDURATION:${Math.max(1, target)}`);
   if (lowLatency) {
     const part = p.partTargetSec!;
+    const skip = p.skipUntilSec === undefined
+      ? ""
+      : `CAN-SKIP-UNTIL=${shortSeconds(p.skipUntilSec)},`;
     lines.push(
-      `#EXT-X-SERVER-CONTROL:CAN-BLOCK-RELOAD=YES,PART-HOLD-BACK=${shortSeconds(3 * part)}`,
+      `#EXT-X-SERVER-CONTROL:CAN-BLOCK-RELOAD=YES,${skip}PART-HOLD-BACK=${shortSeconds(3 * part)}`,
       `#EXT-X-PART-INF:PART-TARGET=${shortSeconds(part)}`,
     );
   }
@@ -80,7 +105,8 @@ export function mediaPlaylist(p: MediaPlaylist): string {
     lines.push(`#EXT-X-DISCONTINUITY-SEQUENCE:${p.discontinuitySequence}`);
   }
   if (p.mapUri !== undefined) lines.push(`#EXT-X-MAP:URI="${p.mapUri}"`);
-  for (const s of p.segments) {
+  if (skipped > 0) lines.push(`#EXT-X-SKIP:SKIPPED-SEGMENTS=${skipped}`);
+  for (const s of p.segments.slice(skipped)) {
     if (s.uri === undefined && !s.parts?.length) continue;
     if (s.discontinuity) lines.push("#EXT-X-DISCONTINUITY");
     if (s.programDateTimeMs !== undefined) {
@@ -99,6 +125,38 @@ export function mediaPlaylist(p: MediaPlaylist): string {
   }
   if (p.ended) lines.push("#EXT-X-ENDLIST");
   return lines.join("\n") + "\n";
+}
+
+/**
+ * How many leading complete segments a delta update skips: those ending at least
+ * `skipUntilSec` before the end of the playlist (RFC 8216bis 6.2.5.1).
+ */
+function skippable(segments: readonly PlaylistSegment[], skipUntilSec: number): number {
+  let totalSec = 0;
+  for (const s of segments) {
+    totalSec += s.uri !== undefined
+      ? s.durationSec
+      : (s.parts ?? []).reduce((sum, part) => sum + part.durationSec, 0);
+  }
+  let endSec = 0;
+  let n = 0;
+  for (const s of segments) {
+    if (s.uri === undefined) break;
+    endSec += s.durationSec;
+    if (totalSec - endSec < skipUntilSec - durationEpsilonSec) break;
+    n++;
+  }
+  return n;
+}
+
+/** EXT-X-RENDITION-REPORT lines, each ending with a newline, to append to a media playlist. */
+export function renditionReports(reports: readonly RenditionReport[]): string {
+  let text = "";
+  for (const r of reports) {
+    text += `#EXT-X-RENDITION-REPORT:URI="${r.uri}",LAST-MSN=${r.lastMsn}` +
+      (r.lastPart === undefined ? "" : `,LAST-PART=${r.lastPart}`) + "\n";
+  }
+  return text;
 }
 
 /** One variant of a master playlist. */

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { masterPlaylist, mediaPlaylist } from "./playlist.ts";
+import { masterPlaylist, mediaPlaylist, renditionReports } from "./playlist.ts";
 import { avcCodecString, codecString } from "./codec_string.ts";
 import { buildAsc } from "../../codecs/aac.ts";
 
@@ -168,4 +168,77 @@ Deno.test("codec strings: avc1 from the SPS bytes, mp4a from the ASC object type
   assert.equal(codecString({ codec: "AAC", asc: heAac }), "mp4a.40.5");
   assert.equal(codecString({ codec: "OPUS" }), "opus");
   assert.equal(codecString(undefined), undefined);
+});
+
+Deno.test("media playlist: a delta update skips the segments ending before CAN-SKIP-UNTIL", () => {
+  const part = (uri: string) => ({ uri, durationSec: 0.5, independent: true });
+  const playlist = (delta: boolean) =>
+    mediaPlaylist({
+      targetDurationSec: 2,
+      mediaSequence: 10,
+      discontinuitySequence: 0,
+      mapUri: "init.mp4",
+      partTargetSec: 0.5,
+      skipUntilSec: 12,
+      delta,
+      // 8 segments of 2 s, then 1 s of parts: 17 s. Segments ending 12 s or more before the
+      // end are 10 and 11 (ending 15 s and 13 s before it); 12 ends 11 s before it.
+      segments: [
+        ...Array.from({ length: 8 }, (_, i) => ({
+          uri: `${10 + i}.m4s`,
+          durationSec: 2,
+          programDateTimeMs: t0 + i * 2000,
+          discontinuity: i === 1,
+        })),
+        { durationSec: 0, parts: [part("18.0.m4s"), part("18.1.m4s")] },
+      ],
+      preloadHintUri: "18.2.m4s",
+      ended: false,
+    });
+  const full = playlist(false);
+  assert.match(
+    full,
+    /#EXT-X-SERVER-CONTROL:CAN-BLOCK-RELOAD=YES,CAN-SKIP-UNTIL=12,PART-HOLD-BACK=1\.5\n/,
+  );
+  assert.match(full, /#EXT-X-VERSION:7\n/);
+  assert.equal(full.includes("#EXT-X-SKIP"), false);
+  const delta = playlist(true);
+  assert.match(delta, /#EXT-X-VERSION:9\n/);
+  assert.match(delta, /#EXT-X-MEDIA-SEQUENCE:10\n/);
+  assert.match(delta, /#EXT-X-MAP:URI="init\.mp4"\n#EXT-X-SKIP:SKIPPED-SEGMENTS=2\n/);
+  assert.equal(delta.includes("10.m4s"), false);
+  assert.equal(delta.includes("11.m4s"), false);
+  // The skipped segment's discontinuity goes with it.
+  assert.equal(delta.includes("#EXT-X-DISCONTINUITY\n"), false);
+  // The rest is the full playlist's from segment 12 on.
+  const from12 = (text: string) =>
+    text.slice(text.indexOf("#EXT-X-PROGRAM-DATE-TIME", text.indexOf("11.m4s")));
+  assert.equal(delta.slice(delta.indexOf("#EXT-X-PROGRAM-DATE-TIME")), from12(full));
+});
+
+Deno.test("media playlist: a window shorter than CAN-SKIP-UNTIL skips nothing", () => {
+  const text = mediaPlaylist({
+    targetDurationSec: 2,
+    mediaSequence: 0,
+    discontinuitySequence: 0,
+    partTargetSec: 0.5,
+    skipUntilSec: 12,
+    delta: true,
+    segments: Array.from({ length: 6 }, (_, i) => ({ uri: `${i}.ts`, durationSec: 2 })),
+    ended: false,
+  });
+  assert.equal(text.includes("#EXT-X-SKIP"), false);
+  assert.match(text, /#EXT-X-VERSION:7\n/);
+});
+
+Deno.test("rendition reports: LAST-PART only when the rendition has parts", () => {
+  assert.equal(
+    renditionReports([
+      { uri: "../360p/index.m3u8", lastMsn: 41, lastPart: 2 },
+      { uri: "../audio/index.m3u8", lastMsn: 40 },
+    ]),
+    `#EXT-X-RENDITION-REPORT:URI="../360p/index.m3u8",LAST-MSN=41,LAST-PART=2
+#EXT-X-RENDITION-REPORT:URI="../audio/index.m3u8",LAST-MSN=40
+`,
+  );
 });

@@ -24,8 +24,10 @@ const firstSegmentWaitMinMs = 15_000;
 const segmentMaxAgeSec = 3600;
 /** Largest `_HLS_msn` / `_HLS_part` / segment number accepted. */
 const maxSequence = 2 ** 31;
-/** RFC 8216bis: a reload asking more than this many segments ahead is a 400. */
+/** RFC 8216bis 6.2.5.2: a reload asking more than this many segments ahead is a 400. */
 const msnAheadLimit = 2;
+/** RFC 8216bis 6.2.5.2: the Advance Part Limit is the parts of this many seconds (at least 3). */
+const partAheadSec = 3;
 
 type Headers = readonly (readonly [string, string])[];
 
@@ -56,6 +58,8 @@ export interface HlsHttpOptions {
   corsOrigins: readonly string[];
   /** `hls.segmentDurationSec`. */
   targetDurationSec: number;
+  /** `hls.partDurationMs` when LL-HLS is on, else 0. */
+  partDurationMs: number;
   log: Logger;
 }
 
@@ -77,6 +81,9 @@ class HttpAnswer extends Error {
 export function createHlsHandler(options: HlsHttpOptions): HlsHttpHandler {
   const { outputs, log } = options;
   const blockingWaitMs = blockingWaitTargets * options.targetDurationSec * 1000;
+  const partAheadLimit = options.partDurationMs > 0
+    ? Math.max(3, Math.floor(partAheadSec * 1000 / options.partDurationMs))
+    : 0;
   // Enough for the segments a player starts with, the first keyframe's wait included.
   const firstWaitMs = Math.max(
     firstSegmentWaitMinMs,
@@ -119,10 +126,28 @@ export function createHlsHandler(options: HlsHttpOptions): HlsHttpHandler {
       } else if (req.method !== "GET" && req.method !== "HEAD") {
         reply = textReply(405, "method not allowed", [["Allow", "GET, HEAD, OPTIONS"]]);
       } else {
-        const [stream, target] = parsePath(path);
+        const route = parsePath(path);
+        let target: Target | undefined;
+        if (route.variant !== undefined) {
+          target = fileTarget(route.variant, route.file);
+          output = outputs.find(route.name, target.kind === "media");
+        } else if (route.file === `${route.name}.m3u8`) {
+          target = { kind: "master" };
+          output = outputs.find(route.name, true);
+        }
+        if (!output && route.variant === undefined) {
+          // WCS names a profile's playlist `/<stream>-<profile>/<stream>-<profile>.m3u8`.
+          const playlist = route.file === `${route.name}.m3u8`;
+          const alias = profileAlias(route.name, playlist);
+          if (alias) {
+            output = alias.output;
+            target = fileTarget(alias.variant, playlist ? "index.m3u8" : route.file);
+          }
+        }
+        if (!output || output.closed || !target) {
+          throw new HttpAnswer(404, `no HLS output of ${route.name}`);
+        }
         if (target.kind !== "master") variantName = target.variant;
-        output = outputs.find(stream, target.kind === "master" || target.kind === "media");
-        if (!output || output.closed) throw new HttpAnswer(404, `no HLS output of ${stream}`);
         reply = await serve(output, target, req.query);
       }
     } catch (err) {
@@ -151,6 +176,25 @@ export function createHlsHandler(options: HlsHttpOptions): HlsHttpHandler {
     return reply;
   };
 
+  /**
+   * The output and variant a WCS profile name `<stream>-<profile>` names (a profile named
+   * `-720p` in WCS style too); the longest stream name first.
+   */
+  function profileAlias(
+    name: string,
+    start: boolean,
+  ): { output: HlsOutput; variant: string } | undefined {
+    for (let dash = name.lastIndexOf("-"); dash > 0; dash = name.lastIndexOf("-", dash - 1)) {
+      const output = outputs.find(name.slice(0, dash), start);
+      if (!output) continue;
+      const profile = name.slice(dash + 1);
+      for (const variant of [profile, `-${profile}`]) {
+        if (output.variant(variant)) return { output, variant };
+      }
+    }
+    return undefined;
+  }
+
   async function serve(output: HlsOutput, target: Target, rawQuery: string): Promise<HlsHttpReply> {
     if (target.kind === "master") {
       if (!(await output.waitVariants(firstWaitMs))) {
@@ -162,18 +206,27 @@ export function createHlsHandler(options: HlsHttpOptions): HlsHttpHandler {
     if (!variant) throw new HttpAnswer(404, `no variant ${target.variant} of ${output.name}`);
     const segmenter = variant.segmenter;
     if (target.kind === "media") {
-      const { msn, part } = blockingRequest(rawQuery);
+      const { msn, part, skip } = playlistRequest(rawQuery);
       if (msn !== undefined) {
-        const last = lastMsn(segmenter.playlist());
-        if (last !== undefined && msn > last + msnAheadLimit) {
-          throw new HttpAnswer(400, `_HLS_msn ${msn} is beyond the playlist's end (${last})`);
+        const edge = segmenter.edge;
+        if (edge && msn > edge.msn + msnAheadLimit) {
+          throw new HttpAnswer(400, `_HLS_msn ${msn} is beyond the playlist's end (${edge.msn})`);
+        }
+        if (
+          edge && part !== undefined && msn === edge.msn && partAheadLimit > 0 &&
+          part > (edge.part ?? -1) + partAheadLimit
+        ) {
+          throw new HttpAnswer(
+            400,
+            `_HLS_part ${part} is beyond the playlist's last part (${edge.part})`,
+          );
         }
         await waitFor(output, () => segmenter.ready(msn, part, blockingWaitMs));
       } else if (!variant.startable) {
         // A player's first request after a start: the segments it starts with are coming.
         await output.waitVariants(firstWaitMs);
       }
-      return playlist(segmenter.playlist());
+      return playlist(output.mediaPlaylist(variant, skip));
     }
     if (target.kind === "init") {
       if (variant.container !== "fmp4") throw new HttpAnswer(404, "no init segment in MPEG-TS");
@@ -225,16 +278,24 @@ async function waitFor(output: HlsOutput, wait: () => Promise<boolean>): Promise
   }
 }
 
-/** `_HLS_msn` and `_HLS_part` of a playlist request; malformed ones are a 400. */
-function blockingRequest(rawQuery: string): { msn?: number; part?: number } {
-  if (rawQuery === "") return {};
+/**
+ * `_HLS_msn`, `_HLS_part` and `_HLS_skip` of a media playlist request; malformed ones are a
+ * 400 (RFC 8216bis 6.2.5).
+ */
+function playlistRequest(rawQuery: string): { msn?: number; part?: number; skip: boolean } {
+  if (rawQuery === "") return { skip: false };
   const query = new URLSearchParams(rawQuery);
   const msn = sequenceParam(query, "_HLS_msn");
   const part = sequenceParam(query, "_HLS_part");
   if (part !== undefined && msn === undefined) {
     throw new HttpAnswer(400, "_HLS_part needs _HLS_msn");
   }
-  return { msn, part };
+  const skip = query.get("_HLS_skip");
+  // v2 also allows skipping date ranges; there are none, so it is answered as YES.
+  if (skip !== null && skip !== "YES" && skip !== "v2") {
+    throw new HttpAnswer(400, "_HLS_skip must be YES or v2");
+  }
+  return { msn, part, skip: skip !== null };
 }
 
 function sequenceParam(query: URLSearchParams, name: string): number | undefined {
@@ -247,7 +308,7 @@ function sequenceParam(query: URLSearchParams, name: string): number | undefined
 }
 
 /** The media sequence number of the last complete segment of a media playlist. */
-export function lastMsn(text: string): number | undefined {
+function lastMsn(text: string): number | undefined {
   const match = /#EXT-X-MEDIA-SEQUENCE:(\d+)/.exec(text);
   const first = match ? Number(match[1]) : 0;
   let segments = 0;
@@ -255,8 +316,15 @@ export function lastMsn(text: string): number | undefined {
   return segments > 0 ? first + segments - 1 : undefined;
 }
 
-/** The stream and what the path names in it; path characters are a 400, the rest a 404. */
-function parsePath(path: string): [string, Target] {
+/** The names in a request path: `/<name>/<file>` or `/<name>/<variant>/<file>`. */
+interface Route {
+  name: string;
+  variant?: string;
+  file: string;
+}
+
+/** The names of a path; path characters are a 400, other shapes a 404. */
+function parsePath(path: string): Route {
   const segments = path.split("/").slice(1).map((raw) => {
     let segment: string;
     try {
@@ -273,22 +341,24 @@ function parsePath(path: string): [string, Target] {
     if (/[\u0000-\u001f\u007f]/.test(segment)) throw new HttpAnswer(400, "control characters");
     return segment;
   });
-  const [stream, second, third] = segments;
-  if (segments.length === 2 && second === `${stream}.m3u8`) return [stream, { kind: "master" }];
-  if (segments.length === 3) {
-    const variant = second;
-    if (third === "index.m3u8") return [stream, { kind: "media", variant }];
-    if (third === "init.mp4") return [stream, { kind: "init", variant }];
-    const match = /^(\d{1,10})(?:\.(\d{1,10}))?\.(ts|m4s)$/.exec(third);
-    if (match && Number(match[1]) <= maxSequence && Number(match[2] ?? 0) <= maxSequence) {
-      return [stream, {
-        kind: "segment",
-        variant,
-        msn: Number(match[1]),
-        part: match[2] === undefined ? undefined : Number(match[2]),
-        ext: match[3] as "ts" | "m4s",
-      }];
-    }
+  if (segments.length === 2) return { name: segments[0], file: segments[1] };
+  if (segments.length === 3) return { name: segments[0], variant: segments[1], file: segments[2] };
+  throw new HttpAnswer(404, "not an HLS URL");
+}
+
+/** What a file of variant `variant` names: its playlist, init segment, a segment or part. */
+function fileTarget(variant: string, file: string): Target {
+  if (file === "index.m3u8") return { kind: "media", variant };
+  if (file === "init.mp4") return { kind: "init", variant };
+  const match = /^(\d{1,10})(?:\.(\d{1,10}))?\.(ts|m4s)$/.exec(file);
+  if (match && Number(match[1]) <= maxSequence && Number(match[2] ?? 0) <= maxSequence) {
+    return {
+      kind: "segment",
+      variant,
+      msn: Number(match[1]),
+      part: match[2] === undefined ? undefined : Number(match[2]),
+      ext: match[3] as "ts" | "m4s",
+    };
   }
   throw new HttpAnswer(404, "not an HLS URL");
 }

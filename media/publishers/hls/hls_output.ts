@@ -7,7 +7,7 @@
 import type { Logger } from "../../../core/log.ts";
 import type { MediaFrame, Track } from "../../frame.ts";
 import type { Stream, StreamReader } from "../../stream.ts";
-import { masterPlaylist } from "../../formats/hls/playlist.ts";
+import { masterPlaylist, renditionReports } from "../../formats/hls/playlist.ts";
 import type { HlsContainer, HlsSegmenter, HlsSegmenterOptions } from "./hls_segmenter_api.ts";
 import { HlsViewers } from "./hls_viewers.ts";
 
@@ -256,6 +256,23 @@ export class HlsOutput {
       return info ? [{ uri: `${encodeURIComponent(v.name)}/index.m3u8`, info }] : [];
     });
     return masterPlaylist(ready);
+  }
+
+  /**
+   * The media playlist of `variant` (a delta update with `delta`); with LL-HLS, followed by an
+   * EXT-X-RENDITION-REPORT of every other variant, so a player switching variants can ask
+   * for the right segment at once (RFC 8216bis 4.4.5.4).
+   */
+  mediaPlaylist(variant: HlsVariant, delta: boolean): string {
+    const text = variant.segmenter.playlist(delta);
+    if (!(this.#options.partDurationMs > 0)) return text;
+    const reports = this.variants.flatMap((other) => {
+      const edge = other.segmenter.edge;
+      if (other === variant || !edge) return [];
+      const uri = `../${encodeURIComponent(other.name)}/index.m3u8`;
+      return [{ uri, lastMsn: edge.msn, lastPart: edge.part }];
+    });
+    return text + renditionReports(reports);
   }
 
   /**

@@ -69,8 +69,17 @@ export interface HlsSegmenter {
   /** Closes the last segment; the playlist gets `#EXT-X-ENDLIST`. */
   end(): void;
   readonly ended: boolean;
-  /** The media playlist as it is now (LL-HLS tags when parts are made). */
-  playlist(): string;
+  /**
+   * The media playlist as it is now (LL-HLS tags when parts are made); with `delta`, the delta
+   * update of `_HLS_skip=YES` (the same when nothing can be skipped).
+   */
+  playlist(delta?: boolean): string;
+  /**
+   * The last segment listed (the one in progress, once it has a part) and its last part index
+   * (LL-HLS): what EXT-X-RENDITION-REPORT says and blocking reload is measured against.
+   * Undefined before the first segment or part.
+   */
+  readonly edge: { msn: number; part?: number } | undefined;
   /** The fMP4 initialization segment (fMP4 only, once the tracks' configs are known). */
   init(): Uint8Array | undefined;
   /** Segment `msn`, or undefined when it is not complete yet or no longer in the window. */

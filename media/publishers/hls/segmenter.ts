@@ -44,6 +44,11 @@ const gapSec = 1;
 const fpsWindowSec = 1;
 /** Parts stay listed this many target durations from the live edge (RFC 8216bis 4.4.4.9). */
 const partListedTargets = 3;
+/**
+ * CAN-SKIP-UNTIL of delta updates, in target durations (the least RFC 8216bis 4.4.3.8
+ * allows); advertised only when the window is longer, so a delta can skip something.
+ */
+export const skipUntilTargets = 6;
 /** Durations computed from clock ticks carry float noise. */
 const epsilonSec = 1e-6;
 /** Frame duration assumed until two video frames were seen, in seconds. */
@@ -121,6 +126,7 @@ class Segmenter implements MemoryHlsSegmenter {
   #waiters = new Set<Waiter>();
   #ended = false;
   #playlist?: string;
+  #deltaPlaylist?: string;
   #variant?: HlsVariantInfo;
   #peakBandwidth = 0;
   #forcedCuts = 0;
@@ -260,7 +266,7 @@ class Segmenter implements MemoryHlsSegmenter {
     // After the end it reopens: a publisher back under the same name continues the numbering,
     // so players and caches never see a media sequence number used twice.
     this.#ended = false;
-    this.#playlist = undefined;
+    this.#changed();
     if (this.#current) this.#finishSegment();
     if (this.#nextMsn > 0) this.#pendingDiscontinuity = true;
   }
@@ -269,7 +275,7 @@ class Segmenter implements MemoryHlsSegmenter {
     if (this.#ended) return;
     if (this.#current) this.#finishSegment();
     this.#ended = true;
-    this.#playlist = undefined;
+    this.#changed();
     for (const w of this.#waiters) {
       clearTimeout(w.timer);
       w.resolve(false);
@@ -277,9 +283,34 @@ class Segmenter implements MemoryHlsSegmenter {
     this.#waiters.clear();
   }
 
-  playlist(): string {
-    this.#playlist ??= this.#makePlaylist();
+  playlist(delta = false): string {
+    if (delta && this.#canSkip) {
+      this.#deltaPlaylist ??= this.#makePlaylist(true);
+      return this.#deltaPlaylist;
+    }
+    this.#playlist ??= this.#makePlaylist(false);
     return this.#playlist;
+  }
+
+  get edge(): { msn: number; part?: number } | undefined {
+    const current = this.#current;
+    if (this.#lowLatency && current && current.parts.length > 0) {
+      return { msn: current.msn, part: current.parts.length - 1 };
+    }
+    const last = this.#segments.at(-1);
+    if (!last) return undefined;
+    return { msn: last.msn, part: this.#lowLatency ? last.parts.length - 1 : undefined };
+  }
+
+  /** Delta updates can skip segments: LL-HLS, with a window longer than CAN-SKIP-UNTIL. */
+  get #canSkip(): boolean {
+    return this.#lowLatency && this.#window > skipUntilTargets;
+  }
+
+  /** The playlists change: made again when next asked for. */
+  #changed(): void {
+    this.#playlist = undefined;
+    this.#deltaPlaylist = undefined;
   }
 
   init(): Uint8Array | undefined {
@@ -347,7 +378,7 @@ class Segmenter implements MemoryHlsSegmenter {
   }
 
   #notify(): void {
-    this.#playlist = undefined;
+    this.#changed();
     for (const w of this.#waiters) {
       if (!this.#isReady(w.msn, w.part)) continue;
       clearTimeout(w.timer);
@@ -372,7 +403,7 @@ class Segmenter implements MemoryHlsSegmenter {
     };
     this.#partStartSec = sec;
     this.#partIndependent = true;
-    this.#playlist = undefined;
+    this.#changed();
     // Every segment starts with PAT and PMT, so it decodes alone (a forced cut, audio only).
     this.#ts?.requestPsi();
   }
@@ -497,7 +528,7 @@ class Segmenter implements MemoryHlsSegmenter {
     };
   }
 
-  #makePlaylist(): string {
+  #makePlaylist(delta: boolean): string {
     const ext = this.#ext;
     const listParts = (s: Segment) =>
       s.parts.map((p, i) => ({
@@ -540,6 +571,8 @@ class Segmenter implements MemoryHlsSegmenter {
         ? `${current.msn}.${current.parts.length}.${ext}`
         : undefined,
       ended: this.#ended,
+      skipUntilSec: this.#canSkip ? skipUntilTargets * this.#targetSec : undefined,
+      delta,
     });
   }
 

@@ -422,3 +422,32 @@ Deno.test("LL-HLS segmenter: parts are listed for the last 3 target durations on
   assert.deepEqual([...new Set(partSegments)], ["2", "3", "4"]);
   assert.ok(s.part(0, 0), "older parts are still served while their segment is in the window");
 });
+
+Deno.test("LL-HLS segmenter: delta updates with a long window; the edge is the last part listed", async () => {
+  const { tracks, frames } = await clip("h264");
+  const s = createHlsSegmenter(options(tracks, { partDurationMs: 500, windowSegments: 10 }));
+  for (const f of frames) s.push(f);
+  s.discontinuity();
+  for (const f of frames) s.push(f);
+  const full = s.playlist();
+  assert.match(full, /CAN-SKIP-UNTIL=12,/);
+  const delta = s.playlist(true);
+  const skipped = Number(/#EXT-X-SKIP:SKIPPED-SEGMENTS=(\d+)\n/.exec(delta)?.[1]);
+  assert.ok(skipped >= 1, delta);
+  // The delta lists what the full playlist lists after the skipped segments.
+  const listed = (text: string) => uris(text).filter((u) => !u.includes(".", u.indexOf(".") + 1));
+  assert.deepEqual(listed(delta), listed(full).slice(skipped));
+  const lastPart = [...full.matchAll(/#EXT-X-PART:[^\n]*URI="(\d+)\.(\d+)\.ts"/g)].at(-1)!;
+  assert.deepEqual(s.edge, { msn: Number(lastPart[1]), part: Number(lastPart[2]) });
+  s.end();
+
+  const short = createHlsSegmenter(options(tracks, { partDurationMs: 500, windowSegments: 6 }));
+  for (const f of frames) short.push(f);
+  assert.equal(short.playlist().includes("CAN-SKIP-UNTIL"), false);
+  assert.equal(short.playlist(true), short.playlist());
+  short.end();
+  const plain = createHlsSegmenter(options(tracks, {}));
+  for (const f of frames) plain.push(f);
+  assert.deepEqual(plain.edge, { msn: 3, part: undefined });
+  plain.end();
+});
