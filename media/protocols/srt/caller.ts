@@ -3,7 +3,6 @@
  * UDP socket with induction then conclusion (HSREQ, KMREQ, stream id), repeating each request
  * until answered, and returns the established connection. Used for pull and in tests.
  */
-import dgram from "node:dgram";
 import { ParseError } from "../../../core/errors.ts";
 import { ControlType, parsePacket, serializeControl } from "./packet.ts";
 import {
@@ -23,6 +22,7 @@ import { defaultBufferPackets, defaultLatencyMs } from "./listener.ts";
 import { SrtCipher } from "./crypto.ts";
 import { randomSeq } from "./seq.ts";
 import { SrtError, SrtRejectedError, SrtTimeoutError } from "./errors.ts";
+import { DatagramSocket, type DatagramSource } from "./datagram_socket.ts";
 
 /** Interval between repeated handshake requests, ms (libsrt's). */
 const handshakeRepeatMs = 250;
@@ -43,25 +43,37 @@ export interface SrtCallerOptions {
   connectTimeoutMs?: number;
   peerIdleTimeoutMs?: number;
   bufferPackets?: number;
+  /** Local address to bind (default: loopback for a loopback listener, else any). */
+  localHostname?: string;
 }
 
 /** Connects to an SRT listener; throws SrtRejectedError or SrtTimeoutError. */
 export async function connectSrt(o: SrtCallerOptions): Promise<SrtConnection> {
-  const socket = dgram.createSocket(o.hostname.includes(":") ? "udp6" : "udp4");
-  await new Promise<void>((resolve) => socket.bind(0, resolve));
-  const closeSocket = () => new Promise<void>((resolve) => socket.close(() => resolve()));
+  let onDatagram: (data: Uint8Array, source: DatagramSource) => void = () => {};
+  const socket = await DatagramSocket.bind(
+    o.localHostname ?? localAddressFor(o.hostname),
+    0,
+    (data, source) => onDatagram(data, source),
+  );
   try {
-    return await handshake(socket, o, closeSocket);
+    return await handshake(socket, o, (handler) => onDatagram = handler);
   } catch (e) {
-    await closeSocket();
+    await socket.close();
     throw e;
   }
 }
 
+/** Loopback targets are called from loopback; others from every interface. */
+function localAddressFor(hostname: string): string {
+  if (hostname.startsWith("127.")) return "127.0.0.1";
+  if (hostname === "::1") return "::1";
+  return hostname.includes(":") ? "::" : "0.0.0.0";
+}
+
 async function handshake(
-  socket: dgram.Socket,
+  socket: DatagramSocket,
   o: SrtCallerOptions,
-  closeSocket: () => Promise<void>,
+  listen: (handler: (data: Uint8Array, source: DatagramSource) => void) => void,
 ): Promise<SrtConnection> {
   const startMs = performance.now();
   const socketId = (crypto.getRandomValues(new Uint32Array(1))[0] & 0x3fffffff) || 1;
@@ -106,7 +118,7 @@ async function handshake(
       const finish = () => {
         clearTimeout(deadline);
         clearInterval(repeat);
-        socket.off("message", onMessage);
+        listen(() => {});
       };
       const onMessage = (msg: Uint8Array) => {
         let hs: Handshake;
@@ -151,7 +163,7 @@ async function handshake(
           resolve({ hs, timestamp, arrivalMs: performance.now() });
         }
       };
-      socket.on("message", onMessage);
+      listen(onMessage);
       send(request);
     },
   );
@@ -176,13 +188,10 @@ async function handshake(
     cipher,
     peerIdleTimeoutMs: o.peerIdleTimeoutMs ?? defaultPeerIdleTimeoutMs,
     sendDatagram: (bytes) => socket.send(bytes, o.port, o.hostname),
-    onEnded: () => {
-      socket.off("message", onData);
-      return closeSocket();
-    },
+    onEnded: () => socket.close(),
   });
-  const onData = (msg: Uint8Array, info: dgram.RemoteInfo) => {
-    if (info.port !== o.port) return;
+  listen((msg, source) => {
+    if (source.port !== o.port) return;
     try {
       const p = parsePacket(msg);
       if (p.destSocketId === socketId) connection.handlePacket(p);
@@ -190,7 +199,6 @@ async function handshake(
       if (!(e instanceof ParseError)) throw e;
       connection.countMalformed();
     }
-  };
-  socket.on("message", onData);
+  });
   return connection;
 }

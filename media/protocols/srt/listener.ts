@@ -3,11 +3,7 @@
  * stateless induction with a SYN cookie, then a conclusion the application accepts or refuses
  * (stream id, address, passphrase) before a connection exists. Established connections are
  * found by the destination socket id of each packet and must come from the caller's address.
- *
- * node:dgram rather than Deno.listenDatagram: the latter still needs --unstable-net, which the
- * server's start task does not pass (RTSP's UDP sockets do the same).
  */
-import dgram from "node:dgram";
 import { ParseError } from "../../../core/errors.ts";
 import { ControlType, parsePacket, serializeControl, type SrtPacket } from "./packet.ts";
 import {
@@ -25,6 +21,7 @@ import {
 import { defaultPeerIdleTimeoutMs, SrtConnection, type SrtPeer } from "./connection.ts";
 import { SrtCipher } from "./crypto.ts";
 import { parseKeyMaterial } from "./key_material.ts";
+import { DatagramSocket, type DatagramSource } from "./datagram_socket.ts";
 
 /** Default receive latency, ms (libsrt's live default). */
 export const defaultLatencyMs = 120;
@@ -92,7 +89,7 @@ export class SrtListener {
   /** The bound port. */
   readonly port: number;
   readonly stats: SrtListenerStats = { accepted: 0, rejected: {}, malformed: 0, badCookies: 0 };
-  #socket: dgram.Socket;
+  #socket: DatagramSocket;
   #o: SrtListenerOptions;
   #bySocketId = new Map<number, SrtConnection>();
   /** Handshakes in progress or answered, by caller address and socket id. */
@@ -100,24 +97,23 @@ export class SrtListener {
   #secret = crypto.getRandomValues(new Uint32Array(1))[0];
   #closed = false;
 
-  private constructor(socket: dgram.Socket, options: SrtListenerOptions) {
+  private constructor(socket: DatagramSocket, options: SrtListenerOptions) {
     this.#socket = socket;
     this.#o = options;
-    this.port = socket.address().port;
-    socket.on("message", (msg: Uint8Array, info: dgram.RemoteInfo) => this.#onDatagram(msg, info));
+    this.port = socket.port;
   }
 
   /** Binds the listener. */
   static async listen(options: SrtListenerOptions): Promise<SrtListener> {
-    const socket = dgram.createSocket(options.hostname.includes(":") ? "udp6" : "udp4");
-    await new Promise<void>((resolve, reject) => {
-      socket.once("error", reject);
-      socket.bind(options.port, options.hostname, () => {
-        socket.off("error", reject);
-        resolve();
-      });
-    });
-    return new SrtListener(socket, options);
+    // The socket delivers to the listener made with it: bound first, so `port` is known.
+    const made: { listener?: SrtListener } = {};
+    const socket = await DatagramSocket.bind(
+      options.hostname,
+      options.port,
+      (data, source) => made.listener?.onDatagram(data, source),
+    );
+    made.listener = new SrtListener(socket, options);
+    return made.listener;
   }
 
   /** Established connections. */
@@ -130,10 +126,11 @@ export class SrtListener {
     if (this.#closed) return;
     this.#closed = true;
     await Promise.all(this.connections().map((c) => c.close()));
-    await new Promise<void>((resolve) => this.#socket.close(() => resolve()));
+    await this.#socket.close();
   }
 
-  #onDatagram(msg: Uint8Array, info: dgram.RemoteInfo): void {
+  /** Handles one datagram from the socket (internal). */
+  private onDatagram(msg: Uint8Array, peer: DatagramSource): void {
     if (this.#closed) return;
     let packet: SrtPacket;
     try {
@@ -143,7 +140,6 @@ export class SrtListener {
       this.stats.malformed++;
       return;
     }
-    const peer = { hostname: info.address, port: info.port };
     if (packet.destSocketId !== 0) {
       const connection = this.#bySocketId.get(packet.destSocketId);
       if (
