@@ -1,9 +1,12 @@
 /**
- * The HTTP face of HLS (the `ports.hls` listener), from memory:
+ * The HTTP face of HLS (the `ports.hls` listener, hls_listener.ts), from memory:
  * - `GET /<stream>/<stream>.m3u8`: the master playlist (starts the output on demand);
  * - `GET /<stream>/<variant>/index.m3u8`: a media playlist, with LL-HLS blocking reload
- *   (`_HLS_msn`, `_HLS_part`), bounded to `blockingWaitTargets` target durations;
- * - `GET /<stream>/<variant>/<msn>.ts|.m4s`, parts `<msn>.<part>.ts|.m4s`, `init.mp4`.
+ *   (`_HLS_msn`, `_HLS_part`), bounded to `blockingWaitTargets` target durations, and delta
+ *   updates (`_HLS_skip`);
+ * - `GET /<stream>/<variant>/<msn>.ts|.m4s`, parts `<msn>.<part>.ts|.m4s`, `init.mp4`;
+ * - WCS profile URLs: `/<stream>-<profile>/<stream>-<profile>.m3u8` is the media playlist of
+ *   that variant, its segments beside it.
  * HEAD answers the same headers. Every request on an output is counted on its viewer.
  */
 import { MediaServerError } from "../../../core/errors.ts";
