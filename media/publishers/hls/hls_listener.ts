@@ -48,6 +48,8 @@ export const maxHeadBytes = 16 * 1024;
 const maxDiscardedBodyBytes = 64 * 1024;
 /** A connection waiting this long for (the rest of) a request is closed, in ms. */
 export const idleTimeoutMs = 65_000;
+/** Longest a shutdown waits for answers being written (a client not reading), in ms. */
+const shutdownGraceMs = 2_000;
 /** How often idle connections are looked for, in ms. */
 const idleSweepMs = 5_000;
 /** Bodies at least this large have their whole response kept (smaller ones are copied). */
@@ -131,7 +133,10 @@ export class HlsListener {
     return this.#restarts;
   }
 
-  /** Stops listening; requests being handled are answered, then every connection closes. */
+  /**
+   * Stops listening; requests being handled are answered (within `shutdownGraceMs`), then
+   * every connection closes.
+   */
   async shutdown(): Promise<void> {
     if (this.#stopping) return;
     this.#stopping = true;
@@ -139,6 +144,11 @@ export class HlsListener {
     this.#listener.close();
     await this.#accepting;
     this.#closeIdle(0);
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const grace = new Promise((resolve) => timer = setTimeout(resolve, shutdownGraceMs));
+    await Promise.race([Promise.all(this.#tasks), grace]);
+    clearTimeout(timer);
+    for (const c of this.#connections) close(c.conn);
     await Promise.all(this.#tasks);
   }
 

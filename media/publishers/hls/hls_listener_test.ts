@@ -160,3 +160,22 @@ Deno.test("HLS listener: shutdown closes idle keep-alive connections", async () 
   while (n !== null) n = await conn.read(buf);
   conn.close();
 });
+
+Deno.test("HLS listener: shutdown does not wait long for a client that reads nothing", async () => {
+  const big = new Uint8Array(32 * 1024 * 1024);
+  const listener = await HlsListener.start({
+    hostname: "127.0.0.1",
+    port: 0,
+    log: createLogger({ level: "error" }),
+    handler: () => Promise.resolve({ status: 200, headers: [], body: big }),
+  });
+  const conn = await Deno.connect({ hostname: "127.0.0.1", port: listener.port });
+  await conn.write(new TextEncoder().encode("GET / HTTP/1.1\r\n\r\n"));
+  // The answer fills the socket buffers and waits for a reader that never comes.
+  await new Promise((r) => setTimeout(r, 200));
+  const started = performance.now();
+  await listener.shutdown();
+  const ms = performance.now() - started;
+  conn.close();
+  assert.ok(ms < 4000, `shutdown took ${ms} ms`);
+});
