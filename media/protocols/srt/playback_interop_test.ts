@@ -32,25 +32,34 @@ async function play(connection: SrtConnection): Promise<void> {
   await Promise.race([closed, new Promise((r) => setTimeout(r, 0))]);
 }
 
-for (const dropRatio of [0, 0.02]) {
-  Deno.test(`SRT playback (m=request) to ffmpeg, ${dropRatio * 100}% loss: H.264+AAC decodes`, async () => {
+const cases = [
+  { dropRatio: 0, passphrase: undefined },
+  { dropRatio: 0.02, passphrase: undefined },
+  { dropRatio: 0.02, passphrase: "playback-secret" },
+];
+for (const { dropRatio, passphrase } of cases) {
+  const name = `${dropRatio * 100}% loss${passphrase ? ", encrypted" : ""}`;
+  Deno.test(`SRT playback (m=request) to ffmpeg, ${name}: H.264+AAC decodes`, async () => {
     const playing: Promise<void>[] = [];
     let connection: SrtConnection | undefined;
     const listener = await SrtListener.listen({
       hostname: "127.0.0.1",
       port: 0,
       accept: (info) =>
-        /m=request/.test(info.streamId) ? { accept: true } : { accept: false, reason: 1405 },
+        /m=request/.test(info.streamId)
+          ? { accept: true, passphrase }
+          : { accept: false, reason: 1405 },
       onConnection: (c) => {
         connection = c;
         playing.push(play(c));
       },
     });
     const relay = await LossRelay.open({ targetPort: listener.port, dropRatio });
-    const out = `${dir}/out_${dropRatio}.ts`;
+    const out = `${dir}/out_${dropRatio}_${passphrase ? "enc" : "clear"}.ts`;
     const streamId = "#!::r=vod1,m=request"; // ffmpeg 5.1 does not URL-decode it
     const reader = ffmpegReceive(
-      `srt://127.0.0.1:${relay.port}?mode=caller&latency=200000&streamid=${streamId}`,
+      `srt://127.0.0.1:${relay.port}?mode=caller&latency=200000&streamid=${streamId}` +
+        (passphrase ? `&passphrase=${passphrase}&pbkeylen=32` : ""),
       out,
       3,
     );
@@ -73,6 +82,7 @@ for (const dropRatio of [0, 0.02]) {
       stderr: "piped",
     }).output();
     assert.equal(new TextDecoder().decode(check.stderr), "", "decodes without errors");
+    assert.equal(connection!.encrypted, passphrase !== undefined);
     if (dropRatio > 0) assert.ok(connection!.stats().sent.retransmitted > 0, "retransmitted");
   });
 }
