@@ -43,6 +43,10 @@ export interface SrtCallerOptions {
   connectTimeoutMs?: number;
   peerIdleTimeoutMs?: number;
   bufferPackets?: number;
+  /** Packets encrypted with one key before a fresh one (libsrt's kmrefreshrate). */
+  keyRefreshPackets?: number;
+  /** Packets both keys are announced around a switch (libsrt's kmpreannounce). */
+  keyPreAnnouncePackets?: number;
   /** Local address to bind (default: loopback for a loopback listener, else any). */
   localHostname?: string;
 }
@@ -186,6 +190,8 @@ async function handshake(
     peerFlowWindow: answer.hs.flowWindow,
     bufferPackets,
     cipher,
+    keyRefreshPackets: o.keyRefreshPackets,
+    keyPreAnnouncePackets: o.keyPreAnnouncePackets,
     peerIdleTimeoutMs: o.peerIdleTimeoutMs ?? defaultPeerIdleTimeoutMs,
     sendDatagram: (bytes) => socket.send(bytes, o.port, o.hostname),
     onEnded: () => socket.close(),

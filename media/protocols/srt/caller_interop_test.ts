@@ -57,7 +57,7 @@ async function publishClip(send: (bytes: Uint8Array) => void): Promise<void> {
 }
 
 for (const passphrase of [undefined, "caller-side-secret"]) {
-  Deno.test(`our caller publishes to srt-live-transmit${passphrase ? " encrypted" : ""}, 2% loss`, async () => {
+  Deno.test(`our caller publishes to srt-live-transmit${passphrase ? " encrypted, keys refreshed" : ""}, 2% loss`, async () => {
     requireSrtTools();
     const port = freeUdpPort();
     const out = `${dir}/slt_${passphrase ? "enc" : "clear"}.ts`;
@@ -76,6 +76,8 @@ for (const passphrase of [undefined, "caller-side-secret"]) {
         latencyMs: 200,
         passphrase,
         keyLengthBytes: 24,
+        keyRefreshPackets: 100,
+        keyPreAnnouncePackets: 20,
       });
       assert.equal(connection.encrypted, passphrase !== undefined);
       await publishClip((bytes) => connection.send(bytes));
@@ -90,6 +92,7 @@ for (const passphrase of [undefined, "caller-side-secret"]) {
     assert.equal(summary.continuityErrors, 0);
     assert.equal(summary.videoFrames, expected.videoFrames);
     assert.ok(stats.sent.retransmitted > 0, "retransmitted");
+    if (passphrase) assert.ok(stats.keyAnnouncements >= 4, `${stats.keyAnnouncements} KMREQs`);
     assert.ok(stats.rttMs < 50, `rtt ${stats.rttMs} ms`);
   });
 }

@@ -25,6 +25,12 @@ export const tickIntervalMs = 10;
 const keepaliveIntervalMs = 1000;
 /** Peer silence that ends a connection by default, ms (libsrt's SRTO_PEERIDLETIMEO). */
 export const defaultPeerIdleTimeoutMs = 5000;
+/** Packets sent with one key before the next, by default (libsrt's SRTO_KMREFRESHRATE). */
+export const defaultKeyRefreshPackets = 0x1000000;
+/** Packets before and after a switch both keys are announced (libsrt's SRTO_KMPREANNOUNCE). */
+export const defaultKeyPreAnnouncePackets = 0x1000;
+/** Interval at which an unanswered key announcement is repeated, ms. */
+const keyAnnounceRepeatMs = 500;
 /** Payloads queued for a reader that is not reading, before the oldest are dropped. */
 const maxQueuedPayloads = 8192;
 
@@ -62,6 +68,10 @@ export interface SrtConnectionInit {
   peerIdleTimeoutMs?: number;
   /** Largest payload of one data packet, bytes. */
   payloadBytes?: number;
+  /** Packets encrypted with one key before switching to a fresh one. */
+  keyRefreshPackets?: number;
+  /** Packets before (and after) a key switch during which both keys are announced. */
+  keyPreAnnouncePackets?: number;
   sendDatagram: (bytes: Uint8Array) => void;
   /** Called once when the connection ends (the owner forgets it, a caller closes its socket). */
   onEnded?: (connection: SrtConnection) => void | Promise<void>;
@@ -75,6 +85,8 @@ export interface SrtConnectionStats {
   malformed: number;
   /** Key material refreshes taken from the peer. */
   keyRefreshes: number;
+  /** Key announcements (KMREQ) this side sent while sending, answered or not. */
+  keyAnnouncements: number;
   /** Payloads the application did not read in time and that were discarded. */
   readerOverflow: number;
   /** Milliseconds since the handshake completed. */
@@ -112,6 +124,9 @@ export class SrtConnection {
   #wake: (() => void) | undefined;
   #malformed = 0;
   #keyRefreshes = 0;
+  #keyAnnouncements = 0;
+  /** A key announcement the peer did not answer yet, and when it was last sent. */
+  #announcing: { km: Uint8Array; sentMs: number } | undefined;
   #readerOverflow = 0;
 
   constructor(init: SrtConnectionInit) {
@@ -148,6 +163,7 @@ export class SrtConnection {
       sendDatagram: (bytes) => this.#send(bytes),
       sendControl,
       encrypt: cipher && ((seq, payload) => cipher.encrypt(seq, payload)),
+      beforeEncrypt: cipher && ((count) => this.#rotateKey(cipher, count)),
     });
     this.#timer = setInterval(() => this.#tick(), tickIntervalMs);
   }
@@ -189,6 +205,7 @@ export class SrtConnection {
       sent: { ...this.#sender.stats },
       malformed: this.#malformed,
       keyRefreshes: this.#keyRefreshes,
+      keyAnnouncements: this.#keyAnnouncements,
       readerOverflow: this.#readerOverflow,
       uptimeMs: Math.round(performance.now() - this.#init.startMs),
       rttMs: this.#receiver.rttMeasured ? this.#receiver.stats.rttMs : this.#sender.peerRttMs,
@@ -224,6 +241,7 @@ export class SrtConnection {
           break;
         case ControlType.userDefined:
           if (packet.subtype === UserDefinedSubtype.kmRequest) this.#onKeyRefresh(packet.body);
+          if (packet.subtype === UserDefinedSubtype.kmResponse) this.#announcing = undefined;
           break;
           // Keepalive only refreshes lastReceivedMs; a handshake repeated by a caller that
           // missed our answer is answered by the listener; congestion warnings are legacy.
@@ -271,6 +289,28 @@ export class SrtConnection {
     }, () => this.#malformed++);
   }
 
+  /**
+   * Sender key refresh in libsrt's order: announce a fresh key `pre` packets before the
+   * switch, switch at each multiple of `rate`, retire the old key `pre` packets after.
+   */
+  async #rotateKey(cipher: SrtCipher, count: number): Promise<void> {
+    const rate = this.#init.keyRefreshPackets ?? defaultKeyRefreshPackets;
+    const pre = Math.min(
+      this.#init.keyPreAnnouncePackets ?? defaultKeyPreAnnouncePackets,
+      rate / 2,
+    );
+    const phase = count % rate;
+    if (phase === rate - pre) this.#announce(await cipher.refresh());
+    else if (phase === 0) cipher.activateNewKey();
+    else if (phase === pre && count > rate) this.#announce(await cipher.retireOldKey());
+  }
+
+  #announce(km: Uint8Array): void {
+    this.#keyAnnouncements++;
+    this.#announcing = { km, sentMs: performance.now() };
+    this.#sendControl(ControlType.userDefined, UserDefinedSubtype.kmRequest, 0, km);
+  }
+
   #deliver(payload: Uint8Array): void {
     if (this.#onPayload) {
       this.#onPayload(payload);
@@ -293,6 +333,11 @@ export class SrtConnection {
     }
     this.#receiver.tick(now);
     this.#sender.tick(now);
+    const announcing = this.#announcing;
+    if (announcing && now - announcing.sentMs >= keyAnnounceRepeatMs) {
+      announcing.sentMs = now;
+      this.#sendControl(ControlType.userDefined, UserDefinedSubtype.kmRequest, 0, announcing.km);
+    }
     if (now - this.#lastSentMs >= keepaliveIntervalMs) {
       this.#sendControl(ControlType.keepalive, 0, 0, emptyControlBody);
     }

@@ -57,6 +57,10 @@ export interface SrtListenerOptions {
   passphrase?: string;
   /** Receive buffer / flow window, packets. */
   bufferPackets?: number;
+  /** Packets encrypted with one key before a fresh one (libsrt's kmrefreshrate). */
+  keyRefreshPackets?: number;
+  /** Packets both keys are announced around a switch (libsrt's kmpreannounce). */
+  keyPreAnnouncePackets?: number;
   peerIdleTimeoutMs?: number;
   /** Decides on each caller before a connection exists; absent accepts every caller. */
   accept?: (info: SrtAcceptInfo) => SrtAcceptDecision | Promise<SrtAcceptDecision>;
@@ -281,6 +285,8 @@ export class SrtListener {
       peerFlowWindow: hs.flowWindow,
       bufferPackets,
       cipher,
+      keyRefreshPackets: this.#o.keyRefreshPackets,
+      keyPreAnnouncePackets: this.#o.keyPreAnnouncePackets,
       peerIdleTimeoutMs: this.#o.peerIdleTimeoutMs ?? defaultPeerIdleTimeoutMs,
       sendDatagram: (bytes) => this.#socket.send(bytes, peer.port, peer.hostname),
       onEnded: (c) => {

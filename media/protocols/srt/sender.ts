@@ -42,6 +42,11 @@ export interface SenderOptions {
   sendControl: (type: number, typeInfo: number, body: Uint8Array) => void;
   /** Encrypts a payload when the connection has a passphrase. */
   encrypt?: (seq: number, payload: Uint8Array) => Promise<{ kk: number; payload: Uint8Array }>;
+  /**
+   * Runs before the encryption of the n-th packet (1-based), in packet order: key refresh
+   * switches keys here so each packet is sealed with the key its turn calls for.
+   */
+  beforeEncrypt?: (packetCount: number) => Promise<void> | void;
   /** Current time, ms (performance.now() by default). */
   now?: () => number;
 }
@@ -82,6 +87,7 @@ export class Sender {
   #nextSeq: number;
   #messageNumber = 0;
   #encrypting: Promise<void> = Promise.resolve();
+  #queued = 0;
   #now: () => number;
 
   constructor(options: SenderOptions) {
@@ -139,7 +145,9 @@ export class Sender {
       return;
     }
     const copy = payload.slice();
+    const count = ++this.#queued;
     this.#encrypting = this.#encrypting.then(async () => {
+      await this.#o.beforeEncrypt?.(count);
       const sealed = await encrypt(seq, copy);
       transmit(sealed.kk, sealed.payload);
     });
