@@ -54,18 +54,29 @@ function assertColour(
   assert.ok(distance < 40, `${what} at (${x}, ${y}) is ${mean}, not ${rgb}`);
 }
 
-/** Magnitude of `hz` in mono PCM (Goertzel), relative to the signal's RMS. */
-function toneLevel(pcm: Int16Array, hz: number, sampleRate: number): number {
+/** Goertzel power of `hz` in mono PCM. */
+function tonePower(pcm: Int16Array, hz: number, sampleRate: number): number {
   const k = 2 * Math.cos(2 * Math.PI * hz / sampleRate);
-  let s1 = 0, s2 = 0, energy = 0;
+  let s1 = 0, s2 = 0;
   for (const sample of pcm) {
     const s0 = sample + k * s1 - s2;
     s2 = s1;
     s1 = s0;
-    energy += sample * sample;
   }
-  const power = s1 * s1 + s2 * s2 - k * s1 * s2;
-  return Math.sqrt(power) / pcm.length / Math.sqrt(energy / pcm.length || 1);
+  return s1 * s1 + s2 * s2 - k * s1 * s2;
+}
+
+/** Amplitude of `hz` in mono PCM relative to the signal's RMS. */
+function toneLevel(pcm: Int16Array, hz: number, sampleRate: number): number {
+  let energy = 0;
+  for (const sample of pcm) energy += sample * sample;
+  return Math.sqrt(tonePower(pcm, hz, sampleRate)) / pcm.length /
+    Math.sqrt(energy / pcm.length || 1);
+}
+
+/** Peak amplitude of a `hz` tone in mono PCM, in sample units. */
+function toneAmplitude(pcm: Int16Array, hz: number, sampleRate: number): number {
+  return 2 * Math.sqrt(tonePower(pcm, hz, sampleRate)) / pcm.length;
 }
 
 /** Records the stream `name` for `ms` and returns its audio as 48 kHz mono PCM. */
@@ -463,5 +474,127 @@ Deno.test("wasm engine: audio mixing is refused naming hasAudio; a video-only mi
     }, 30_000);
     const [record] = await mixers(server);
     assert.equal(record.hasAudio, false);
+  }, config);
+});
+
+/**
+ * A clip that flashes white and beeps at `hz` for 100 ms every second from `phaseSec`: its
+ * picture and its sound start together.
+ */
+async function flashClip(path: string, fps: number, hz: number, phaseSec: number): Promise<void> {
+  const on = `lt(mod(T-${phaseSec}\\,1)\\,0.1)`;
+  await run("ffmpeg", [
+    ...["-v", "error", "-y", "-f", "lavfi"],
+    ...["-i", `nullsrc=s=320x180:r=${fps},geq=lum='if(${on}\\,235\\,16)':cb=128:cr=128`],
+    ...[
+      "-f",
+      "lavfi",
+      "-i",
+      `aevalsrc='if(${on.replace("T", "t")}\\,0.5*sin(2*PI*${hz}*t)\\,0)':s=48000`,
+    ],
+    ...["-t", "40", "-c:v", "libx264", "-preset", "ultrafast", "-g", String(fps)],
+    ...["-pix_fmt", "yuv420p", "-c:a", "aac", path],
+  ]);
+}
+
+/** Times (s) at which the mean luma of the `x0`..`x1` columns (of 16) turns bright. */
+async function flashOnsets(path: string, x0: number, x1: number): Promise<number[]> {
+  const { out } = await run("ffprobe", [
+    ...["-v", "error", "-select_streams", "v", "-show_entries", "frame=pts_time"],
+    ...["-of", "csv=p=0", path],
+  ]);
+  // A frame with side data prints a trailing comma and an empty line.
+  const times = out.split("\n").filter((line) => line.trim() !== "").map((l) => parseFloat(l));
+  const raw = await new Deno.Command("ffmpeg", {
+    // Every frame as it is in the file: ffmpeg would otherwise fill the output's skipped
+    // ticks with copies, shifting frames against their times.
+    args: [
+      ...["-v", "error", "-i", path, "-fps_mode", "passthrough"],
+      ...["-vf", "scale=16:9,format=gray", "-f", "rawvideo", "-"],
+    ],
+    stdout: "piped",
+  }).output();
+  const onsets: number[] = [];
+  let bright = false;
+  for (let frame = 0; frame < times.length; frame++) {
+    let sum = 0;
+    for (let row = 0; row < 9; row++) {
+      for (let col = x0; col < x1; col++) sum += raw.stdout[frame * 144 + row * 16 + col];
+    }
+    const now = sum / (9 * (x1 - x0)) > 100;
+    if (now && !bright) onsets.push(times[frame]);
+    bright = now;
+  }
+  return onsets;
+}
+
+/** Times (s) at which a `hz` tone starts in the file's audio (10 ms windows). */
+async function beepOnsets(path: string, hz: number): Promise<number[]> {
+  const { out } = await run("ffprobe", [
+    ...["-v", "error", "-select_streams", "a", "-show_entries", "stream=start_time"],
+    ...["-of", "csv=p=0", path],
+  ]);
+  const start = Number(out.trim()) || 0;
+  const raw = await new Deno.Command("ffmpeg", {
+    args: ["-v", "error", "-i", path, "-vn", "-ac", "1", "-ar", "48000", "-f", "s16le", "-"],
+    stdout: "piped",
+  }).output();
+  const pcm = new Int16Array(raw.stdout.buffer, 0, raw.stdout.length >> 1);
+  const onsets: number[] = [];
+  let loud = false;
+  for (let at = 0; at + 480 <= pcm.length; at += 480) {
+    const window = pcm.subarray(at, at + 480);
+    // The clips beep at half scale; the mix keeps at least a third of that.
+    const now = toneAmplitude(window, hz, 48000) > 3000;
+    if (now && !loud) onsets.push(start + at / 48000);
+    loud = now;
+  }
+  return onsets;
+}
+
+/** For each flash, the time from it to the nearest beep, in ms. */
+function avOffsetsMs(flashes: number[], beeps: number[]): number[] {
+  return flashes.map((flash) => {
+    const beep = beeps.reduce((best, t) => Math.abs(t - flash) < Math.abs(best - flash) ? t : best);
+    return Math.round((beep - flash) * 1000);
+  });
+}
+
+Deno.test("A/V sync: inputs at 30 and 25 fps, started apart, keep picture and sound within 80 ms", async () => {
+  const config = testConfig();
+  const media = config.folders.media;
+  await Deno.mkdir(media, { recursive: true });
+  await flashClip(`${media}/a.mp4`, 30, 1000, 0);
+  await flashClip(`${media}/b.mp4`, 25, 2500, 0.5);
+  await withServer(async (server) => {
+    await ok(server, "/mixer/startup", { uri: "mixer://sync", localStreamName: "mix" });
+    await ok(server, "/vod/startup", { uri: "vod-live://a.mp4", localStreamName: "a" });
+    await ok(server, "/mixer/add", { uri: "mixer://sync", remoteStreamName: "a" });
+    await new Promise((r) => setTimeout(r, 700));
+    await ok(server, "/vod/startup", { uri: "vod-live://b.mp4", localStreamName: "b" });
+    await ok(server, "/mixer/add", { uri: "mixer://sync", remoteStreamName: "b" });
+    await new Promise((r) => setTimeout(r, 2000));
+    const stream = (await streamNamed(server, "mix"))!;
+    await ok(server, "/stream/startRecording", { mediaSessionId: stream.mediaSessionId });
+    await new Promise((r) => setTimeout(r, 7000));
+    await ok(server, "/stream/stopRecording", { mediaSessionId: stream.mediaSessionId });
+    const [file] = [...Deno.readDirSync(config.folders.records)].map((e) => e.name);
+    const path = `${config.folders.records}/${file}`;
+    // Grid of two: a on the left half, b on the right.
+    for (const [name, x0, hz] of [["a", 0, 1000], ["b", 8, 2500]] as const) {
+      // The clip itself starts a flash on its first frame at or after the beep (b's 25 fps
+      // frames fall 20 ms after it): the mix must keep that offset within 80 ms.
+      const clip = `${media}/${name}.mp4`;
+      const [sourceMs] = avOffsetsMs(await flashOnsets(clip, 0, 16), await beepOnsets(clip, hz));
+      const beeps = await beepOnsets(path, hz);
+      // A recording starts at the last keyframe: its first pictures may come before its sound.
+      const flashes = (await flashOnsets(path, x0 + 2, x0 + 6)).filter((t) => t > beeps[0] - 0.5);
+      assert.ok(flashes.length >= 5, `${name}: ${flashes.length} flashes`);
+      const offsetsMs = avOffsetsMs(flashes, beeps);
+      assert.ok(
+        offsetsMs.every((ms) => Math.abs(ms - sourceMs) <= 80),
+        `${name}: sound minus picture ${offsetsMs} ms, ${sourceMs} ms in the clip`,
+      );
+    }
   }, config);
 });

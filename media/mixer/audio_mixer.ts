@@ -158,6 +158,32 @@ export class AudioMixer {
     this.#input(id).gain = gain;
   }
 
+  /**
+   * Makes input `id` buffer `frames` sample frames (at the output rate), give or take
+   * `toleranceFrames`: the oldest are dropped, or silence is queued before what is there.
+   * This places the input's sound on a timeline: the next frame it queued plays after them.
+   */
+  align(id: string, frames: number, toleranceFrames: number): void {
+    const input = this.#input(id);
+    const buffered = input.fifo.frames;
+    if (buffered > frames + toleranceFrames) {
+      const excess = buffered - frames;
+      input.fifo.drop(excess);
+      this.stats.droppedFrames += excess;
+    } else if (buffered < frames - toleranceFrames) {
+      // Silence goes first: the queued sound is taken out and queued again behind it.
+      const queued = new Float32Array(buffered * this.#channels);
+      input.fifo.read(queued);
+      const silence = Math.min(frames, this.#maxFrames) - buffered;
+      this.stats.droppedFrames += input.fifo.write(
+        new Float32Array(silence * this.#channels),
+        this.#channels,
+      );
+      this.stats.droppedFrames += input.fifo.write(queued, this.#channels);
+      input.playing = true;
+    }
+  }
+
   /** The levels of what input `id` played in the last frame (zero while it buffers). */
   levels(id: string): AudioLevels {
     return this.#input(id).levels;

@@ -132,3 +132,28 @@ Deno.test("start mixes on the clock until closed", async () => {
   mixer.close();
   assert.deepEqual(pts.slice(0, 3), [0, 960, 1920]);
 });
+
+Deno.test("align drops the oldest sound beyond the target, or puts silence before it", async () => {
+  using mixer = await AudioMixer.create({ sampleRate: 48000, channels: 1, jitterDelayMs: 20 });
+  mixer.addInput("a", { sampleRate: 48000, channels: 1 });
+  const loud = (frame: { samples: Int16Array }) => frame.samples.every((s) => s !== 0);
+  // 100 ms queued, 40 ms wanted: the oldest 60 ms go, two frames of sound are left.
+  for (let i = 0; i < 5; i++) mixer.push("a", constant(1000, 48000, 1));
+  mixer.align("a", 1920, 0);
+  assert.deepEqual([0, 1, 2].map(() => loud(mixer.mix())), [true, true, false]);
+  // 20 ms queued, 60 ms wanted: 40 ms of silence play first, then the sound.
+  mixer.push("a", constant(1000, 48000, 1));
+  mixer.align("a", 2880, 0);
+  const silent = (frame: { samples: Int16Array }) => frame.samples.every((s) => s === 0);
+  assert.deepEqual(
+    [0, 1, 2].map(() => {
+      const frame = mixer.mix();
+      return silent(frame) ? "silence" : loud(frame) ? "sound" : "mixed";
+    }),
+    ["silence", "silence", "sound"],
+  );
+  // Within the tolerance nothing moves.
+  mixer.push("a", constant(1000, 48000, 1));
+  mixer.align("a", 1200, 300);
+  assert.ok(loud(mixer.mix()));
+});

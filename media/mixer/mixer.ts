@@ -47,6 +47,8 @@ const videoResyncMs = 300;
 const maxInputFps = 60;
 /** Audio an input buffers before it plays, in ms; about what its pictures are held. */
 const audioJitterMs = 100;
+/** How far an input's sound may be from its pictures' time before it is moved, in ms. */
+const audioAlignToleranceMs = 20;
 /** Most audio an input may buffer, in ms: a decoder's start-up burst is cut to this. */
 const audioMaxDelayMs = 250;
 /** Side of the black picture shown for a muted input, in pixels (16:9). */
@@ -135,6 +137,10 @@ interface Input extends MixerInputInfo {
   offset?: number;
   /** Output pts of the last picture given to the composer. */
   lastPts: number;
+  /** Source time of the first audio frame decoded, in seconds. */
+  audioStartSec?: number;
+  /** Sample frames decoded so far, at the mixer's rate (the decoder fills gaps with silence). */
+  decodedFrames: number;
 }
 
 /** Many streams mixed into one output stream. */
@@ -323,6 +329,7 @@ export class Mixer {
       ...settings,
       source,
       lastPts: -Infinity,
+      decodedFrames: 0,
     };
     this.#inputs.set(name, input);
     // Placed in the layout before its first picture: the tile shows at once.
@@ -330,7 +337,11 @@ export class Mixer {
     if (this.#audio) this.#audio.addInput(name, { ...this.#format, gain: gainOf(settings) });
     input.subscription = hub.subscribe(source, {
       onPicture: (picture) => this.#onPicture(input, picture),
-      onAudio: (frame) => input.pcm?.push(frame),
+      onAudio: (frame) => {
+        if (!input.pcm) return;
+        input.audioStartSec ??= frame.pts / input.subscription!.audio!.clockRate;
+        input.pcm.push(frame);
+      },
       onEnd: () => {
         if (this.#inputs.get(name) === input) void this.#removeInput(input, "stream ended");
       },
@@ -342,9 +353,7 @@ export class Mixer {
           engine,
           track: audioTrack,
           format: this.#format,
-          onPcm: (samples) => {
-            if (this.#inputs.get(name) === input) this.#audio!.push(name, samples);
-          },
+          onPcm: (samples) => this.#onPcm(input, samples),
           log: log.child({ input: name, stage: "audio decoder" }),
         });
       } catch (err) {
@@ -440,6 +449,24 @@ export class Mixer {
     if (pts <= input.lastPts) return;
     input.lastPts = pts;
     this.#composer.push(input.name, { ...picture, pts });
+  }
+
+  /**
+   * Queues decoded sound of an input, placed on the output clock by the offset of its
+   * pictures: the newest sample plays when a picture of its time would show. An input
+   * without pictures plays after the audio mixer's jitter buffer.
+   */
+  #onPcm(input: Input, samples: Int16Array): void {
+    if (this.#inputs.get(input.name) !== input) return;
+    const audio = this.#audio!;
+    audio.push(input.name, samples);
+    const { sampleRate, channels } = this.#format;
+    input.decodedFrames += samples.length / channels;
+    if (input.offset === undefined || input.audioStartSec === undefined) return;
+    const newestSec = input.audioStartSec + input.decodedFrames / sampleRate;
+    const playAt = newestSec * pipelineVideoClockHz + input.offset;
+    const aheadFrames = Math.round((playAt - this.#nowPts()) * sampleRate / pipelineVideoClockHz);
+    audio.align(input.name, aheadFrames, Math.round(audioAlignToleranceMs * sampleRate / 1000));
   }
 
   /** Shows a black picture in the input's tile, from a little ahead of the clock. */

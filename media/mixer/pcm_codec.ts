@@ -64,7 +64,9 @@ export class PcmDecoder {
     this.#job = startJob(
       engine,
       [...lowDelayInputArgs, ...liveInputArgs(track)],
-      ["-vn", "-flush_packets", "1", ...rawPcmArgs(format)],
+      // Gaps in the input's timestamps are filled with silence, so the count of samples
+      // out tells the time of the newest one.
+      ["-vn", "-af", "aresample=async=1:first_pts=0", "-flush_packets", "1", ...rawPcmArgs(format)],
     );
     this.#encoder = liveInputEncoder(track);
     this.#reading = this.#read(options);
