@@ -13,6 +13,7 @@ import {
   filterDtlsRetransmits,
 } from "./dtls_retransmit_filter.ts";
 import { portPoolOf, type UdpPortPool } from "./port_pool.ts";
+import { installNoDefaultStun } from "./no_default_stun.ts";
 import { installUdpBindRetry } from "./udp_bind.ts";
 
 /** Where the media sockets of a peer bind and what their candidates announce. */
@@ -56,6 +57,7 @@ export class Peer {
    */
   constructor(address: PeerAddress, negotiated: readonly NegotiatedCodec[]) {
     installUdpBindRetry();
+    installNoDefaultStun();
     const codecs = {
       video: negotiated.filter((c) => c.kind === "video").map((c) => c.params),
       audio: negotiated.filter((c) => c.kind === "audio").map((c) => c.params),
