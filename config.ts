@@ -162,6 +162,9 @@ export const configSchema = z.strictObject({
     layout: z.string().min(1).default("grid").describe(
       "Layout of a mixer started without `mixerLayoutClass`: grid, center or desktop (WCS class names accepted).",
     ),
+    mcuAudio: z.boolean().default(false).describe(
+      "MCU mode: every input of a mixer also gets an output `<mixer output>-<input name without #>` whose sound leaves that input out (what a conference participant plays).",
+    ),
     autoMixing: z.boolean().default(false).describe(
       "Streams published as `<login>#<room>` join the mixer `<room>`, made on the first join and ended when the last input leaves.",
     ),

@@ -148,6 +148,7 @@ export class MixerRegistry {
         layout: layouts.layout,
         ...background,
         watermark,
+        mcuAudio: this.#config.mixer.mcuAudio,
         streams: this.#streams,
         hub: this.#hub,
         engine: this.#engine,

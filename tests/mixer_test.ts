@@ -598,3 +598,31 @@ Deno.test("A/V sync: inputs at 30 and 25 fps, started apart, keep picture and so
     }
   }, config);
 });
+
+Deno.test("MCU mode: each input gets the mix without its own sound, ended with it", async () => {
+  const config = testConfig({ mixer: { mcuAudio: true } });
+  await clips(config.folders.media);
+  await withServer(async (server) => {
+    await ok(server, "/mixer/startup", { uri: "mixer://m", localStreamName: "mix" });
+    for (const name of ["red", "blue"]) {
+      await ok(server, "/vod/startup", { uri: `vod-live://${name}.mp4`, localStreamName: name });
+      await ok(server, "/mixer/add", { uri: "mixer://m", remoteStreamName: name });
+    }
+    await waitFor("the MCU outputs flowing", async () => {
+      const both = await Promise.all(["mix-red", "mix-blue"].map((n) => streamNamed(server, n)));
+      return both.every((s) => s && s.fps > 0 && s.audioCodec === "OPUS") ? true : undefined;
+    }, 20_000);
+    const heardByRed = await recordAudio(server, config.folders.records, "mix-red", 3000);
+    const red = toneLevel(heardByRed, 300, 48000);
+    const blue = toneLevel(heardByRed, 800, 48000);
+    assert.ok(blue > 10 * red, `red hears itself at ${red}, blue at ${blue}`);
+    const pixels = await snapshotPixels(server, "mix-red");
+    assert.deepEqual([pixels.width, pixels.height], [1280, 720]);
+
+    await ok(server, "/mixer/remove", { uri: "mixer://m", remoteStreamName: "red" });
+    assert.equal(await streamNamed(server, "mix-red"), undefined);
+    assert.ok(await streamNamed(server, "mix-blue"));
+    await ok(server, "/mixer/terminate", { uri: "mixer://m" });
+    assert.equal(await streamNamed(server, "mix-blue"), undefined);
+  }, config);
+});

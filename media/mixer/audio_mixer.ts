@@ -39,14 +39,21 @@ export interface AudioInputOptions {
   channels: number;
   /** Linear gain (default 1). */
   gain?: number;
+  /** Also mix everything but this input each frame (`MixedAudioFrame.minusOne`). */
+  minusOne?: boolean;
 }
 
-/** One mixed frame; `samples` is reused by the next `mix`. */
+/** One mixed frame; its arrays are reused by the next `mix`. */
 export interface MixedAudioFrame {
   /** Presentation time in samples at the output rate (frame index x samples per frame). */
   pts: number;
   /** Interleaved Int16, 20 ms at the output rate and channels. */
   samples: Int16Array;
+  /**
+   * For each input added with `minusOne`, the mix without that input (what its sender
+   * hears back in a conference), in the format of `samples`.
+   */
+  minusOne: Map<string, Int16Array>;
 }
 
 /** Counters of a mixer since it started. */
@@ -67,6 +74,9 @@ interface Input {
   resampler?: Resampler;
   playing: boolean;
   levels: AudioLevels;
+  /** What the input played in the last frame, with its gain, for the mixes without it. */
+  played?: Float32Array;
+  minusOne?: Int16Array;
 }
 
 /** Mixes the audio inputs of one mixer. */
@@ -138,6 +148,8 @@ export class AudioMixer {
       resampler,
       playing: false,
       levels: { rms: 0, peak: 0 },
+      played: options.minusOne ? new Float32Array(this.#frameSamples) : undefined,
+      minusOne: options.minusOne ? new Int16Array(this.#frameSamples) : undefined,
     });
   }
 
@@ -240,6 +252,7 @@ export class AudioMixer {
       if (!input.playing && input.fifo.frames >= this.#jitterFrames) input.playing = true;
       if (!input.playing) {
         input.levels.rms = input.levels.peak = 0;
+        input.played?.fill(0);
         continue;
       }
       const read = input.fifo.read(this.#staging) * this.#channels;
@@ -251,11 +264,25 @@ export class AudioMixer {
       kernels.heap.float32(this.#frame, count).set(this.#staging);
       kernels.levels(this.#frame, "float32", count, input.levels);
       kernels.mixAdd(this.#acc, this.#frame, "float32", count, input.gain);
+      if (input.played) {
+        for (let i = 0; i < count; i++) input.played[i] = this.#staging[i] * input.gain;
+      }
+    }
+    const minusOne = new Map<string, Int16Array>();
+    for (const input of this.#inputs.values()) {
+      if (!input.played || !input.minusOne) continue;
+      // The sum less this input's share, clipped like the full mix.
+      const sum = kernels.heap.float32(this.#acc, count);
+      const without = kernels.heap.float32(this.#frame, count);
+      for (let i = 0; i < count; i++) without[i] = sum[i] - input.played[i];
+      kernels.mixOut(this.#frame, this.#out, "int16", count);
+      input.minusOne.set(kernels.heap.int16(this.#out, count));
+      minusOne.set(input.id, input.minusOne);
     }
     kernels.mixOut(this.#acc, this.#out, "int16", count);
     this.#samples.set(kernels.heap.int16(this.#out, count));
     this.stats.mixedFrames++;
-    return { pts: this.#tick++ * (count / this.#channels), samples: this.#samples };
+    return { pts: this.#tick++ * (count / this.#channels), samples: this.#samples, minusOne };
   }
 
   /**

@@ -157,3 +157,20 @@ Deno.test("align drops the oldest sound beyond the target, or puts silence befor
   mixer.align("a", 1200, 300);
   assert.ok(loud(mixer.mix()));
 });
+
+Deno.test("minus-one mixes: each marked input gets the mix without itself", async () => {
+  using mixer = await AudioMixer.create({ sampleRate: 48000, channels: 1, jitterDelayMs: 20 });
+  mixer.addInput("a", { sampleRate: 48000, channels: 1, minusOne: true });
+  mixer.addInput("b", { sampleRate: 48000, channels: 1, minusOne: true, gain: 0.5 });
+  mixer.addInput("c", { sampleRate: 48000, channels: 1 });
+  mixer.push("a", constant(1000, 48000, 1));
+  mixer.push("b", constant(4000, 48000, 1));
+  mixer.push("c", constant(300, 48000, 1));
+  const frame = mixer.mix();
+  const level = (samples: Int16Array | undefined) => Math.round(samples![0] * 32768 / 32767);
+  assert.equal(level(frame.samples), 3300);
+  assert.equal(level(frame.minusOne.get("a")), 2300);
+  assert.equal(level(frame.minusOne.get("b")), 1300);
+  assert.equal(frame.minusOne.has("c"), false);
+  assert.ok(frame.minusOne.get("a")!.every((s) => s === frame.minusOne.get("a")![0]));
+});

@@ -24,6 +24,7 @@ import type { PlacedWatermark } from "../transcoder/rendition.ts";
 import { AudioMixer } from "./audio_mixer.ts";
 import { i420Size, type YuvColor } from "./i420.ts";
 import type { CustomLayout, LayoutName } from "./layout.ts";
+import { McuOutput, mcuOutputName } from "./mcu_output.ts";
 import { PcmDecoder, PcmEncoder, type PcmFormat } from "./pcm_codec.ts";
 import { type RawVideoFrame, VideoComposer } from "./video_composer.ts";
 
@@ -95,6 +96,11 @@ export interface MixerOptions {
   log: Logger;
   /** Called once when the mixer has ended, whatever the reason. */
   onEnded: (reason: string) => void;
+  /**
+   * MCU mode: each input also gets an output stream with the mix without its own sound
+   * (see mcu_output.ts).
+   */
+  mcuAudio?: boolean;
   /** Called after an input has left (removed, or its stream ended), with the inputs left. */
   onInputLeft?: (remaining: number) => void;
 }
@@ -133,6 +139,7 @@ interface Input extends MixerInputInfo {
   source: Stream;
   subscription?: SourceSubscription;
   pcm?: PcmDecoder;
+  mcu?: McuOutput;
   /** Added to a picture's pts to place it on the output clock (90 kHz); set at the first. */
   offset?: number;
   /** Output pts of the last picture given to the composer. */
@@ -152,6 +159,8 @@ export class Mixer {
   #encoder: VideoEncoder | undefined;
   #audio: AudioMixer | undefined;
   #audioEncoder: PcmEncoder | undefined;
+  #videoTrack: Track | undefined;
+  #audioTrack: Track | undefined;
   #format: PcmFormat;
   #startMs = 0;
   /** How the engine decodes: a picture at a time, or a GOP at a time. */
@@ -180,6 +189,7 @@ export class Mixer {
         height: settings.height,
       };
       tracks.push(videoTrack);
+      this.#videoTrack = videoTrack;
     }
     let audioTrack: Track | undefined;
     if (audio) {
@@ -193,6 +203,7 @@ export class Mixer {
         config: { codec: "OPUS" },
       };
       tracks.push(audioTrack);
+      this.#audioTrack = audioTrack;
     }
     this.output = new Stream({
       name: options.name,
@@ -334,7 +345,11 @@ export class Mixer {
     this.#inputs.set(name, input);
     // Placed in the layout before its first picture: the tile shows at once.
     this.#composer?.addInput(name, { screen: name.endsWith("#desktop") });
-    if (this.#audio) this.#audio.addInput(name, { ...this.#format, gain: gainOf(settings) });
+    const mcu = this.#options.mcuAudio === true && this.#audio !== undefined;
+    if (this.#audio) {
+      this.#audio.addInput(name, { ...this.#format, gain: gainOf(settings), minusOne: mcu });
+    }
+    if (mcu) input.mcu = this.#mcuOutput(input);
     input.subscription = hub.subscribe(source, {
       onPicture: (picture) => this.#onPicture(input, picture),
       onAudio: (frame) => {
@@ -423,7 +438,12 @@ export class Mixer {
       (err) => log.warn("composing a frame failed", { err }),
     );
     this.#audio?.start(
-      (frame) => this.#audioEncoder!.push(frame.samples, frame.pts),
+      (frame) => {
+        this.#audioEncoder!.push(frame.samples, frame.pts);
+        for (const [name, samples] of frame.minusOne) {
+          this.#inputs.get(name)?.mcu?.pushAudio(samples, frame.pts);
+        }
+      },
       (err) => log.warn("mixing audio failed", { err }),
     );
     log.info("mixer started", { ...this.#options.settings });
@@ -469,6 +489,31 @@ export class Mixer {
     audio.align(input.name, aheadFrames, Math.round(audioAlignToleranceMs * sampleRate / 1000));
   }
 
+  /** The MCU output of `input`, or none (logged) when its name is taken. */
+  #mcuOutput(input: Input): McuOutput | undefined {
+    const { engine, streams, log, settings } = this.#options;
+    const name = mcuOutputName(this.#options.name, input.name);
+    try {
+      return new McuOutput({
+        name,
+        video: this.#videoTrack,
+        audio: this.#audioTrack!,
+        format: this.#format,
+        bitrate: settings.audioBitrateKbps * 1000,
+        engine,
+        streams,
+        log: log.child({ mcu: name }),
+        onStop: () => {
+          void input.mcu?.close();
+          input.mcu = undefined;
+        },
+      });
+    } catch (err) {
+      log.warn("MCU output not made", { input: input.name, name, err });
+      return undefined;
+    }
+  }
+
   /** Shows a black picture in the input's tile, from a little ahead of the clock. */
   #showMuted(input: Input): void {
     if (!this.#composer) return;
@@ -484,8 +529,12 @@ export class Mixer {
 
   #emit(frame: MediaFrame): void {
     if (this.#ended) return;
-    if (this.output.tracks[frame.trackId].kind === "video") this.#videoFrames++;
-    else this.#audioFrames++;
+    if (this.output.tracks[frame.trackId].kind === "video") {
+      this.#videoFrames++;
+      for (const input of this.#inputs.values()) input.mcu?.pushVideo(frame);
+    } else {
+      this.#audioFrames++;
+    }
     this.output.push(frame);
   }
 
@@ -495,7 +544,7 @@ export class Mixer {
     input.subscription?.release();
     if (this.#composer && !this.#ended) this.#composer.removeInput(input.name);
     if (this.#audio && !this.#ended) this.#audio.removeInput(input.name);
-    await input.pcm?.close();
+    await Promise.all([input.pcm?.close(), input.mcu?.close()]);
     this.#options.log.info("input removed", { input: input.name, reason });
     if (!this.#ending) this.#options.onInputLeft?.(this.#inputs.size);
   }
