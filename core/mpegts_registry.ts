@@ -1,6 +1,6 @@
 /**
  * MPEG-TS receivers by stream name: `/mpegts/startup` allocates a port of `mpegts.portMin`
- * to `mpegts.portMax`, opens a transport on it (UDP now; SRT once its stack serves) and
+ * to `mpegts.portMax`, opens a transport on it (a UDP socket or an SRT listener) and
  * receives what senders send there into a local stream. A receiver ends on terminate, on
  * `/stream/terminate` of its stream, after `mpegts.timeoutMs` without data, or at server
  * stop; its port goes back to the pool with it.
@@ -14,13 +14,9 @@ import type {
   MpegtsTransportKind,
 } from "../media/providers/mpegts_transport.ts";
 import { UdpMpegtsTransport } from "../media/providers/mpegts_udp.ts";
+import { SrtMpegtsTransport } from "../media/providers/mpegts_srt.ts";
 import { PortPool } from "../media/providers/port_pool.ts";
-import {
-  ConflictError,
-  NotFoundError,
-  NotImplementedError,
-  ServiceUnavailableError,
-} from "./errors.ts";
+import { ConflictError, NotFoundError, ServiceUnavailableError } from "./errors.ts";
 import { Cap } from "./limits.ts";
 import type { Logger } from "./log.ts";
 import { OutboundPolicy } from "./outbound.ts";
@@ -37,13 +33,17 @@ export type MpegtsTransportOpener = (
   allows: AddressFilter,
 ) => Promise<MpegtsTransport | undefined>;
 
-/** The transports served; a kind without an opener answers 501. */
-export type MpegtsOpeners = Partial<Record<MpegtsTransportKind, MpegtsTransportOpener>>;
+/** How each transport is opened. */
+export type MpegtsOpeners = Record<MpegtsTransportKind, MpegtsTransportOpener>;
 
-/** The transports served by default: UDP. SRT joins once its stack has a listener. */
-export const defaultMpegtsOpeners: MpegtsOpeners = {
-  udp: (hostname, port, allows) => UdpMpegtsTransport.open(hostname, port, allows),
-};
+/** The transports of a configuration: UDP sockets, SRT listeners with `mpegts.srtPassphrase`. */
+export function mpegtsOpeners(config: Config): MpegtsOpeners {
+  return {
+    udp: (hostname, port, allows) => UdpMpegtsTransport.open(hostname, port, allows),
+    srt: (hostname, port, allows) =>
+      SrtMpegtsTransport.open(hostname, port, allows, config.mpegts.srtPassphrase),
+  };
+}
 
 /** The MPEG-TS receivers of a server. */
 export class MpegtsRegistry {
@@ -65,7 +65,7 @@ export class MpegtsRegistry {
     streams: StreamRegistry,
     engine: CodecEngine,
     log: Logger,
-    openers: MpegtsOpeners = defaultMpegtsOpeners,
+    openers: MpegtsOpeners = mpegtsOpeners(config),
   ) {
     this.#config = config;
     this.#streams = streams;
@@ -80,16 +80,10 @@ export class MpegtsRegistry {
 
   /**
    * Opens a receiver publishing `localStreamName` and answers its record. A name in use by
-   * any stream or receiver is a 409, a transport not served a 501, no free port a 503.
+   * any stream or receiver is a 409, no free port a 503.
    */
   async startup(localStreamName: string, kind: MpegtsTransportKind): Promise<MpegtsRecord> {
     const open = this.#openers[kind];
-    if (!open) {
-      throw new NotImplementedError(
-        "/mpegts/startup",
-        `transport ${kind} is not served yet: the SRT stack is not built; use transport udp`,
-      );
-    }
     if (this.#closed) throw new ConflictError("the server is stopping");
     const name = localStreamName;
     if (

@@ -22,18 +22,39 @@ function portRange(count: number): { portMin: number; portMax: number } {
   return { portMin, portMax: portMin + count - 1 };
 }
 
-/** ffmpeg sending `seconds` of 640x360 25 fps H.264 (2 B-frames) and `audio` over UDP. */
+/** `uri` with ffmpeg's options: SRT in caller mode with 200 ms latency, UDP in 1316-byte datagrams. */
+function ffmpegUri(uri: string): string {
+  const [base, query] = uri.split("?");
+  return base.startsWith("srt:")
+    ? `${base}?mode=caller&latency=200000${query ? `&${query}` : ""}`
+    : `${base}?pkt_size=1316`;
+}
+
+/**
+ * ffmpeg sending `seconds` of 640x360 25 fps H.264 (2 B-frames) and `audio` to `uri` (UDP, or
+ * SRT in caller mode).
+ */
 function sendFfmpeg(uri: string, seconds: number, audio = "aac"): Deno.ChildProcess {
   return new Deno.Command("ffmpeg", {
     args: [
       ...["-v", "error", "-re", "-f", "lavfi", "-i", "testsrc=size=640x360:rate=25"],
       ...["-f", "lavfi", "-i", "sine=f=440", "-t", String(seconds)],
       ...["-c:v", "libx264", "-preset", "veryfast", "-bf", "2", "-g", "50", "-c:a", audio],
-      ...["-f", "mpegts", `${uri}?pkt_size=1316`],
+      ...["-f", "mpegts", ffmpegUri(uri)],
     ],
     stdout: "null",
     stderr: "piped",
   }).spawn();
+}
+
+/** Stops an ffmpeg sender (ended or not) and waits for it. */
+async function stopSender(sender: Deno.ChildProcess): Promise<void> {
+  try {
+    sender.kill();
+  } catch {
+    // it has ended already
+  }
+  await sender.output();
 }
 
 /**
@@ -212,8 +233,7 @@ Deno.test("MPEG-TS over UDP from ffmpeg: record, stream, recording, RTMP play, s
         assert.equal(again.status, 404);
         await again.body?.cancel();
       } finally {
-        sender.kill();
-        await sender.output();
+        await stopSender(sender);
       }
       // The recording starts at the last keyframe (up to a GOP of 2 s before its start).
       await checkFile(recordingPath(server), recordedSec - 0.5, recordedSec + 2.5, "recording");
@@ -245,8 +265,7 @@ Deno.test("MPEG-TS over UDP: MP3 audio is published as AAC", async () => {
       });
       assert.equal(stop.status, 200, await stop.text());
     } finally {
-      sender.kill();
-      await sender.output();
+      await stopSender(sender);
     }
     const info = await probe(recordingPath(server));
     const audio = info.streams.find((s) => s.codec_type === "audio");
@@ -322,7 +341,7 @@ Deno.test("MPEG-TS over UDP: a restarted sender continues the stream; silence en
   }, config);
 });
 
-Deno.test("/mpegts: 400, 404, 409, 501 for SRT, 503 when the port range is used up", async () => {
+Deno.test("/mpegts: 400, 404, 409, 503 when the port range is used up", async () => {
   const config = testConfig({ mpegts: portRange(1) });
   await withServer(async (server) => {
     const post = async (path: string, body: unknown) => {
@@ -335,9 +354,6 @@ Deno.test("/mpegts: 400, 404, 409, 501 for SRT, 503 when the port range is used 
     const tcp = await post("/mpegts/startup", { localStreamName: "a", transport: "tcp" });
     assert.equal(tcp.status, 400);
     assert.match(JSON.stringify(tcp.body), /transport/);
-    const srt = await post("/mpegts/startup", { localStreamName: "a", transport: "srt" });
-    assert.equal(srt.status, 501);
-    assert.match(srt.body.message, /srt is not served yet/i);
     assert.equal((await post("/mpegts/terminate", { localStreamName: "none" })).status, 404);
     await startup(server, "a");
     const duplicate = await post("/mpegts/startup", { localStreamName: "a", transport: "udp" });
@@ -438,5 +454,112 @@ Deno.test("MPEG-TS over UDP: lost and reordered datagrams cost their frames, nev
     const video = received.filter((f) => f.codec === "H264");
     assert.ok(video.length > 20 && received.length > video.length, `${received.length} frames`);
     for (let i = 1; i < video.length; i++) assert.ok(video[i].dts > video[i - 1].dts);
+  }, config);
+});
+
+Deno.test("MPEG-TS over SRT from an ffmpeg (libsrt) caller: record, stream, recording, reconnect", async () => {
+  const config = testConfig({ mpegts: portRange(1) });
+  await withServer(async (server) => {
+    const started = await (async () => {
+      const res = await server.post("/mpegts/startup", {
+        localStreamName: "srtcam",
+        transport: "srt",
+      });
+      const body = await res.json();
+      assert.equal(res.status, 200, JSON.stringify(body));
+      return body as MpegtsRecord;
+    })();
+    assert.match(started.uri, /^srt:\/\/127\.0\.0\.1:\d+$/);
+    assert.deepEqual([started.transport, started.status], ["SRT", "CONNECTED"]);
+    let sender = sendFfmpeg(started.uri, 6);
+    try {
+      const stream = await waitFor(
+        "the stream",
+        () => server.services.mpegts.get("srtcam")?.stream,
+      );
+      const record = (await findReceiver(server, "srtcam"))!;
+      assert.deepEqual([record.status, record.hasAudio, record.hasVideo], [
+        "PROCESSED_LOCAL",
+        true,
+        true,
+      ]);
+      const recorder = await server.post("/recorder/startup", {
+        mediaSessionId: stream.mediaSessionId,
+      });
+      assert.equal(recorder.status, 200, await recorder.text());
+      const recordStartMs = Date.now();
+      await new Promise((r) => setTimeout(r, 3000));
+      const stop = await server.post("/recorder/terminate", {
+        mediaSessionId: stream.mediaSessionId,
+      });
+      assert.equal(stop.status, 200, await stop.text());
+      const recordedSec = (Date.now() - recordStartMs) / 1000;
+      assert.equal(server.services.mpegts.get("srtcam")!.stats().droppedPes, 0, "nothing lost");
+      await checkFile(recordingPath(server), recordedSec - 0.5, recordedSec + 2.5, "SRT recording");
+      // The caller goes and comes back: the same stream goes on.
+      await stopSender(sender);
+      sender = sendFfmpeg(started.uri, 3);
+      await waitFor(
+        "the second caller",
+        () => server.services.mpegts.get("srtcam")!.stats().peers === 2 || undefined,
+      );
+      await new Promise((r) => setTimeout(r, 1500));
+      assert.equal(server.services.mpegts.get("srtcam")?.stream, stream, "the same stream goes on");
+      const end = await server.post("/mpegts/terminate", { localStreamName: "srtcam" });
+      assert.equal(end.status, 200, await end.text());
+      assert.equal(stream.ended, true);
+    } finally {
+      await stopSender(sender);
+    }
+  }, config);
+});
+
+Deno.test("MPEG-TS over SRT: a caller outside allowedList is refused at the handshake", async () => {
+  const config = testConfig({ mpegts: { ...portRange(1), allowedList: ["10.0.0.0/8"] } });
+  await withServer(async (server) => {
+    const res = await server.post("/mpegts/startup", {
+      localStreamName: "guarded",
+      transport: "srt",
+    });
+    const started = await res.json() as MpegtsRecord;
+    assert.equal(res.status, 200, JSON.stringify(started));
+    const result = await sendFfmpeg(started.uri, 2).output();
+    assert.notEqual(result.code, 0, "ffmpeg could not connect");
+    assert.ok(server.services.mpegts.get("guarded")!.stats().refused >= 1, "refusal counted");
+    assert.equal((await findReceiver(server, "guarded"))?.status, "CONNECTED");
+    assert.equal(await findStream(server, "guarded"), undefined, "no stream");
+  }, config);
+});
+
+Deno.test("MPEG-TS over SRT with mpegts.srtPassphrase: the right passphrase publishes, a wrong one is refused", async () => {
+  const passphrase = "correct-horse-battery";
+  const config = testConfig({ mpegts: { ...portRange(1), srtPassphrase: passphrase } });
+  await withServer(async (server) => {
+    const res = await server.post("/mpegts/startup", {
+      localStreamName: "secret",
+      transport: "srt",
+    });
+    const started = await res.json() as MpegtsRecord;
+    assert.equal(res.status, 200, JSON.stringify(started));
+    const wrong = await sendFfmpeg(`${started.uri}?passphrase=wrong-horse-battery`, 2).output();
+    assert.notEqual(wrong.code, 0, "a wrong passphrase cannot connect");
+    assert.equal(await findStream(server, "secret"), undefined, "no stream");
+    assert.ok(server.services.mpegts.get("secret")!.stats().refused >= 1, "refusal counted");
+    const sender = sendFfmpeg(`${started.uri}?passphrase=correct-horse-battery&pbkeylen=32`, 4);
+    try {
+      const stream = await waitFor(
+        "the stream",
+        () => server.services.mpegts.get("secret")?.stream,
+      );
+      assert.deepEqual(stream.tracks.map((t) => t.codec), ["H264", "AAC"]);
+      const received: MediaFrame[] = [];
+      for await (const frame of stream.reader()) {
+        received.push(frame);
+        if (received.filter((f) => f.codec === "H264").length >= 50) break;
+      }
+      assert.equal(server.services.mpegts.get("secret")!.stats().droppedPes, 0);
+    } finally {
+      await stopSender(sender);
+    }
   }, config);
 });

@@ -98,6 +98,8 @@ export class MpegtsIngest {
     options.transport.start({
       data: (bytes) => this.#data(bytes),
       peer: (peer) => this.#peer(peer),
+      refused: (peer, reason) =>
+        this.#log.warn("mpegts sender refused", { address: peer.address, reason }),
     });
   }
 

@@ -23,6 +23,8 @@ export interface MpegtsTransportHandlers {
    * counters, its own timeline).
    */
   peer(peer: MpegtsPeer): void;
+  /** A sender refused at a handshake (SRT: address not allowed, wrong or no passphrase). */
+  refused(peer: MpegtsPeer, reason: string): void;
 }
 
 /** One allocated port receiving MPEG-TS. */
@@ -30,7 +32,10 @@ export interface MpegtsTransport {
   readonly kind: MpegtsTransportKind;
   /** The port it receives on. */
   readonly port: number;
-  /** Datagrams or connections refused because their address is not allowed. */
+  /**
+   * Senders refused: UDP datagrams from an address not allowed, SRT callers refused at the
+   * handshake (address not allowed, wrong or no passphrase).
+   */
   readonly refused: number;
   /** Starts delivering to `handlers`. */
   start(handlers: MpegtsTransportHandlers): void;
