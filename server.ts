@@ -7,6 +7,7 @@ import type { Logger } from "./core/log.ts";
 import { InflightTracker } from "./core/inflight.ts";
 import { HttpListener } from "./core/http_listener.ts";
 import { descriptors } from "./core/fd_guard.ts";
+import { startMemoryTrim } from "./core/memory_trim.ts";
 import { createServices, type Services } from "./core/services.ts";
 import { createRestHandler } from "./routes/http.ts";
 import { operations } from "./routes/mod.ts";
@@ -113,6 +114,7 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
     throw err;
   }
 
+  const stopMemoryTrim = startMemoryTrim(log);
   let stopped: Promise<void> | undefined;
   return {
     services,
@@ -124,6 +126,7 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
     hlsPort: hls.port,
     stop() {
       stopped ??= (async () => {
+        stopMemoryTrim();
         await restRequests.drain();
         await signaling.stop();
         await rest.shutdown();

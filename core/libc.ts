@@ -1,7 +1,8 @@
 /**
  * The few libc calls Deno has no API for (getrlimit, setrlimit, statvfs; opendir/readdir for
  * /proc/self/fd, which Deno lets a program read only with --allow-all; getsockname,
- * getpeername and shutdown for a socket Deno gives no handle on), through Deno.dlopen.
+ * getpeername and shutdown for a socket Deno gives no handle on; malloc_trim), through
+ * Deno.dlopen.
  * Loaded once on first use; undefined when FFI is not permitted (no `--allow-ffi`) or the C
  * library cannot be opened (not glibc/Linux), so callers fall back or go without.
  */
@@ -16,6 +17,11 @@ const symbols = {
   getsockname: { parameters: ["i32", "buffer", "buffer"], result: "i32" },
   getpeername: { parameters: ["i32", "buffer", "buffer"], result: "i32" },
   shutdown: { parameters: ["i32", "i32"], result: "i32" },
+  // SO_RCVBUF of a UDP socket (SRT), which Deno's node:dgram does not set.
+  getsockopt: { parameters: ["i32", "i32", "i32", "buffer", "buffer"], result: "i32" },
+  setsockopt: { parameters: ["i32", "i32", "i32", "buffer", "u32"], result: "i32" },
+  // glibc only (musl has none): null where missing.
+  malloc_trim: { parameters: ["usize"], result: "i32", optional: true },
 } as const;
 
 /** The loaded libc symbols. */
