@@ -563,3 +563,27 @@ Deno.test("MPEG-TS over SRT with mpegts.srtPassphrase: the right passphrase publ
     }
   }, config);
 });
+
+Deno.test("MPEG-TS over UDP: a sender with other codecs on the port makes a new stream of the name", async () => {
+  const config = testConfig({ mpegts: portRange(1) });
+  await withServer(async (server) => {
+    const started = await startup(server, "switch");
+    await sendFile(await fixture("h264_aac", "ts"), portOf(started));
+    const first = await waitFor(
+      "the H.264 stream",
+      () => server.services.mpegts.get("switch")?.stream,
+    );
+    assert.deepEqual(first.tracks.map((t) => t.codec), ["H264", "AAC"]);
+    await new Promise((r) => setTimeout(r, 500));
+    await sendFile(await fixture("h265_aac", "ts"), portOf(started));
+    const second = await waitFor("the H.265 stream", () => {
+      const stream = server.services.mpegts.get("switch")?.stream;
+      return stream !== first ? stream : undefined;
+    });
+    assert.equal(first.ended, true);
+    assert.deepEqual(second.tracks.map((t) => t.codec), ["H265", "AAC"]);
+    assert.equal(second.name, "switch");
+    assert.equal(second.mediaSessionId, started.localMediaSessionId);
+    assert.equal((await findStream(server, "switch"))?.mediaSessionId, started.localMediaSessionId);
+  }, config);
+});
