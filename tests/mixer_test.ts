@@ -8,6 +8,7 @@ import type { MixerRecord, StreamRecord } from "../core/records.ts";
 import { run } from "../media/formats/test_fixtures.ts";
 import { childrenNamed } from "./helpers/children.ts";
 import { makeClip, probe, waitFor } from "./helpers/media_fixtures.ts";
+import { startNginxRtmp } from "./helpers/nginx_rtmp.ts";
 import { meanRgb, ok, refused, snapshotPixels } from "./helpers/rest_checks.ts";
 import { testConfig, type TestServer, withServer } from "./helpers/test_server.ts";
 
@@ -269,21 +270,36 @@ Deno.test("auto-mixing: <login>#<room> streams make the room's mixer, which ends
   }, config);
 });
 
-Deno.test("a mixer's output is pushed by RTMP and read back as h264 + aac", async () => {
+Deno.test("a mixer pushed to nginx-rtmp is read back by ffprobe as h264 1280x720 + aac", async () => {
   const config = testConfig();
   await clips(config.folders.media);
-  await withServer(async (server) => {
-    await ok(server, "/mixer/startup", { uri: "mixer://m1", localStreamName: "mix" });
-    await ok(server, "/vod/startup", { uri: "vod-live://red.mp4", localStreamName: "red" });
-    await ok(server, "/mixer/add", { uri: "mixer://m1", remoteStreamName: "red" });
-    await waitFor("the mix flowing", async () => (await streamNamed(server, "mix"))?.fps, 20_000);
-    const { out } = await run("ffprobe", [
-      ...["-v", "error", "-rw_timeout", "15000000", "-show_entries", "stream=codec_name,width"],
-      ...["-of", "json", `rtmp://127.0.0.1:${server.rtmpPort}/live/mix`],
-    ]);
-    const codecs = JSON.parse(out).streams.map((s: { codec_name: string }) => s.codec_name);
-    assert.deepEqual(codecs.sort(), ["aac", "h264"]);
-  }, config);
+  const nginx = await startNginxRtmp();
+  try {
+    await withServer(async (server) => {
+      await ok(server, "/mixer/startup", { uri: "mixer://m1", localStreamName: "mix" });
+      await ok(server, "/vod/startup", { uri: "vod-live://red.mp4", localStreamName: "red" });
+      await ok(server, "/mixer/add", { uri: "mixer://m1", remoteStreamName: "red" });
+      await waitFor("the mix flowing", async () => (await streamNamed(server, "mix"))?.fps, 20_000);
+      await ok(server, "/push/startup", {
+        streamName: "mix",
+        rtmpUrl: nginx.liveUrl,
+        rtmpTransponderFullUrl: false,
+      });
+      const streams = await waitFor("nginx serving the mix", async () => {
+        const probed = await run("ffprobe", [
+          ...["-v", "error", "-rw_timeout", "5000000", "-show_entries"],
+          ...["stream=codec_name,width,height", "-of", "json", `${nginx.liveUrl}/mix`],
+        ]).catch(() => undefined); // nginx has no stream yet
+        const found = probed && JSON.parse(probed.out).streams;
+        return found?.length === 2 ? found : undefined;
+      }, 20_000) as { codec_name: string; width?: number; height?: number }[];
+      const video = streams.find((s) => s.codec_name === "h264");
+      assert.deepEqual([video?.width, video?.height], [1280, 720]);
+      assert.deepEqual(streams.map((s) => s.codec_name).sort(), ["aac", "h264"]);
+    }, config);
+  } finally {
+    await nginx.stop();
+  }
 });
 
 /** Writes a `size` PNG of one colour to `path`. */

@@ -59,10 +59,11 @@ function toMs(time: number, clockRate: number): number {
 export class RtmpPackager {
   readonly video: Track | undefined;
   readonly audio: Track | undefined;
-  /** Chunk bytes of onMetaData and the sequence headers, sent to a receiver before any frame. */
-  readonly header: Uint8Array;
-  /** Same as `header` but with `@setDataFrame`, as a publisher sends it to a server. */
-  readonly publishHeader: Uint8Array;
+  #header!: Uint8Array;
+  #publishHeader!: Uint8Array;
+  #headerVersion = 0;
+  /** The track configurations the headers were made from. */
+  #headerConfigs: [unknown, unknown] = [undefined, undefined];
   #cache = new WeakMap<MediaFrame, Uint8Array>();
   /** What players write per frame: `sentLater` or chunk bytes with the held audio first. */
   #playCache = new WeakMap<MediaFrame, Uint8Array>();
@@ -86,9 +87,42 @@ export class RtmpPackager {
     const { video, audio } = rtmpTracks(tracks);
     this.video = video;
     this.audio = audio;
+    this.#makeHeaders();
+  }
+
+  /** Chunk bytes of onMetaData and the sequence headers, sent to a receiver before any frame. */
+  get header(): Uint8Array {
+    this.#refreshHeaders();
+    return this.#header;
+  }
+
+  /** Same as `header` but with `@setDataFrame`, as a publisher sends it to a server. */
+  get publishHeader(): Uint8Array {
+    this.#refreshHeaders();
+    return this.#publishHeader;
+  }
+
+  /**
+   * Changes when a track's configuration does: an encoder sets its parameter sets with its
+   * first frame, after readers may have sent the headers without them. A sender whose
+   * version is behind sends the headers again before its next frame.
+   */
+  get headerVersion(): number {
+    this.#refreshHeaders();
+    return this.#headerVersion;
+  }
+
+  #refreshHeaders(): void {
+    const [video, audio] = this.#headerConfigs;
+    if (this.video?.config !== video || this.audio?.config !== audio) this.#makeHeaders();
+  }
+
+  #makeHeaders(): void {
     const configs = this.#configMessages();
-    this.header = joinChunkBytes([this.#metaChunks(false), ...configs]);
-    this.publishHeader = joinChunkBytes([this.#metaChunks(true), ...configs]);
+    this.#header = joinChunkBytes([this.#metaChunks(false), ...configs]);
+    this.#publishHeader = joinChunkBytes([this.#metaChunks(true), ...configs]);
+    this.#headerConfigs = [this.video?.config, this.audio?.config];
+    this.#headerVersion++;
   }
 
   /** Chunk bytes of a frame, or undefined for a frame of a track RTMP does not carry. */

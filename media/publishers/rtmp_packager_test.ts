@@ -80,3 +80,22 @@ Deno.test("audio goes out on its own once 100 ms of it is held (pictures stopped
   packager.playChunks(audio(128));
   assert.deepEqual(messages([packager.endChunks()!]), [["audio", 128]]);
 });
+
+Deno.test("headers made before an encoder set its parameter sets are made again after", () => {
+  const video: Track = { id: 0, kind: "video", codec: "H264", clockRate: 90000 };
+  const packager = new RtmpPackager([video, tracks[1]]);
+  const videoMessages = (bytes: Uint8Array) =>
+    messages([bytes]).filter(([kind]) => kind === "video").length;
+  const before = packager.headerVersion;
+  assert.equal(videoMessages(packager.header), 0);
+  // SPS (baseline, 320x240) and PPS as an encoder sets them with its first frame.
+  video.config = {
+    codec: "H264",
+    sps: [new Uint8Array([0x67, 0x42, 0xc0, 0x0d, 0xda, 0x05, 0x07, 0xec, 0x04, 0x40])],
+    pps: [new Uint8Array([0x68, 0xce, 0x3c, 0x80])],
+  };
+  assert.equal(packager.headerVersion, before + 1);
+  assert.equal(videoMessages(packager.header), 1);
+  assert.equal(videoMessages(packager.publishHeader), 1);
+  assert.equal(packager.headerVersion, before + 1, "unchanged while the config is");
+});

@@ -16,6 +16,7 @@ import { type PlayTarget, sendSampleAccess, sendStatus } from "../protocols/rtmp
 import { Stream, type StreamReader } from "../stream.ts";
 import { aacStreamFor } from "./rtmp_aac_stream.ts";
 import { RtmpPackager } from "./rtmp_packager.ts";
+import { joinChunkBytes } from "../protocols/rtmp/chunk_writer.ts";
 
 /** What playing needs of the server. */
 export interface RtmpPlayContext {
@@ -49,7 +50,7 @@ export async function playRtmp(
     await sendStatus(conn, "status", StatusCode.playStart, `started playing ${name}`);
     await sendSampleAccess(conn);
     await conn.writeRaw(packager.header);
-    await sendFrames(reader, packager, conn);
+    await sendFrames(reader, packager, conn, packager.headerVersion);
     if (stream.ended && !conn.closed) {
       const tail = packager.endChunks();
       if (tail) await conn.writeRaw(tail);
@@ -65,7 +66,12 @@ export async function playRtmp(
  * rejects when a write fails. A callback loop on `poll` rather than an await per frame: the
  * per-frame promises were most of what a player allocated.
  */
-function sendFrames(reader: StreamReader, packager: RtmpPackager, conn: RtmpConn): Promise<void> {
+function sendFrames(
+  reader: StreamReader,
+  packager: RtmpPackager,
+  conn: RtmpConn,
+  headerVersion: number,
+): Promise<void> {
   const { promise, resolve, reject } = Promise.withResolvers<void>();
   const pump = (): void => {
     try {
@@ -75,7 +81,12 @@ function sendFrames(reader: StreamReader, packager: RtmpPackager, conn: RtmpConn
           if (reader.drained) resolve();
           return;
         }
-        const bytes = packager.playChunks(frame);
+        let bytes = packager.playChunks(frame);
+        if (bytes && packager.headerVersion !== headerVersion) {
+          // The stream's encoder set its parameter sets after the headers went out.
+          headerVersion = packager.headerVersion;
+          bytes = joinChunkBytes([packager.header, bytes]);
+        }
         if (bytes) {
           conn.writeRaw(bytes).then(pump, reject);
           return;

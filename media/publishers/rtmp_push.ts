@@ -164,6 +164,7 @@ export class RtmpPush {
         reader = stream.reader();
         this.#reader = reader;
         await conn.writeRaw(packager.publishHeader);
+        let headerVersion = packager.headerVersion;
         for (;;) {
           const frame = await reader.next();
           if (frame === undefined) break;
@@ -173,6 +174,11 @@ export class RtmpPush {
           const bytes = this.#muted && silence && frame.trackId === packager.audio?.id
             ? packager.audioChunks(frame, silence)
             : packager.chunks(frame);
+          if (bytes && packager.headerVersion !== headerVersion) {
+            // The stream's encoder set its parameter sets after the headers went out.
+            headerVersion = packager.headerVersion;
+            await conn.writeRaw(packager.publishHeader);
+          }
           if (bytes) await conn.writeRaw(bytes);
         }
         reader.close();
