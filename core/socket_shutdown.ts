@@ -63,7 +63,7 @@ function flush(): void {
 }
 
 /** The descriptors open in this process now. */
-function openDescriptors(c: Libc): number[] {
+export function openDescriptors(c: Libc): number[] {
   const dir = c.opendir(cString("/proc/self/fd"));
   if (dir === null) return [];
   const fds: number[] = [];
@@ -80,7 +80,7 @@ const lengthBuffer = new Uint32Array(1);
 const lengthBytes = new Uint8Array(lengthBuffer.buffer);
 
 /** The local port of socket `fd`; undefined for what is not an IP socket. */
-function socketPort(c: Libc, fd: number): number | undefined {
+export function socketPort(c: Libc, fd: number): number | undefined {
   lengthBuffer[0] = sockaddrBytes;
   if (c.getsockname(fd, addressBuffer, lengthBytes) !== 0) return undefined;
   const family = addressBuffer[0] | (addressBuffer[1] << 8);

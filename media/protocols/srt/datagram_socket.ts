@@ -4,6 +4,15 @@
  * sent just before closing still leaves.
  */
 import dgram from "node:dgram";
+import { enlargeReceiveBuffer } from "./receive_buffer.ts";
+
+/** Kernel receive buffer asked for, bytes: libsrt's default (see receive_buffer.ts). */
+const receiveBufferBytes = 12 * 1024 * 1024;
+/**
+ * Buffer each read of Deno's node:dgram allocates, bytes (its `recvBufferSize`, 64 KiB by
+ * default): an SRT datagram is at most an MTU.
+ */
+const datagramBufferBytes = 2048;
 
 /** Sender address of a received datagram. */
 export interface DatagramSource {
@@ -15,6 +24,8 @@ export interface DatagramSource {
 export class DatagramSocket {
   /** The bound port. */
   readonly port: number;
+  /** Kernel receive buffer granted, bytes; undefined when it could not be set (no FFI). */
+  receiveBufferBytes: number | undefined;
   #socket: dgram.Socket;
   #lastSend: Promise<void> | undefined;
   #closing: Promise<void> | undefined;
@@ -30,7 +41,10 @@ export class DatagramSocket {
     port: number,
     onDatagram: (data: Uint8Array, source: DatagramSource) => void,
   ): Promise<DatagramSocket> {
-    const socket = dgram.createSocket(hostname.includes(":") ? "udp6" : "udp4");
+    const socket = dgram.createSocket({
+      type: hostname.includes(":") ? "udp6" : "udp4",
+      recvBufferSize: datagramBufferBytes,
+    });
     await new Promise<void>((resolve, reject) => {
       socket.once("error", reject);
       socket.bind(port, hostname, () => {
@@ -42,7 +56,12 @@ export class DatagramSocket {
     socket.on("message", (msg: Uint8Array, info: dgram.RemoteInfo) => {
       onDatagram(msg, { hostname: info.address, port: info.port });
     });
-    return new DatagramSocket(socket);
+    const datagramSocket = new DatagramSocket(socket);
+    datagramSocket.receiveBufferBytes = enlargeReceiveBuffer(
+      datagramSocket.port,
+      receiveBufferBytes,
+    );
+    return datagramSocket;
   }
 
   /** Queues one datagram. */

@@ -3,7 +3,7 @@
  * reorders a share of the data packets, to prove loss recovery against real peers. Control
  * packets pass untouched (their loss is covered by SRT's periodic timers, not by this test).
  */
-import dgram from "node:dgram";
+import { DatagramSocket, type DatagramSource } from "./datagram_socket.ts";
 
 /** Loss and reordering applied by a LossRelay. */
 export interface LossRelayOptions {
@@ -29,15 +29,15 @@ export class LossRelay {
   reordered = 0;
   /** While true every datagram is dropped (an outage). */
   blackout = false;
-  #front: dgram.Socket;
-  #back: dgram.Socket;
-  #caller: { address: string; port: number } | undefined;
+  #front: DatagramSocket;
+  #back: DatagramSocket;
+  #caller: DatagramSource | undefined;
   #options: LossRelayOptions;
   #random: () => number;
   #held: { data: Uint8Array; toListener: boolean } | undefined;
 
-  private constructor(port: number, front: dgram.Socket, back: dgram.Socket, o: LossRelayOptions) {
-    this.port = port;
+  private constructor(front: DatagramSocket, back: DatagramSocket, o: LossRelayOptions) {
+    this.port = front.port;
     this.#front = front;
     this.#back = back;
     this.#options = o;
@@ -46,20 +46,26 @@ export class LossRelay {
       state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
       return state / 2 ** 32;
     };
-    front.on("message", (msg: Uint8Array, info: dgram.RemoteInfo) => {
-      this.#caller = { address: info.address, port: info.port };
-      this.#pass(msg, true);
-    });
-    back.on("message", (msg: Uint8Array) => this.#pass(msg, false));
   }
 
   /** Binds the relay on an ephemeral port of 127.0.0.1. */
   static async open(options: LossRelayOptions): Promise<LossRelay> {
-    const front = dgram.createSocket("udp4");
-    const back = dgram.createSocket("udp4");
-    await new Promise<void>((resolve) => front.bind(0, "127.0.0.1", resolve));
-    await new Promise<void>((resolve) => back.bind(0, "127.0.0.1", resolve));
-    return new LossRelay(front.address().port, front, back, options);
+    const made: { relay?: LossRelay } = {};
+    const front = await DatagramSocket.bind("127.0.0.1", 0, (data, source) => {
+      if (made.relay) made.relay.#fromCaller(data, source);
+    });
+    const back = await DatagramSocket.bind(
+      "127.0.0.1",
+      0,
+      (data) => made.relay && made.relay.#pass(data, false),
+    );
+    made.relay = new LossRelay(front, back, options);
+    return made.relay;
+  }
+
+  #fromCaller(data: Uint8Array, source: DatagramSource): void {
+    this.#caller = source;
+    this.#pass(data, true);
   }
 
   #pass(data: Uint8Array, toListener: boolean): void {
@@ -87,12 +93,12 @@ export class LossRelay {
 
   #send(data: Uint8Array, toListener: boolean): void {
     if (toListener) this.#back.send(data, this.#options.targetPort, "127.0.0.1");
-    else if (this.#caller) this.#front.send(data, this.#caller.port, this.#caller.address);
+    else if (this.#caller) this.#front.send(data, this.#caller.port, this.#caller.hostname);
   }
 
   /** Closes both sockets. */
   async close(): Promise<void> {
-    await new Promise<void>((resolve) => this.#front.close(() => resolve()));
-    await new Promise<void>((resolve) => this.#back.close(() => resolve()));
+    await this.#front.close();
+    await this.#back.close();
   }
 }

@@ -225,7 +225,7 @@ export class Receiver {
   }
 
   #open(p: DataPacket): Entry["payload"] {
-    if (p.keyFlag === 0) return p.payload.slice();
+    if (p.keyFlag === 0) return p.payload; // a view of its own datagram, not reused
     const decrypt = this.#o.decrypt;
     const kk = p.keyFlag === 2 ? 2 : 1;
     if (!decrypt) return Promise.resolve(undefined);
