@@ -3,8 +3,9 @@
  * small media files written by ffmpeg (MP4, MPEG-TS, FLV), an RTSP session with the
  * GStreamer camera of the tests (OPTIONS/DESCRIBE/SETUP/PLAY answers, SDP, interleaved
  * H.264/H.265/AAC RTP and RTCP), the RTMP chunk stream ffmpeg sends when it publishes (tapped
- * between ffmpeg and nginx-rtmp), and the Web SDK signalling frames of a test client.
- * Run: deno run -A fuzz/make_corpus.ts
+ * between ffmpeg and nginx-rtmp), the Web SDK signalling frames of a test client, and an SRT
+ * session between ffmpeg and srt-live-transmit.
+ * Run: deno run -A fuzz/make_corpus.ts [media|png|rtsp|rtmp|signaling|srt ...]
  */
 import { startGstRtsp } from "../tests/helpers/gst_rtsp.ts";
 import { startNginxRtmp } from "../tests/helpers/nginx_rtmp.ts";
@@ -335,13 +336,58 @@ async function signallingFrames(): Promise<void> {
   }
 }
 
+/**
+ * SRT datagrams both ways between ffmpeg (caller, encrypted, with a stream id) and
+ * srt-live-transmit (listener), through a relay dropping 5% of data packets so NAKs and
+ * retransmissions are in: handshakes with HSREQ/KMREQ/SID, data, ACK, ACKACK, NAK,
+ * keepalive, shutdown. One packet list, capped to the first datagrams of each kind.
+ */
+async function srtCapture(dir: string): Promise<void> {
+  const { LossRelay } = await import("../media/protocols/srt/loss_relay.ts");
+  const ts = `${dir}/srt.ts`;
+  await clip(ts, 2, ["-f", "mpegts"]);
+  const port = freePort();
+  const listener = new Deno.Command("srt-live-transmit", {
+    args: [`srt://127.0.0.1:${port}?mode=listener&passphrase=fuzzcorpus1`, "file://con"],
+    stdout: "null",
+    stderr: "null",
+  }).spawn();
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  const perKind = new Map<number, number>();
+  const packets: Uint8Array[] = [];
+  const relay = await LossRelay.open({
+    targetPort: port,
+    dropRatio: 0.05,
+    onDatagram: (_fromCaller, data) => {
+      const kind = data[0] & 0x80 ? ((data[0] & 0x7f) << 8) | data[1] : -1;
+      const seen = perKind.get(kind) ?? 0;
+      if (seen >= 8) return;
+      perKind.set(kind, seen + 1);
+      packets.push(data.slice());
+    },
+  });
+  await ffmpeg([
+    ...["-re", "-i", ts, "-c", "copy", "-f", "mpegts"],
+    `srt://127.0.0.1:${relay.port}?mode=caller&passphrase=fuzzcorpus1&streamid=#!::r=cam,m=publish`,
+  ]);
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  await relay.close();
+  listener.kill("SIGTERM");
+  await listener.status;
+  await write("srt", "session.bin", encodePacketList(packets));
+}
+
+/** Corpora to make: all, or those named on the command line (e.g. `srt`). */
+const only = new Set(Deno.args);
+const wanted = (name: string) => only.size === 0 || only.has(name);
 const dir = await Deno.makeTempDir({ prefix: "fuzz-corpus-" });
 try {
-  await mediaFiles(dir);
-  await pngFiles(dir);
-  await rtspCaptures();
-  await rtmpCapture(dir);
-  await signallingFrames();
+  if (wanted("media")) await mediaFiles(dir);
+  if (wanted("png")) await pngFiles(dir);
+  if (wanted("rtsp")) await rtspCaptures();
+  if (wanted("rtmp")) await rtmpCapture(dir);
+  if (wanted("signaling")) await signallingFrames();
+  if (wanted("srt")) await srtCapture(dir);
 } finally {
   await Deno.remove(dir, { recursive: true });
 }

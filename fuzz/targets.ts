@@ -34,6 +34,15 @@ import {
 } from "../media/protocols/rtsp/headers.ts";
 import { RtspStreamParser } from "../media/protocols/rtsp/message.ts";
 import { RtmpMediaReceiver } from "../media/providers/rtmp_receiver.ts";
+import {
+  ControlType,
+  parseAck,
+  parseDropRequest,
+  parseNak,
+  parsePacket,
+} from "../media/protocols/srt/packet.ts";
+import { parseHandshake, readConclusion } from "../media/protocols/srt/handshake.ts";
+import { Receiver } from "../media/protocols/srt/receiver.ts";
 import { AacDepacketizer, auHeaderLayout } from "../media/rtp/aac_depacketizer.ts";
 import type { Depacketizer } from "../media/rtp/depacketizer.ts";
 import { H264Depacketizer } from "../media/rtp/h264_depacketizer.ts";
@@ -180,6 +189,38 @@ const aacLayout = auHeaderLayout(
   new Map([["sizelength", "13"], ["indexlength", "3"], ["indexdeltalength", "3"]]),
 );
 
+/**
+ * SRT datagrams as a listener takes them: each parsed, control bodies read by type, data
+ * packets fed to a receive buffer whose timers run between datagrams.
+ */
+function srtDatagrams(input: Uint8Array): void {
+  let nowMs = 0;
+  let receiver: Receiver | undefined;
+  for (const datagram of decodePacketList(input)) {
+    const packet = parsePacket(datagram);
+    nowMs += 5;
+    if (packet.kind === "data") {
+      receiver ??= new Receiver({
+        initialSeq: packet.seq,
+        latencyMs: 20,
+        peerStartMs: 0,
+        bufferPackets: 1024,
+        sendControl: () => {},
+        deliver: () => {},
+      });
+      receiver.onData(packet, nowMs);
+      receiver.tick(nowMs);
+    } else if (packet.type === ControlType.handshake) {
+      readConclusion(parseHandshake(packet.body));
+    } else if (packet.type === ControlType.ack) parseAck(packet.body);
+    else if (packet.type === ControlType.nak) parseNak(packet.body);
+    else if (packet.type === ControlType.dropRequest) {
+      receiver?.onDropRequest(parseDropRequest(packet.body));
+    } else if (packet.type === ControlType.ackAck) receiver?.onAckAck(packet.typeInfo, nowMs);
+  }
+  receiver?.flush();
+}
+
 /** Every fuzz target. */
 export const targets: readonly FuzzTarget[] = [
   {
@@ -292,6 +333,11 @@ export const targets: readonly FuzzTarget[] = [
     run(input) {
       for (const packet of decodePacketList(input)) parseSenderReports(packet);
     },
+  },
+  {
+    name: "srt",
+    maxBytes: 16_000,
+    run: srtDatagrams,
   },
   {
     name: "signaling",
