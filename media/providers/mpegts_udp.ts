@@ -2,9 +2,11 @@
  * MPEG-TS over plain UDP: one socket on the allocated port, each datagram one or more TS
  * packets (ffmpeg sends 7, `pkt_size=1316`). There is no connection, so a sender is an
  * address and port; a datagram from another one takes over only once the current sender has
- * been silent for `peerSwitchSilenceMs`, so two senders on one port cannot interleave.
+ * been silent for `peerSwitchSilenceMs`, so two senders on one port cannot interleave. The
+ * socket is SRT's (libsrt's kernel receive buffer, reads of at most 2 KiB): MPEG-TS senders
+ * send datagrams of 7 TS packets (1316 bytes), 1328 with RTP; larger ones would be cut.
  */
-import { bindDatagramSocket, type DatagramSocket } from "./datagram_socket.ts";
+import { DatagramSocket } from "../protocols/srt/datagram_socket.ts";
 import type {
   AddressFilter,
   MpegtsPeer,
@@ -19,15 +21,15 @@ export const peerSwitchSilenceMs = 300;
 export class UdpMpegtsTransport implements MpegtsTransport {
   readonly kind = "udp";
   readonly port: number;
-  #socket: DatagramSocket;
+  #socket: DatagramSocket | undefined;
   #allows: AddressFilter;
+  #handlers: MpegtsTransportHandlers | undefined;
   #refused = 0;
   #foreign = 0;
   #peer: MpegtsPeer | undefined;
   #lastDataMs = 0;
 
-  private constructor(socket: DatagramSocket, port: number, allows: AddressFilter) {
-    this.#socket = socket;
+  private constructor(port: number, allows: AddressFilter) {
     this.port = port;
     this.#allows = allows;
   }
@@ -38,8 +40,17 @@ export class UdpMpegtsTransport implements MpegtsTransport {
     port: number,
     allows: AddressFilter,
   ): Promise<UdpMpegtsTransport | undefined> {
-    const socket = await bindDatagramSocket(hostname, port);
-    return socket && new UdpMpegtsTransport(socket, port, allows);
+    const transport = new UdpMpegtsTransport(port, allows);
+    try {
+      transport.#socket = await DatagramSocket.bind(
+        hostname,
+        port,
+        (data, from) => transport.#datagram(data, from.hostname, from.port),
+      );
+    } catch {
+      return undefined; // bound by another socket
+    }
+    return transport;
   }
 
   /** Datagrams refused because their address is not in the allowed list. */
@@ -53,27 +64,31 @@ export class UdpMpegtsTransport implements MpegtsTransport {
   }
 
   start(handlers: MpegtsTransportHandlers): void {
-    this.#socket.start((data, address, port) => {
-      if (!this.#allows(address)) {
-        this.#refused++;
-        return;
-      }
-      const now = performance.now();
-      const current = this.#peer;
-      if (!current || current.address !== address || current.port !== port) {
-        if (current && now - this.#lastDataMs < peerSwitchSilenceMs) {
-          this.#foreign++;
-          return;
-        }
-        this.#peer = { address, port };
-        handlers.peer(this.#peer);
-      }
-      this.#lastDataMs = now;
-      handlers.data(data, this.#peer!);
-    });
+    this.#handlers = handlers;
   }
 
   close(): Promise<void> {
-    return this.#socket.close();
+    return this.#socket?.close() ?? Promise.resolve();
+  }
+
+  #datagram(data: Uint8Array, address: string, port: number): void {
+    const handlers = this.#handlers;
+    if (!handlers) return;
+    if (!this.#allows(address)) {
+      this.#refused++;
+      return;
+    }
+    const now = performance.now();
+    const current = this.#peer;
+    if (!current || current.address !== address || current.port !== port) {
+      if (current && now - this.#lastDataMs < peerSwitchSilenceMs) {
+        this.#foreign++;
+        return;
+      }
+      this.#peer = { address, port };
+      handlers.peer(this.#peer);
+    }
+    this.#lastDataMs = now;
+    handlers.data(data, this.#peer!);
   }
 }
