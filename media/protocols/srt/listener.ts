@@ -86,7 +86,12 @@ interface Pending {
   /** The answer sent, repeated when the caller repeats its conclusion. */
   answer?: Uint8Array;
   connection?: SrtConnection;
+  /** For a refusal: when it is forgotten, so the caller may try again (performance.now()). */
+  forgetAtMs?: number;
 }
+
+/** A refusal is repeated to the caller's repeated conclusions for this long, ms. */
+const refusalMemoryMs = 3000;
 
 /** An SRT listener socket. */
 export class SrtListener {
@@ -98,6 +103,8 @@ export class SrtListener {
   #bySocketId = new Map<number, SrtConnection>();
   /** Handshakes in progress or answered, by caller address and socket id. */
   #byCaller = new Map<string, Pending>();
+  /** Keys of refused callers in #byCaller, oldest first. */
+  #refusals: string[] = [];
   #secret = crypto.getRandomValues(new Uint32Array(1))[0];
   #closed = false;
 
@@ -179,6 +186,7 @@ export class SrtListener {
       this.stats.badCookies++;
       return;
     }
+    this.#forgetRefusals();
     const key = `${peer.hostname}|${peer.port}|${hs.socketId}`;
     const pending = this.#byCaller.get(key);
     if (pending) {
@@ -198,14 +206,26 @@ export class SrtListener {
       entry.connection = outcome.connection;
       this.#socket.send(outcome.answer, peer.port, peer.hostname);
       if (!outcome.connection) {
-        // A refused caller may try again with other settings after a while.
-        setTimeout(() => this.#byCaller.delete(key), 3000);
+        entry.forgetAtMs = performance.now() + refusalMemoryMs;
+        this.#refusals.push(key);
         return;
       }
       this.#bySocketId.set(outcome.connection.socketId, outcome.connection);
       this.stats.accepted++;
       this.#o.onConnection(outcome.connection);
     });
+  }
+
+  /** Drops the refusals old enough: those callers may try again with other settings. */
+  #forgetRefusals(): void {
+    const now = performance.now();
+    while (this.#refusals.length > 0) {
+      const key = this.#refusals[0];
+      const entry = this.#byCaller.get(key);
+      if (entry && (entry.forgetAtMs ?? 0) > now) return;
+      this.#refusals.shift();
+      this.#byCaller.delete(key);
+    }
   }
 
   async #conclude(

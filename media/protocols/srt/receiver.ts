@@ -24,6 +24,10 @@ const minNakIntervalMs = 20;
 const maxPendingAcks = 1024;
 /** Window over which the receive rates are measured, ms. */
 const rateWindowMs = 1000;
+/** Packets whose transit times are averaged to follow clock drift (libsrt's drift tracer). */
+const driftSamples = 1000;
+/** Drift of the mean transit time that moves the delivery base, ms (libsrt's 5 ms). */
+const maxDriftMs = 5;
 
 /** Options of a Receiver. */
 export interface ReceiverOptions {
@@ -70,6 +74,8 @@ export interface ReceiverStats {
   receiveRateBps: number;
   /** Receive rate over the last second, packets per second. */
   packetRate: number;
+  /** Total correction of the delivery base for the drift of the sender's clock, ms. */
+  driftMs: number;
 }
 
 interface Entry {
@@ -96,6 +102,7 @@ export class Receiver {
     rttVarMs: 50,
     receiveRateBps: 0,
     packetRate: 0,
+    driftMs: 0,
   };
   #o: ReceiverOptions;
   #buffer = new Map<number, Entry>();
@@ -116,6 +123,12 @@ export class Receiver {
   #windowPackets = 0;
   #windowBytes = 0;
   #maxPacketRate = 0;
+  /** Local time at which the peer's clock read 0, corrected for drift. */
+  #peerStartMs: number;
+  #transitSumMs = 0;
+  #transitCount = 0;
+  /** Mean transit of the first window: what drift is measured against. */
+  #referenceTransitMs: number | undefined;
 
   constructor(options: ReceiverOptions) {
     this.#o = options;
@@ -123,6 +136,7 @@ export class Receiver {
     this.#next = options.initialSeq;
     this.#lastAckSeq = options.initialSeq;
     this.#windowStartMs = options.peerStartMs;
+    this.#peerStartMs = options.peerStartMs;
   }
 
   /** Whether an ACKACK measured the round trip yet (else `stats.rttMs` is the default). */
@@ -162,11 +176,9 @@ export class Receiver {
       this.#loss.remove(p.seq);
     }
     if (gap >= 0) this.#next = seqAdd(p.seq, 1);
-    this.#buffer.set(p.seq, {
-      payload: this.#open(p),
-      timestampUs: this.#unwrap(p.timestamp),
-      position: p.position,
-    });
+    const timestampUs = this.#unwrap(p.timestamp);
+    if (!p.retransmitted) this.#trackDrift(nowMs - this.#peerStartMs - timestampUs / 1000);
+    this.#buffer.set(p.seq, { payload: this.#open(p), timestampUs, position: p.position });
     if (++this.#sinceLightAck >= lightAckPackets) this.#sendAck(nowMs, true);
   }
 
@@ -224,6 +236,27 @@ export class Receiver {
     await this.#ordered;
   }
 
+  /**
+   * Follows the sender's clock: when the mean transit time of a window of packets moved more
+   * than 5 ms from the first window's, the delivery base moves with it, so a sender clock
+   * slower or faster than ours neither eats the latency nor grows the buffer.
+   */
+  #trackDrift(transitMs: number): void {
+    this.#transitSumMs += transitMs;
+    if (++this.#transitCount < driftSamples) return;
+    const meanMs = this.#transitSumMs / this.#transitCount;
+    this.#transitSumMs = 0;
+    this.#transitCount = 0;
+    if (this.#referenceTransitMs === undefined) {
+      this.#referenceTransitMs = meanMs;
+      return;
+    }
+    const driftMs = meanMs - this.#referenceTransitMs;
+    if (Math.abs(driftMs) <= maxDriftMs) return;
+    this.#peerStartMs += driftMs;
+    this.stats.driftMs += driftMs;
+  }
+
   #open(p: DataPacket): Entry["payload"] {
     if (p.keyFlag === 0) return p.payload; // a view of its own datagram, not reused
     const decrypt = this.#o.decrypt;
@@ -243,7 +276,7 @@ export class Receiver {
   }
 
   #deliveryMs(e: Entry): number {
-    return this.#o.peerStartMs + e.timestampUs / 1000 + this.#o.latencyMs;
+    return this.#peerStartMs + e.timestampUs / 1000 + this.#o.latencyMs;
   }
 
   #deliverDue(nowMs: number): void {

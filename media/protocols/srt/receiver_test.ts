@@ -170,3 +170,27 @@ Deno.test("sender: NAK retransmits with the R flag, ACK releases and gets an ACK
   const drop = controls.find((c) => c.type === ControlType.dropRequest)!;
   assert.deepEqual(parseDropRequest(drop.body), { firstSeq: 0, lastSeq: 1 });
 });
+
+Deno.test("receiver: a sender clock 1% slow moves the delivery base, the latency is kept", () => {
+  const deliveredAt: number[] = [];
+  let now = 0;
+  const r = new Receiver({
+    initialSeq: 0,
+    latencyMs: 100,
+    peerStartMs: 0,
+    bufferPackets: 8192,
+    sendControl: () => {},
+    deliver: () => deliveredAt.push(now),
+  });
+  const packets = 6000;
+  for (let i = 0; i < packets; i++) {
+    now = i;
+    r.onData(data(i, i, i * 990), now); // its clock: 0.99 ms per ms of ours
+    r.tick(now);
+  }
+  assert.ok(r.stats.driftMs > 30, `corrected ${r.stats.driftMs} ms`);
+  for (; deliveredAt.length < packets; now++) r.tick(now);
+  // Uncorrected, the last packet would wait 100 - 60 = 40 ms; corrected, close to 100 ms.
+  const waitedMs = deliveredAt[packets - 1] - (packets - 1);
+  assert.ok(waitedMs > 85 && waitedMs <= 101, `last packet waited ${waitedMs} ms`);
+});

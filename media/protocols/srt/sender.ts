@@ -150,6 +150,8 @@ export class Sender {
       await this.#o.beforeEncrypt?.(count);
       const sealed = await encrypt(seq, copy);
       transmit(sealed.kk, sealed.payload);
+    }).catch(() => {
+      this.stats.dropped++; // never sent: the receiver sees a gap and the stream goes on
     });
   }
 
