@@ -47,6 +47,8 @@ export interface SrtCallerOptions {
   keyRefreshPackets?: number;
   /** Packets both keys are announced around a switch (libsrt's kmpreannounce). */
   keyPreAnnouncePackets?: number;
+  /** First sequence number (random by default, as libsrt's; set by tests of wraparound). */
+  initialSeq?: number;
   /** Local address to bind (default: loopback for a loopback listener, else any). */
   localHostname?: string;
 }
@@ -85,7 +87,7 @@ async function handshake(
   const bufferPackets = o.bufferPackets ?? defaultBufferPackets;
   const base = {
     socketId,
-    initialSeq: randomSeq(),
+    initialSeq: o.initialSeq ?? randomSeq(),
     listenerAddress: o.hostname,
     flowWindow: bufferPackets,
   };

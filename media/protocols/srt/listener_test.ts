@@ -104,3 +104,27 @@ Deno.test("a caller's close reaches the listener as a shutdown", async () => {
     await listener.close();
   }
 });
+
+Deno.test("sequence numbers wrapping past 2^31 under 10% loss: every payload, in order", async () => {
+  const { listener, received, accepted } = await listen();
+  const relay = await LossRelay.open({ targetPort: listener.port, dropRatio: 0.1, seed: 3 });
+  const caller = await connectSrt({
+    hostname: "127.0.0.1",
+    port: relay.port,
+    streamId: "wrap",
+    initialSeq: 0x7fffffff - 100,
+  });
+  const count = 200;
+  try {
+    for (let n = 0; n < count; n++) caller.send(new Uint8Array([n]));
+    await waitUntil(() => received.get("wrap")?.length === count, 3000, `${count} payloads`);
+    assert.deepEqual(received.get("wrap"), Array.from({ length: count }, (_, n) => n));
+    assert.ok(relay.dropped > 5);
+    const retransmitted = accepted[0].stats().received.retransmitted;
+    assert.ok(retransmitted > 0 && retransmitted <= caller.stats().sent.retransmitted);
+  } finally {
+    await caller.close();
+    await relay.close();
+    await listener.close();
+  }
+});
