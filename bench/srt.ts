@@ -166,9 +166,6 @@ async function run(dropRatio: number, measureOutage: boolean) {
         `${ours.counters()?.retransmitted} retransmissions received, ` +
         `${ours.counters()?.dropped} packets given up`,
     );
-    console.log(
-      `bench: srt_cpu_ratio_loss${dropRatio * 100}=${(cpu[0] / cpu[1]).toFixed(2)}`,
-    );
     if (measureOutage) {
       const before = [ours.gaps.length, theirs.gaps.length];
       for (const relay of relays) relay.blackout = true;
@@ -183,9 +180,6 @@ async function run(dropRatio: number, measureOutage: boolean) {
       console.log(
         `outage ${outageMs} ms: output stalled ${stalls[0]} ms (ours), ${stalls[1]} ms ` +
           `(srt-live-transmit): recovery ${recovery[0]} ms, ${recovery[1]} ms`,
-      );
-      console.log(
-        `bench: srt_recovery_ms=${recovery[0]} srt_live_transmit_recovery_ms=${recovery[1]}`,
       );
     }
   } finally {
