@@ -20,11 +20,6 @@ export function seqDiff(a: number, b: number): number {
   return d;
 }
 
-/** Whether `a` comes before `b`. */
-export function seqLess(a: number, b: number): boolean {
-  return seqDiff(a, b) > 0;
-}
-
 /** Message numbers are 26-bit and skip 0 when they wrap (libsrt starts at 1). */
 export function nextMessageNumber(msgNo: number): number {
   const next = (msgNo + 1) & 0x03ffffff;
