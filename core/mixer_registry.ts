@@ -210,7 +210,7 @@ export class MixerRegistry {
     }
     const matching = mixer.inputs().filter((input) => pattern.test(input.name));
     if (matching.length === 0) {
-      throw new NotFoundError(`no input of mixer ${uri} matches ${streams}`);
+      throw new NotFoundError(`input matching ${streams} not found in mixer ${uri}`);
     }
     for (const input of matching) mixer.set(input.name, request);
   }
@@ -237,7 +237,7 @@ export class MixerRegistry {
   ): Promise<void> {
     const { mixer } = this.#entry(uri);
     const input = mixer.inputs().find((i) => i.mediaSessionId === mediaSessionId);
-    if (!input) throw new NotFoundError(`no input of mixer ${uri} has ${mediaSessionId}`);
+    if (!input) throw new NotFoundError(`input ${mediaSessionId} not found in mixer ${uri}`);
     const placed = watermark === ""
       ? undefined
       : await this.#watermarks.place(watermark, x, y, "watermark");

@@ -54,7 +54,7 @@ export async function loadLayoutDir(dir: string): Promise<LayoutDirResult> {
     }
   } catch (error) {
     if (error instanceof Deno.errors.NotFound) {
-      throw new NotFoundError(`layout folder ${dir} does not exist`, { cause: error });
+      throw new NotFoundError(`layout folder ${dir} not found`, { cause: error });
     }
     if (error instanceof Deno.errors.NotADirectory) {
       throw new BadRequestError("mixerLayoutDir", `${dir} is not a folder`, { cause: error });

@@ -383,14 +383,14 @@ export class Mixer {
   /** Removes the input named `name`; a NotFoundError when it is not in the mixer. */
   async remove(name: string): Promise<void> {
     const input = this.#inputs.get(name);
-    if (!input) throw new NotFoundError(`stream ${name} is not in mixer ${this.#options.name}`);
+    if (!input) throw new NotFoundError(`stream ${name} not found in mixer ${this.#options.name}`);
     await this.#removeInput(input, "removed");
   }
 
   /** Changes how the input `name` is mixed. */
   set(name: string, settings: Partial<InputSettings>): void {
     const input = this.#inputs.get(name);
-    if (!input) throw new NotFoundError(`stream ${name} is not in mixer ${this.#options.name}`);
+    if (!input) throw new NotFoundError(`stream ${name} not found in mixer ${this.#options.name}`);
     if (settings.audioLevel !== undefined) {
       input.audioLevel = settings.audioLevel;
       this.#audio?.setGain(name, gainOf(input));
@@ -412,7 +412,7 @@ export class Mixer {
    */
   setInputWatermark(name: string, watermark: PlacedWatermark | undefined): void {
     if (!this.#inputs.has(name)) {
-      throw new NotFoundError(`stream ${name} is not in mixer ${this.#options.name}`);
+      throw new NotFoundError(`stream ${name} not found in mixer ${this.#options.name}`);
     }
     this.#composer?.setInputWatermark(name, watermark && { ...watermark.image, ...watermark });
   }
