@@ -65,6 +65,7 @@ const reasons: Record<number, string> = {
   400: "Bad Request",
   404: "Not Found",
   405: "Method Not Allowed",
+  409: "Conflict",
   413: "Content Too Large",
   431: "Request Header Fields Too Large",
   500: "Internal Server Error",
@@ -217,7 +218,6 @@ export class HlsListener {
         have += n;
         end = headEnd(buf, from, have);
       }
-      state.reading = false;
       let head: ParsedHead;
       try {
         head = parseHead(latin1.decode(buf.subarray(0, end)));
@@ -248,6 +248,8 @@ export class HlsListener {
       }
       buf.copyWithin(0, consumed, have);
       have -= consumed;
+      // Handling (a blocking reload may wait long) is not idling: the idle sweep leaves it.
+      state.reading = false;
 
       let reply: HlsHttpReply;
       try {
