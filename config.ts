@@ -15,6 +15,15 @@ export const defaultConfigFile = "server.json";
 
 const port = z.int().min(0).max(65535);
 const logLevel = z.enum(["error", "warn", "info", "debug", "trace"]);
+/** A path prefix of the REST port: `/` and plain segments, none of the management API's. */
+const httpPathPrefix = z.string().regex(
+  /^(\/[A-Za-z0-9._~-]+)+$/,
+  "a path like /whip (segments of letters, digits, . _ ~ -)",
+).refine(
+  (p) =>
+    !["/rest-api", "/health", "/client"].some((taken) => p === taken || p.startsWith(`${taken}/`)),
+  "the prefix is taken by the management API",
+);
 
 /** One HLS ABR profile: an H.264 encode of the source offered as a variant. */
 const hlsProfile = z.strictObject({
@@ -107,6 +116,17 @@ export const configSchema = z.strictObject({
       "Origins allowed to call the REST API from a browser; `*` allows any but never with credentials.",
     ),
   }).prefault({}),
+  whip: z.strictObject({
+    publishPath: httpPathPrefix.default("/whip").describe(
+      "Path prefix of WHIP (RFC 9725) publishing on the REST port: `POST <prefix>/<stream>`.",
+    ),
+    playPath: httpPathPrefix.default("/whep").describe(
+      "Path prefix of WHEP playback on the REST port: `POST <prefix>/<stream>`.",
+    ),
+  }).prefault({}).refine((w) => w.publishPath !== w.playPath, {
+    message: "publishPath and playPath must differ",
+    path: ["playPath"],
+  }),
   hls: z.strictObject({
     segmentDurationSec: z.int().min(1).max(30).default(2).describe(
       "HLS target segment duration, in seconds; segments end at the first keyframe past it.",

@@ -141,6 +141,7 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
         await services.decoders.close();
         await services.vod.closeAll();
         await services.rtsp.closeAll();
+        await services.whip.closeAll();
         await services.mpegts.closeAll();
         await services.pushes.closeAll();
         await services.rtmpPulls.closeAll();

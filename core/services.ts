@@ -12,6 +12,7 @@ import { createEngine } from "../media/engine/select.ts";
 import { EnginePool } from "../media/engine/job_pool.ts";
 import { RecorderRegistry } from "./recorder_registry.ts";
 import { RtspRegistry } from "./rtsp_registry.ts";
+import { WhipRegistry } from "./whip_registry.ts";
 import { VodRegistry } from "./vod_registry.ts";
 import { PushRegistry } from "./push_registry.ts";
 import { RtmpPullRegistry } from "./rtmp_pull_registry.ts";
@@ -46,6 +47,8 @@ export interface Services {
   readonly engine: EnginePool;
   /** RTSP pulls of cameras. */
   readonly rtsp: RtspRegistry;
+  /** WHIP publishes and WHEP plays, by session resource id. */
+  readonly whip: WhipRegistry;
   /** Local streams published to remote RTMP servers. */
   readonly pushes: PushRegistry;
   /** Remote RTMP streams played into local streams. */
@@ -89,6 +92,7 @@ export function createServices(config: Config, log: Logger): Services {
     recorders: new RecorderRegistry(config, streams, log, limits.recorders),
     engine,
     rtsp: new RtspRegistry(config, streams, log, limits.pulls),
+    whip: new WhipRegistry(),
     mpegts: new MpegtsRegistry(config, streams, engine, log),
     pushes: new PushRegistry(config, streams, log, limits.pushes),
     rtmpPulls: new RtmpPullRegistry(config, streams, log, limits.pulls),

@@ -14,6 +14,7 @@ import type { Operation, OperationContext } from "./operation.ts";
 import { buildOpenApi, openApiPath } from "./openapi.ts";
 import { clientRecordsPrefix, serveClientRecord } from "./client_records.ts";
 import { createRestAccess } from "./rest_access.ts";
+import { registerWhip } from "./whip.ts";
 import { healthOf, type ListenerFigures } from "./health.ts";
 import { redactPaths, redactText } from "../core/redact.ts";
 
@@ -107,6 +108,8 @@ function createRestApp({ services, operations, listenerFigures }: RestAppOptions
       ));
   }
 
+  registerWhip(app, services);
+
   app.notFound((c) =>
     c.json(
       { error: "not found", message: `no operation at ${c.req.method} ${c.req.path}` },
@@ -156,7 +159,7 @@ async function readJsonBody(c: Context, maxBytes: number): Promise<unknown> {
 }
 
 /** Reads a body as UTF-8 text, refusing more than `maxBytes` without buffering the excess. */
-async function readText(req: Request, maxBytes: number): Promise<string> {
+export async function readText(req: Request, maxBytes: number): Promise<string> {
   const declared = Number(req.headers.get("Content-Length") ?? 0);
   if (declared > maxBytes) throw new PayloadTooLargeError(maxBytes);
   if (!req.body) return "";

@@ -12,25 +12,23 @@ import {
 } from "../core/errors.ts";
 import { plainString } from "../core/records.ts";
 import type { Services } from "../core/services.ts";
-import type { RegisteredStream } from "../core/stream_registry.ts";
 import { type StreamClient, type StreamStatus } from "../media/protocols/webrtc/client.ts";
-import { convertedAudio } from "../media/engine/audio_conversion.ts";
-import {
-  matchFramePlayCodec,
-  matchPlayCodec,
-  type NegotiatedCodec,
-  pickPublishCodec,
-} from "../media/protocols/webrtc/codecs.ts";
-import type { PeerAddress } from "../media/protocols/webrtc/peer.ts";
+import { type NegotiatedCodec, pickPublishCodec } from "../media/protocols/webrtc/codecs.ts";
 import { parseOfferMedia, type SdpMedia } from "../media/protocols/webrtc/sdp.ts";
 import { WebRtcPublisher } from "../media/providers/webrtc_publisher.ts";
 import { deliverStreamEvent } from "../media/publishers/stream_events.ts";
 import { WebRtcFramePlayer } from "../media/publishers/webrtc_frame_player.ts";
 import { WebRtcPlayer } from "../media/publishers/webrtc_player.ts";
-import { Stream } from "../media/stream.ts";
-import { PlayRenditions, type PlayRequest } from "../media/transcoder/play_renditions.ts";
+import type { PlayRequest } from "../media/transcoder/play_renditions.ts";
 import type { HandlerTable, MessageHandler, SignalingContext } from "./handlers.ts";
 import { parsePayload } from "./payload.ts";
+import {
+  describeMedia,
+  peerAddress,
+  planPlay,
+  type Player,
+  type PlayerCommon,
+} from "./play_plan.ts";
 import { PublishRecording } from "./publish_recording.ts";
 import type { SignalingSession } from "./session.ts";
 import { registerStreamSnapshot } from "./stream_snapshot.ts";
@@ -72,17 +70,6 @@ const streamEventObject = z.looseObject({
   type: z.string().min(1),
   payload: z.unknown().optional(),
 });
-
-/** The media address of the configuration. */
-function peerAddress(services: Services): PeerAddress {
-  const { media, bind, binds } = services.config;
-  return {
-    bind: binds.media ?? bind,
-    announced: media.announcedAddress,
-    portMin: media.udpPortMin,
-    portMax: media.udpPortMax,
-  };
-}
 
 const terminal = new Set<StreamStatus>(["UNPUBLISHED", "STOPPED", "FAILED"]);
 
@@ -225,7 +212,7 @@ async function handlePublish(
   if (!media) return;
   const codecs = media.map(pickPublishCodec);
   if (codecs.some((c) => c === undefined)) {
-    ctx.log.info("publish refused: no supported codec", { name, offered: describe(media) });
+    ctx.log.info("publish refused: no supported codec", { name, offered: describeMedia(media) });
     return fail(streamInfo.noCodecs);
   }
   const recording = stream.record === true ? new PublishRecording(services, ctx.log) : undefined;
@@ -282,49 +269,9 @@ async function handlePlay(
   if (!source) return fail(streamInfo.notFound);
   const media = offerMedia(stream.sdp, fail, ctx);
   if (!media) return;
-  const request = playRequest(stream);
-  if (source instanceof Stream && PlayRenditions.wanted(source, request)) {
-    const video = media.find((m) => m.kind === "video" && m.direction !== "inactive");
-    const codec = video && pickPublishCodec(video)?.codec;
-    if (codec !== "H264" && codec !== "VP8") return fail(streamInfo.noCodecs);
-    let rendition: Stream;
-    try {
-      rendition = services.playRenditions.get(source, request, codec);
-    } catch (err) {
-      ctx.log.info("play rendition refused", { name, reason: (err as Error).message });
-      return fail((err as Error).message);
-    }
-    return await playFrames(session, ctx, stream, source, media, rendition);
-  }
-  if (!(source instanceof WebRtcPublisher)) {
-    if (!(source instanceof Stream)) {
-      ctx.log.info("play refused: the source gives no frames", { name });
-      return fail(streamInfo.transcodingRequired);
-    }
-    return await playFrames(session, ctx, stream, source, media);
-  }
-  const codecs: NegotiatedCodec[] = [];
-  for (const m of media) {
-    const wanted = source.codecOf(m.kind);
-    if (!wanted || m.direction === "inactive") continue;
-    const match = matchPlayCodec(m, wanted);
-    if (!match) {
-      ctx.log.info("play refused: player lacks the stream's codec", {
-        name,
-        codec: wanted.params.mimeType,
-        offered: describe([m]),
-      });
-      return fail(streamInfo.transcodingRequired);
-    }
-    codecs.push(match);
-  }
-  if (codecs.length === 0) return fail(streamInfo.noCodecs);
-  await startPlayer(
-    session,
-    ctx,
-    stream,
-    (common) => new WebRtcPlayer({ ...common, publisher: source, codecs }),
-  );
+  const plan = planPlay(services, source, media, playRequest(stream), ctx.log);
+  if (!plan.ok) return fail(plan.info);
+  await startPlayer(session, ctx, stream, plan.build);
 }
 
 /** What a play request asks of the stream's picture: `width`/`height`, `maxBitrate` (kbit/s). */
@@ -336,68 +283,6 @@ function playRequest(stream: Record<string, unknown>): PlayRequest {
     height: number(stream.height),
     maxBitrateKbps: number(stream.maxBitrate),
   };
-}
-
-/**
- * Plays a stream that did not come over WebRTC, or a rendition (`frames`) of any source:
- * packets are made from its frames, and audio the player cannot take is read from the
- * shared Opus conversion.
- */
-async function playFrames(
-  session: SignalingSession,
-  ctx: SignalingContext,
-  stream: Record<string, unknown>,
-  source: Stream,
-  media: SdpMedia[],
-  base: Stream = source,
-): Promise<void> {
-  const { services } = ctx;
-  const name = source.name;
-  const clientStream = withoutSdp(stream);
-  const fail = (info: string) =>
-    new SessionStreamClient(session, services, clientStream).status("FAILED", info);
-  const codecs: NegotiatedCodec[] = [];
-  let convert = false;
-  for (const m of media) {
-    const track = base.tracks.find((t) => t.kind === m.kind);
-    if (!track || m.direction === "inactive") continue;
-    const match = matchFramePlayCodec(m, track);
-    if (!match) {
-      ctx.log.info("play refused: player takes the stream's codec neither as is nor converted", {
-        name,
-        codec: track.codec,
-        offered: describe([m]),
-      });
-      return fail(streamInfo.transcodingRequired);
-    }
-    codecs.push(match.codec);
-    convert ||= match.convertToOpus;
-  }
-  if (codecs.length === 0) return fail(streamInfo.noCodecs);
-  const frames = convert ? convertedAudio(base, "OPUS", services.engine, ctx.log) : base;
-  await startPlayer(
-    session,
-    ctx,
-    stream,
-    (common) => new WebRtcFramePlayer({ ...common, source, frames, codecs }),
-  );
-}
-
-/** What every player is built from besides its source and codecs. */
-interface PlayerCommon {
-  mediaSessionId: string;
-  sessionId: string;
-  appKey: string;
-  nodeId: string;
-  clientStream: Record<string, unknown>;
-  sdp: string;
-  address: PeerAddress;
-  client: SessionStreamClient;
-}
-
-/** A player as signaling drives it. */
-interface Player extends RegisteredStream {
-  answer(): Promise<string>;
 }
 
 /** Builds a player of the session's play request, registers it and sends its answer. */
@@ -452,12 +337,6 @@ async function answerOrFail(
     return;
   }
   session.send("setRemoteSDP", stream.mediaSessionId, sdp, true);
-}
-
-function describe(media: SdpMedia[]): string {
-  return media.map((m) => `${m.kind}: ${m.codecs.map((c) => c.name).join(",") || "(none)"}`).join(
-    "; ",
-  );
 }
 
 /**

@@ -29,6 +29,7 @@ import type { NegotiatedCodec } from "../protocols/webrtc/codecs.ts";
 import { LatencyHistogram } from "../protocols/webrtc/latency.ts";
 import { PacketCache } from "../protocols/webrtc/packet_cache.ts";
 import { Peer, type PeerAddress } from "../protocols/webrtc/peer.ts";
+import type { TrickleCandidate } from "../protocols/webrtc/sdpfrag.ts";
 import type { RetransmitBudget } from "../protocols/webrtc/retransmit_budget.ts";
 import type { RtpSendPath } from "../protocols/webrtc/send_path.ts";
 import { TrackMeter } from "../protocols/webrtc/track_meter.ts";
@@ -194,6 +195,11 @@ export class WebRtcPublisher extends Stream {
       void this.terminate("Failed by ICE timeout");
     }, this.#mediaStartTimeoutMs);
     return answer;
+  }
+
+  /** Adds candidates the client trickled (WHIP/WHEP PATCH). */
+  addRemoteCandidates(candidates: readonly TrickleCandidate[]): Promise<void> {
+    return this.#peer.addRemoteCandidates(candidates);
   }
 
   /** Fields naming this stream in log lines. */

@@ -15,6 +15,7 @@ import { finalStatus, type StreamClient } from "../protocols/webrtc/client.ts";
 import type { NegotiatedCodec } from "../protocols/webrtc/codecs.ts";
 import { PacketCache } from "../protocols/webrtc/packet_cache.ts";
 import { Peer, type PeerAddress } from "../protocols/webrtc/peer.ts";
+import type { TrickleCandidate } from "../protocols/webrtc/sdpfrag.ts";
 import { RetransmitBudget } from "../protocols/webrtc/retransmit_budget.ts";
 import { type RtpSendPath, WeriftSendPath } from "../protocols/webrtc/send_path.ts";
 import { FramePacketizer } from "../rtp/frame_packetizer.ts";
@@ -117,6 +118,11 @@ export class WebRtcFramePlayer implements RegisteredStream {
       playConnectTimeoutMs,
     );
     return answer;
+  }
+
+  /** Adds candidates the client trickled (WHIP/WHEP PATCH). */
+  addRemoteCandidates(candidates: readonly TrickleCandidate[]): Promise<void> {
+    return this.#peer.addRemoteCandidates(candidates);
   }
 
   /** Ends the play: stops reading, closes the peer, reports the final status. */

@@ -9,6 +9,7 @@ import type { RegisteredStream, StreamRecord } from "../stream_record.ts";
 import { finalStatus, type StreamClient } from "../protocols/webrtc/client.ts";
 import type { NegotiatedCodec } from "../protocols/webrtc/codecs.ts";
 import { Peer, type PeerAddress } from "../protocols/webrtc/peer.ts";
+import type { TrickleCandidate } from "../protocols/webrtc/sdpfrag.ts";
 import { RetransmitBudget } from "../protocols/webrtc/retransmit_budget.ts";
 import { type RtpSendPath, WeriftSendPath } from "../protocols/webrtc/send_path.ts";
 import type { WebRtcPublisher } from "../providers/webrtc_publisher.ts";
@@ -79,6 +80,11 @@ export class WebRtcPlayer implements RegisteredStream {
       playConnectTimeoutMs,
     );
     return answer;
+  }
+
+  /** Adds candidates the client trickled (WHIP/WHEP PATCH). */
+  addRemoteCandidates(candidates: readonly TrickleCandidate[]): Promise<void> {
+    return this.#peer.addRemoteCandidates(candidates);
   }
 
   /** Ends the play because the publisher stopped (called by the publisher). */

@@ -15,6 +15,7 @@ import {
 import { portPoolOf, type UdpPortPool } from "./port_pool.ts";
 import { installNoDefaultStun } from "./no_default_stun.ts";
 import { installUdpBindRetry } from "./udp_bind.ts";
+import type { TrickleCandidate } from "./sdpfrag.ts";
 
 /** Where the media sockets of a peer bind and what their candidates announce. */
 export interface PeerAddress {
@@ -136,6 +137,20 @@ export class Peer {
       throw new Error("no UDP port could be bound for media (taken by another process)");
     }
     return this.#announced === undefined ? sdp : keepCandidatesOf(sdp, this.#announced);
+  }
+
+  /**
+   * Adds candidates the client trickled after the answer (WHIP/WHEP PATCH). A candidate
+   * werift refuses (unknown section, bad address) is a ParseError.
+   */
+  async addRemoteCandidates(candidates: readonly TrickleCandidate[]): Promise<void> {
+    for (const candidate of candidates) {
+      try {
+        await this.pc.addIceCandidate(candidate);
+      } catch (err) {
+        throw new ParseError(`candidate refused: ${(err as Error).message}`, { cause: err });
+      }
+    }
   }
 
   /** Gives back the held ports not in `bound`. */
