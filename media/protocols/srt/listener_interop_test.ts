@@ -76,6 +76,7 @@ Deno.test("ffmpeg (libsrt) caller publishes H.264+AAC TS: every frame arrives", 
   assert.ok(stats.received.packets > 100);
   assert.equal(stats.received.dropped, 0);
   assert.ok(stats.received.rttMs < 50, `rtt ${stats.received.rttMs}`);
+  assert.ok(stats.received.capacityPps > 1000, `capacity ${stats.received.capacityPps} packets/s`);
 });
 
 Deno.test("srt-live-transmit caller publishes: every frame arrives", async () => {

@@ -26,6 +26,10 @@ const maxPendingAcks = 1024;
 const rateWindowMs = 1000;
 /** Packets whose transit times are averaged to follow clock drift (libsrt's drift tracer). */
 const driftSamples = 1000;
+/** libsrt sends every 16th packet right after the one before it: a probe pair. */
+const probeMask = 0xf;
+/** Probe pair intervals the capacity estimate takes the median of (libsrt's 16). */
+const probeSamples = 16;
 /** Drift of the mean transit time that moves the delivery base, ms (libsrt's 5 ms). */
 const maxDriftMs = 5;
 
@@ -76,6 +80,11 @@ export interface ReceiverStats {
   packetRate: number;
   /** Total correction of the delivery base for the drift of the sender's clock, ms. */
   driftMs: number;
+  /**
+   * Link capacity estimated from probe pairs (median of 16), packets per second; 0 until
+   * known. Times the packet size, the bandwidth of the path.
+   */
+  capacityPps: number;
 }
 
 interface Entry {
@@ -103,6 +112,7 @@ export class Receiver {
     receiveRateBps: 0,
     packetRate: 0,
     driftMs: 0,
+    capacityPps: 0,
   };
   #o: ReceiverOptions;
   #buffer = new Map<number, Entry>();
@@ -122,7 +132,9 @@ export class Receiver {
   #windowStartMs: number;
   #windowPackets = 0;
   #windowBytes = 0;
-  #maxPacketRate = 0;
+  /** Arrival of the first packet of the current probe pair, ms. */
+  #probeStartMs: number | undefined;
+  #probeIntervalsMs: number[] = [];
   /** Local time at which the peer's clock read 0, corrected for drift. */
   #peerStartMs: number;
   #transitSumMs = 0;
@@ -177,7 +189,10 @@ export class Receiver {
     }
     if (gap >= 0) this.#next = seqAdd(p.seq, 1);
     const timestampUs = this.#unwrap(p.timestamp);
-    if (!p.retransmitted) this.#trackDrift(nowMs - this.#peerStartMs - timestampUs / 1000);
+    if (!p.retransmitted) {
+      this.#trackDrift(nowMs - this.#peerStartMs - timestampUs / 1000);
+      this.#probe(p.seq, gap, nowMs);
+    }
     this.#buffer.set(p.seq, { payload: this.#open(p), timestampUs, position: p.position });
     if (++this.#sinceLightAck >= lightAckPackets) this.#sendAck(nowMs, true);
   }
@@ -219,7 +234,6 @@ export class Receiver {
     if (elapsedMs >= rateWindowMs) {
       s.packetRate = Math.round(this.#windowPackets * 1000 / elapsedMs);
       s.receiveRateBps = Math.round(this.#windowBytes * 8000 / elapsedMs);
-      this.#maxPacketRate = Math.max(this.#maxPacketRate, s.packetRate);
       this.#windowStartMs = nowMs;
       this.#windowPackets = 0;
       this.#windowBytes = 0;
@@ -234,6 +248,22 @@ export class Receiver {
   /** Resolves when every decrypted message handed to `deliver` so far was delivered. */
   async settled(): Promise<void> {
     await this.#ordered;
+  }
+
+  /** Takes the arrival interval of a probe pair (packets N*16 and N*16+1, in order). */
+  #probe(seq: number, gap: number, nowMs: number): void {
+    const position = seq & probeMask;
+    if (position === 0) {
+      this.#probeStartMs = gap === 0 ? nowMs : undefined;
+      return;
+    }
+    if (position !== 1 || gap !== 0 || this.#probeStartMs === undefined) return;
+    const intervalMs = Math.max(nowMs - this.#probeStartMs, 0.001);
+    this.#probeStartMs = undefined;
+    this.#probeIntervalsMs.push(intervalMs);
+    if (this.#probeIntervalsMs.length > probeSamples) this.#probeIntervalsMs.shift();
+    const sorted = [...this.#probeIntervalsMs].sort((a, b) => a - b);
+    this.stats.capacityPps = Math.round(1000 / sorted[sorted.length >> 1]);
   }
 
   /**
@@ -378,7 +408,7 @@ export class Receiver {
         rttVarUs: Math.round(s.rttVarMs * 1000),
         availableBuffer: Math.max(2, this.#o.bufferPackets - this.#buffer.size),
         packetRate: s.packetRate,
-        capacity: this.#maxPacketRate,
+        capacity: s.capacityPps,
         receiveRate: Math.round(s.receiveRateBps / 8),
       }),
     );

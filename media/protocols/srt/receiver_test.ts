@@ -194,3 +194,13 @@ Deno.test("receiver: a sender clock 1% slow moves the delivery base, the latency
   const waitedMs = deliveredAt[packets - 1] - (packets - 1);
   assert.ok(waitedMs > 85 && waitedMs <= 101, `last packet waited ${waitedMs} ms`);
 });
+
+Deno.test("receiver: link capacity from probe pairs (every 16th packet and the next)", () => {
+  const { r } = receiver(0, 100);
+  for (let i = 0; i < 16 * 20; i++) {
+    // Packets 10 ms apart, except each probe pair's second one, 0.1 ms after the first.
+    const at = Math.floor(i / 16) * 160 + (i % 16 === 1 ? 0.1 : (i % 16) * 10);
+    r.onData(data(i, i, at * 1000), at);
+  }
+  assert.equal(r.stats.capacityPps, 10_000);
+});
