@@ -3,6 +3,8 @@
  * payload becomes solo messages of at most `payloadBytes`, kept in a send buffer until
  * acknowledged, retransmitted with the R flag on a NAK, and dropped (with a drop request) once
  * older than the receiver could still play. Full ACKs are answered with an ACKACK.
+ * Packets leave as the application hands them over, unpaced: libsrt's live default
+ * (SRTO_MAXBW 1 Gbit/s, 11 µs between packets) spreads a keyframe burst no further.
  * No sockets: datagrams leave through `sendDatagram`, time comes through `tick`.
  */
 import {
