@@ -1,7 +1,7 @@
 /**
  * Mixer (`/mixer/startup`, `/mixer/add`): CPU of a mixer next to the `ffmpeg` CLI doing the
  * same job, mixers per core, audio mixing CPU per input, output frame rate and dropped
- * pictures, in one run (~2.5 minutes).
+ * pictures, in one run (~2 minutes).
  *
  * Inputs are VOD streams (`vod-live://`, played in real time) of one 640x360 clip
  * (testsrc2 30 fps, x264 `veryfast` with B-frames, AAC; cached, see support/test_clip.ts).
@@ -15,7 +15,10 @@
  *    mixer). The peer: one `ffmpeg` reading the 4 files with `-re` (one decoding thread
  *    each, as ours), `xstack` (2x2, each scaled to 640x360) and `amix`, encoding with the
  *    arguments our encoders use (`videoEncoderArgs`, `codecArgs` of the mixer's Opus track),
- *    to /dev/null. The ratio is ours over the peer's per output frame (goal <= 1.0).
+ *    to /dev/null. The ratio is ours over the peer's per output frame (goal <= 1.0). Where
+ *    the difference lies: the peer decoding alone (to `-f null`) and decoding + stacking
+ *    (`xstack` to `-f null`); their difference is ffmpeg's composing, next to our kernel
+ *    Workers' threads.
  * 2. Audio only (`hasVideo: false`), 1 then 4 inputs: the CPU difference per added input.
  * 3. wasm engine (`media.engine: "wasm"`): a mixer of the 4 inputs if it starts; with audio
  *    first, and without audio when that is refused.
@@ -33,7 +36,7 @@ import type { Track } from "../media/frame.ts";
 import type { Stream } from "../media/stream.ts";
 import { videoEncoderArgs } from "../media/transcoder/video_encoder_args.ts";
 import { startTestServer, testConfig, type TestServer } from "../tests/helpers/test_server.ts";
-import { peerProgressArgs, type PeerRun, runPeers } from "./support/ffmpeg_peers.ts";
+import { peerProgressArgs, runPeers } from "./support/ffmpeg_peers.ts";
 import { cpuShareBetween, sampleTree, threadSharesBetween } from "./support/process_tree.ts";
 import { testClip } from "./support/test_clip.ts";
 import { VideoArrivals } from "./support/video_arrivals.ts";
@@ -233,17 +236,30 @@ const lostOf = (record: StreamRecord | undefined) => record?.metrics?.VIDEO_LOST
 const inputNames = (from: number, count: number) =>
   Array.from({ length: count }, (_, i) => `in${from + i}`);
 
-/** The peer's arguments: the 4 inputs in a 2x2 `xstack` and an `amix`, encoded as ours. */
+const inputIds = Array.from({ length: inputsPerMixer }, (_, i) => i);
+
+/** A peer's inputs: the clip `inputsPerMixer` times in real time, decoded on one thread each. */
+function peerInputArgs(clipPath: string): string[] {
+  return [
+    ...peerProgressArgs,
+    // The native engine runs every decoding ffmpeg with one thread.
+    ...inputIds.flatMap(() => ["-threads", "1", "-re", "-i", clipPath]),
+  ];
+}
+
+/** The inputs' pictures scaled to a quarter of the output and stacked 2x2 as `[v]`. */
+function stackGraph(): string {
+  const [tileWidth, tileHeight] = [output.width / 2, output.height / 2];
+  return [
+    ...inputIds.map((i) => `[${i}:v]scale=${tileWidth}:${tileHeight}:flags=area[v${i}]`),
+    `${inputIds.map((i) => `[v${i}]`).join("")}xstack=inputs=4:layout=0_0|w0_0|0_h0|w0_h0[v]`,
+  ].join(";");
+}
+
+/** The peer: the inputs in a 2x2 `xstack` and an `amix`, encoded as our mixer encodes. */
 function peerArgs(clipPath: string, audio: Track | undefined): string[] {
   const { width, height, fps, keyFrameIntervalSec, videoBitrateKbps, audioBitrateKbps } = output;
-  const tileWidth = width / 2;
-  const tileHeight = height / 2;
-  const ids = Array.from({ length: inputsPerMixer }, (_, i) => i);
-  const graph = [
-    ...ids.map((i) => `[${i}:v]scale=${tileWidth}:${tileHeight}:flags=area[v${i}]`),
-    `${ids.map((i) => `[v${i}]`).join("")}xstack=inputs=4:layout=0_0|w0_0|0_h0|w0_h0[v]`,
-    ...(audio ? [`${ids.map((i) => `[${i}:a]`).join("")}amix=inputs=${ids.length}[a]`] : []),
-  ].join(";");
+  const mix = `${inputIds.map((i) => `[${i}:a]`).join("")}amix=inputs=${inputIds.length}[a]`;
   const video = videoEncoderArgs({
     codec: "H264",
     width,
@@ -253,16 +269,31 @@ function peerArgs(clipPath: string, audio: Track | undefined): string[] {
     bitrateKbps: videoBitrateKbps,
   }, "native").outputArgs;
   return [
-    ...peerProgressArgs,
-    // The native engine runs every decoding ffmpeg with one thread.
-    ...ids.flatMap(() => ["-threads", "1", "-re", "-i", clipPath]),
-    ...["-filter_complex", graph, "-map", "[v]"],
+    ...peerInputArgs(clipPath),
+    ...["-filter_complex", audio ? `${stackGraph()};${mix}` : stackGraph(), "-map", "[v]"],
     // codecArgs is for an audio-only output: its `-vn` would drop the picture here.
     ...(audio
       ? ["-map", "[a]", ...codecArgs(audio, audioBitrateKbps * 1000).filter((a) => a !== "-vn")]
       : []),
     ...video,
     ...["-y", "/dev/null"],
+  ];
+}
+
+/** The peer's decoding alone: every input's pictures decoded and thrown away. */
+function decodePeerArgs(clipPath: string): string[] {
+  return [
+    ...peerInputArgs(clipPath),
+    ...inputIds.flatMap((i) => ["-map", `${i}:v`]),
+    ...["-f", "null", "-"],
+  ];
+}
+
+/** The peer's decoding and composing: the 2x2 stack made and thrown away, not encoded. */
+function composePeerArgs(clipPath: string): string[] {
+  return [
+    ...peerInputArgs(clipPath),
+    ...["-filter_complex", stackGraph(), "-map", "[v]", "-f", "null", "-"],
   ];
 }
 
@@ -276,14 +307,21 @@ const flowing = (list: Iterable<number>) => {
 /** Cores per second of output: `cpu` (share of one core) over the output seconds per second. */
 const perOutputSecond = (cpu: number, outFps: Iterable<number>) => cpu * output.fps / sum(outFps);
 
-/** Where CPU went in `w` over `idle`: ffmpeg children by role, process threads by name. */
+/**
+ * Where CPU went in `w` over `idle`: ffmpeg children by role, process threads by name, and
+ * threads that ended within the window (the process counts them, the thread list no longer
+ * holds them: the wasm engine starts a Worker per job).
+ */
 function breakdown(w: Window, idle: Window): string {
   const over = (shares: (x: Window) => Map<string, number>) =>
     [...shares(w)].map(([name, share]) => [name, share - (shares(idle).get(name) ?? 0)] as const)
       .filter(([, share]) => share >= 0.005)
       .sort((a, b) => b[1] - a[1])
       .map(([name, share]) => `${name} ${pct(share)}`).join(", ");
-  return `ffmpeg ${over((x) => x.roles) || "-"}; process threads ${over((x) => x.threads)}`;
+  const threads = (x: Window) => sum(x.threads.values());
+  const ended = w.processCpu - threads(w) - (idle.processCpu - threads(idle));
+  return `ffmpeg ${over((x) => x.roles) || "-"}; process threads ${over((x) => x.threads)}; ` +
+    `threads ended in the window ${pct(Math.max(0, ended))}`;
 }
 
 /** Output rate and drops of each mixer of `w`. */
@@ -332,11 +370,10 @@ async function benchVideo(clipPath: string): Promise<void> {
   } finally {
     await bench.stop();
   }
-  const peer: PeerRun = await runPeers([peerArgs(clipPath, audio)], {
-    flowTimeoutMs,
-    warmupMs,
-    windowMs,
-  });
+  const timing = { flowTimeoutMs, warmupMs, windowMs };
+  const peer = await runPeers([peerArgs(clipPath, audio)], timing);
+  const peerDecode = await runPeers([decodePeerArgs(clipPath)], timing);
+  const peerCompose = await runPeers([composePeerArgs(clipPath)], timing);
   const load = await uptime();
 
   const oursOne = Math.max(0, one.cpu - idle.cpu);
@@ -367,6 +404,21 @@ async function benchVideo(clipPath: string): Promise<void> {
     `ratio 1 mixer ours/ffmpeg, per output frame: ${
       (perOne / perPeer).toFixed(2)
     } (goal <= 1.0${validity})`,
+  );
+  const share = (w: Window, map: (x: Window) => Map<string, number>, key: string) =>
+    (map(w).get(key) ?? 0) - (map(idle).get(key) ?? 0);
+  const oursCompose = perOutputSecond(share(one, (x) => x.threads, "worker"), one.outFps.values());
+  const peerComposeCpu = perOutputSecond(peerCompose.cpu - peerDecode.cpu, peerCompose.outFps);
+  console.log(
+    `compose, per output second: ours (kernel Worker threads) ${pct(oursCompose)} vs ffmpeg ` +
+      `scale+xstack (decode+xstack ${pct(peerCompose.cpu)} - decode only ${pct(peerDecode.cpu)}) ${
+        pct(peerComposeCpu)
+      }: ratio ${(oursCompose / peerComposeCpu).toFixed(2)}`,
+  );
+  console.log(
+    `decode ${inputsPerMixer} inputs: ours (video decoder ffmpegs, raw video to a pipe) ${
+      pct(share(one, (x) => x.roles, "video decoders"))
+    } vs ffmpeg decode only ${pct(peerDecode.cpu)}`,
   );
   const perTwo = oursTwo / 2;
   console.log(
