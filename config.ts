@@ -54,6 +54,9 @@ export const configSchema = z.strictObject({
     ),
     hls: port.default(8082).describe("HLS over HTTP."),
     rtmp: port.default(1935).describe("RTMP ingest and playback."),
+    rtsp: port.default(554).describe(
+      "RTSP server: every published stream played at `rtsp://host:port/<stream>`.",
+    ),
   }).prefault({}),
   tls: z.strictObject({
     certFile: z.string().min(1).optional().describe("PEM certificate chain file for WSS."),
@@ -206,6 +209,9 @@ export const configSchema = z.strictObject({
     ),
     hls: z.ipv4().or(z.ipv6()).optional().describe(
       "Address of the HLS listener when it differs from `bind`.",
+    ),
+    rtsp: z.ipv4().or(z.ipv6()).optional().describe(
+      "Address of the RTSP server's listener when it differs from `bind`.",
     ),
     media: z.ipv4().or(z.ipv6()).optional().describe(
       "Address WebRTC media (UDP) binds when it differs from `bind`.",

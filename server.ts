@@ -15,6 +15,7 @@ import { SignalingServer } from "./signaling/listener.ts";
 import { type RunningRtmpServer, startRtmpServer } from "./media/providers/rtmp_server.ts";
 import { createHlsHandler } from "./media/publishers/hls/hls_http.ts";
 import { HlsListener } from "./media/publishers/hls/hls_listener.ts";
+import { type RunningRtspServer, startRtspServer } from "./media/publishers/rtsp_server.ts";
 
 /** A started server. */
 export interface RunningServer {
@@ -31,6 +32,8 @@ export interface RunningServer {
   readonly rtmpPort: number;
   /** Port of HLS over HTTP. */
   readonly hlsPort: number;
+  /** Port of the RTSP server. */
+  readonly rtspPort: number;
   /** Stops accepting, lets in-flight requests finish, closes every listener. */
   stop(): Promise<void>;
 }
@@ -45,6 +48,7 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
     signaling?: SignalingServer;
     rtmp?: RunningRtmpServer;
     hls?: HlsListener;
+    rtsp?: RunningRtspServer;
   } = {};
   const restHandler = createRestHandler({
     services,
@@ -54,6 +58,7 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
       ...listeners.signaling?.limitsSnapshot(),
       ...(listeners.rtmp ? { rtmp: listeners.rtmp.limitsSnapshot() } : {}),
       ...(listeners.hls ? { hls: { restarts: listeners.hls.restarts } } : {}),
+      ...(listeners.rtsp ? { rtsp: listeners.rtsp.limitsSnapshot() } : {}),
     }),
   });
   const restRequests = new InflightTracker();
@@ -80,6 +85,7 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
   let wssPort: number | undefined;
   let rtmp: RunningRtmpServer;
   let hls: HlsListener | undefined;
+  let rtsp: RunningRtspServer;
   try {
     wsPort = await signaling.listen({ hostname: wsHost, port: config.ports.ws });
     const { certFile, keyFile } = config.tls;
@@ -92,6 +98,8 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
     }
     rtmp = startRtmpServer(services);
     listeners.rtmp = rtmp;
+    rtsp = startRtspServer(services);
+    listeners.rtsp = rtsp;
     const hlsHost = config.binds.hls ?? config.bind;
     hls = await HlsListener.start({
       hostname: hlsHost,
@@ -109,6 +117,7 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
     log.info("listening", { service: "hls", address: hlsHost, port: hls.port });
   } catch (err) {
     await listeners.rtmp?.close();
+    await listeners.rtsp?.close();
     await signaling.stop();
     await rest.shutdown();
     throw err;
@@ -124,6 +133,7 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
     wssPort,
     rtmpPort: rtmp.port,
     hlsPort: hls.port,
+    rtspPort: rtsp.port,
     stop() {
       stopped ??= (async () => {
         stopMemoryTrim();
@@ -146,6 +156,7 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
         await services.pushes.closeAll();
         await services.rtmpPulls.closeAll();
         await rtmp.close();
+        await rtsp.close();
         await services.engine.close();
         log.info("stopped");
       })();

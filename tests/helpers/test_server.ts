@@ -12,6 +12,8 @@ export interface TestServer extends RunningServer {
   readonly wsUrl: string;
   /** Base URL of HLS, e.g. http://127.0.0.1:40125 */
   readonly hlsUrl: string;
+  /** Base URL of the RTSP server, e.g. rtsp://127.0.0.1:40126 (a stream is `${rtspUrl}/name`). */
+  readonly rtspUrl: string;
   /**
    * POSTs a JSON body (or raw text) to /rest-api<path>. A 200 answer is checked against the
    * operation's declared response schema first (throws on a mismatch), so every test that
@@ -24,7 +26,7 @@ export interface TestServer extends RunningServer {
 export function testConfig(overrides: Record<string, unknown> = {}): Config {
   const dir = Deno.makeTempDirSync({ prefix: "mediaserver-test-" });
   return configSchema.parse({
-    ports: { rest: 0, ws: 0, wss: 0, hls: 0, rtmp: 0 },
+    ports: { rest: 0, ws: 0, wss: 0, hls: 0, rtmp: 0, rtsp: 0 },
     folders: { media: `${dir}/content`, records: `${dir}/records`, logs: `${dir}/logs` },
     ...overrides,
   });
@@ -42,6 +44,7 @@ export async function startTestServer(
     restUrl,
     wsUrl: `ws://${hostOf(config.binds.ws ?? config.bind)}:${server.wsPort}`,
     hlsUrl: `http://${hostOf(config.binds.hls ?? config.bind)}:${server.hlsPort}`,
+    rtspUrl: `rtsp://${hostOf(config.binds.rtsp ?? config.bind)}:${server.rtspPort}`,
     async post(path, body, headers) {
       const text = body === undefined
         ? undefined

@@ -91,6 +91,15 @@ export class UdpPortPair {
     });
   }
 
+  /**
+   * Sends a datagram from the RTP socket (`rtcp` false) or the RTCP one to `address`:`port`;
+   * a failed send is dropped, as a lost datagram would be.
+   */
+  send(data: Uint8Array, rtcp: boolean, port: number, address: string): void {
+    if (this.#closing) return;
+    (rtcp ? this.#rtcp : this.#rtp).send(data, port, address, () => {});
+  }
+
   /** Closes both sockets. Idempotent. */
   close(): Promise<void> {
     this.#closing ??= Promise.all([close(this.#rtp), close(this.#rtcp)]).then(() => {});

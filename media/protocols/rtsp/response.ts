@@ -1,0 +1,57 @@
+/**
+ * RTSP 1.0 responses a server writes (RFC 2326 §7): status line, CSeq echoed from the
+ * request, header fields, and a body with its Content-Length.
+ */
+import { ParseError } from "../../../core/errors.ts";
+
+/** Reason phrases of the statuses the server answers (RFC 2326 §7.1.1). */
+export const rtspReasons: Readonly<Record<number, string>> = {
+  200: "OK",
+  400: "Bad Request",
+  401: "Unauthorized",
+  404: "Not Found",
+  405: "Method Not Allowed",
+  408: "Request Timeout",
+  454: "Session Not Found",
+  455: "Method Not Valid in This State",
+  459: "Aggregate Operation Not Allowed",
+  461: "Unsupported Transport",
+  500: "Internal Server Error",
+  501: "Not Implemented",
+  503: "Service Unavailable",
+};
+
+/** A response to write. */
+export interface RtspReply {
+  status: number;
+  /** Header fields in order, CSeq not among them (writeResponse adds it). */
+  headers?: [string, string][];
+  body?: Uint8Array;
+  /** Close the connection once the response is written (a request the server cannot follow). */
+  close?: boolean;
+  /** Runs once the response is queued on the connection: what must follow it (media). */
+  afterWrite?: () => void;
+}
+
+const encoder = new TextEncoder();
+
+/** The bytes of a response to the request of `cseq` (none when the request had no CSeq). */
+export function writeResponse(cseq: string | undefined, reply: RtspReply): Uint8Array {
+  let head = `RTSP/1.0 ${reply.status} ${rtspReasons[reply.status] ?? "Unknown"}\r\n`;
+  const fields: [string, string][] = cseq === undefined ? [] : [["CSeq", cseq]];
+  for (const [name, value] of [...fields, ...(reply.headers ?? [])]) {
+    if (/[\r\n]/.test(name) || /[\r\n]/.test(value)) {
+      throw new ParseError(`RTSP header ${name} holds a line break`);
+    }
+    head += `${name}: ${value}\r\n`;
+  }
+  const body = reply.body ?? new Uint8Array(0);
+  if (body.length > 0) head += `Content-Length: ${body.length}\r\n`;
+  head += "\r\n";
+  const headBytes = encoder.encode(head);
+  if (body.length === 0) return headBytes;
+  const out = new Uint8Array(headBytes.length + body.length);
+  out.set(headBytes);
+  out.set(body, headBytes.length);
+  return out;
+}

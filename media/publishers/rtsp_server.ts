@@ -1,0 +1,64 @@
+/**
+ * The RTSP server of a server: every published stream is played at
+ * `rtsp://host:<ports.rtsp>/<stream>` (RFC 2326) over TCP interleaved channels or UDP, with
+ * connections capped per listener and per address as RTMP's are.
+ */
+import type { Config } from "../../config.ts";
+import { Cap, KeyedCap } from "../../core/limits.ts";
+import type { Logger } from "../../core/log.ts";
+import { type RtspListenerLimits, RtspServer } from "../protocols/rtsp/server.ts";
+import type { RtspConnTimeouts } from "../protocols/rtsp/server_conn.ts";
+import type { StreamDirectory } from "../stream_record.ts";
+import { RtspSession } from "./rtsp_session.ts";
+
+/** What the RTSP server needs of the server (the server's services satisfy it). */
+export interface RtspServerDeps {
+  log: Logger;
+  streams: StreamDirectory;
+  config: Pick<Config, "bind" | "binds" | "ports" | "limits" | "media">;
+}
+
+/** Options of startRtspServer for tests. */
+export interface RtspServerTestOptions extends RtspConnTimeouts {
+  /** Overrides the session timeout, in seconds. */
+  sessionTimeoutSec?: number;
+}
+
+/** A listening RTSP server. */
+export interface RunningRtspServer {
+  /** The port listened on (the ephemeral one when configured as 0). */
+  readonly port: number;
+  /** The listener's connection caps, for `/health`. */
+  limitsSnapshot(): RtspListenerLimits;
+  /** Stops listening and ends every session. */
+  close(): Promise<void>;
+}
+
+/** Starts RTSP on `config.binds.rtsp` (else `config.bind`):`config.ports.rtsp`. */
+export function startRtspServer(
+  deps: RtspServerDeps,
+  options: RtspServerTestOptions = {},
+): RunningRtspServer {
+  const log = deps.log.child({ component: "rtsp-server" });
+  const { config } = deps;
+  const address = config.binds.rtsp ?? config.bind;
+  const sessionDeps = {
+    streams: deps.streams,
+    udp: {
+      hostname: config.binds.media ?? config.bind,
+      min: config.media.udpPortMin,
+      max: config.media.udpPortMax,
+    },
+    log,
+    sessionTimeoutSec: options.sessionTimeoutSec,
+  };
+  const server = new RtspServer((conn) => new RtspSession(sessionDeps, conn), log, {
+    connections: new Cap("rtsp connections", config.limits.connectionsPerListener),
+    perAddress: new KeyedCap("rtsp connections per address", config.limits.connectionsPerAddress),
+    requestTimeoutMs: options.requestTimeoutMs,
+    writeTimeoutMs: options.writeTimeoutMs,
+  });
+  const port = server.listen(address, config.ports.rtsp);
+  log.info("listening", { service: "rtsp", address, port });
+  return { port, limitsSnapshot: () => server.limitsSnapshot(), close: () => server.close() };
+}
