@@ -131,6 +131,8 @@ export interface MixerStats {
   droppedPictures: number;
   /** Times an input's picture timeline was re-placed on the output clock. */
   videoResyncs: number;
+  /** Output ticks not composed: every kernel Worker was still busy. */
+  skippedTicks: number;
   /** Ticks the encoder refused (it was behind). */
   encoderDrops: number;
 }
@@ -211,7 +213,10 @@ export class Mixer {
       tracks,
       mediaProvider: mixerMediaProvider,
       stopProvider: (info) => this.stop(info),
-      lostVideoFrames: () => this.stats.droppedPictures + this.stats.encoderDrops,
+      lostVideoFrames: () => {
+        const { droppedPictures, skippedTicks, encoderDrops } = this.stats;
+        return droppedPictures + skippedTicks + encoderDrops;
+      },
     });
     try {
       if (videoTrack) {
@@ -296,6 +301,7 @@ export class Mixer {
       audioFrames: this.#audioFrames,
       droppedPictures: this.#composer?.stats.droppedFrames ?? 0,
       videoResyncs: this.#resyncs,
+      skippedTicks: this.#composer?.stats.skippedTicks ?? 0,
       encoderDrops: this.#encoder?.dropped ?? 0,
     };
   }

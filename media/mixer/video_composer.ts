@@ -102,6 +102,8 @@ export interface ComposerStats {
   droppedFrames: number;
   /** Times an input's last picture was shown again for lack of a new frame. */
   repeatedPictures: number;
+  /** Output ticks of `start`'s clock skipped because every Worker was still busy. */
+  skippedTicks: number;
 }
 
 /** A watermark as kept by the composer: the image once, under an id new for each image. */
@@ -142,7 +144,12 @@ let nextSceneId = 1;
 /** Composes the inputs of one mixer into frames of one size and rate. */
 export class VideoComposer {
   /** Counters since start. */
-  readonly stats: ComposerStats = { composedFrames: 0, droppedFrames: 0, repeatedPictures: 0 };
+  readonly stats: ComposerStats = {
+    composedFrames: 0,
+    droppedFrames: 0,
+    repeatedPictures: 0,
+    skippedTicks: 0,
+  };
   readonly #options: Required<
     Omit<VideoComposerOptions, "watermark" | "backgroundImage" | "runner" | "workers">
   >;
@@ -455,7 +462,10 @@ export class VideoComposer {
   start(onFrame: (frame: ComposedFrame) => void, onError: (error: unknown) => void): void {
     if (this.#clock || this.#closed) return;
     this.#clock = new FrameClock(1000 / this.#options.frameRate, (tick) => {
-      if (this.#inFlight >= this.#runner.size) return;
+      if (this.#inFlight >= this.#runner.size) {
+        this.stats.skippedTicks++;
+        return;
+      }
       this.#inFlight++;
       this.compose(Math.max(tick, this.#nextTick)).then(onFrame, (error) => {
         if (!this.#closed) onError(error);
