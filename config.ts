@@ -21,7 +21,9 @@ const httpPathPrefix = z.string().regex(
   "a path like /whip (segments of letters, digits, . _ ~ -)",
 ).refine(
   (p) =>
-    !["/rest-api", "/health", "/client"].some((taken) => p === taken || p.startsWith(`${taken}/`)),
+    !["/rest-api", "/health", "/client", "/metrics"].some((taken) =>
+      p === taken || p.startsWith(`${taken}/`)
+    ),
   "the prefix is taken by the management API",
 );
 
@@ -117,6 +119,14 @@ export const configSchema = z.strictObject({
       ),
     corsOrigins: z.array(z.string().min(1)).default(["*"]).describe(
       "Origins allowed to call the REST API from a browser; `*` allows any but never with credentials.",
+    ),
+  }).prefault({}),
+  metrics: z.strictObject({
+    enabled: z.boolean().default(true).describe(
+      "Serve Prometheus metrics at `GET /metrics` on the REST port (behind REST auth when it is on) and time REST requests for them.",
+    ),
+    streamLabels: z.boolean().default(false).describe(
+      "Add per-stream series (label `stream`) to `/metrics`; one series set per published stream, so off by default.",
     ),
   }).prefault({}),
   whip: z.strictObject({

@@ -6,6 +6,7 @@
  */
 import { z } from "zod";
 import type { Logger } from "./log.ts";
+import { hookFailures, hookLabel, hookSeconds } from "./metrics.ts";
 
 /** Fields every hook body carries that a backend may never change. */
 export const hookContextFields = ["nodeId", "appKey", "sessionId"] as const;
@@ -155,6 +156,7 @@ export class HookClient {
     reason: string,
     restOnError: HookPolicy["restOnError"],
   ): HookOutcome {
+    hookFailures.inc({ hook: hookLabel(hook) });
     this.#log.warn("hook failed", {
       hook,
       reason,
@@ -168,9 +170,13 @@ export class HookClient {
   #post(hook: string, body: Record<string, unknown>): Promise<
     { ok: true; text: string } | { ok: false; reason: string }
   > {
+    const startedMs = performance.now();
     const call = this.#fetch(hook, body);
     this.#inflight.add(call);
-    call.finally(() => this.#inflight.delete(call));
+    call.finally(() => {
+      this.#inflight.delete(call);
+      hookSeconds.observe({ hook: hookLabel(hook) }, (performance.now() - startedMs) / 1000);
+    });
     return call;
   }
 

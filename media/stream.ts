@@ -9,6 +9,13 @@
  */
 import type { RegisteredStream, StreamRecord } from "./stream_record.ts";
 import type { MediaFrame, Track } from "./frame.ts";
+import {
+  type ProviderTally,
+  providerTally,
+  type ReaderKind,
+  type ReaderTally,
+  readerTally,
+} from "./stream_tally.ts";
 
 /** Frames a reader may have queued before it drops (about 4 s of 30 fps video + 50 fps audio). */
 export const readerQueueFrames = 320;
@@ -83,12 +90,14 @@ export class Stream implements RegisteredStream {
   #windowFirstVideoDts = 0;
   #windowLastVideoDts = 0;
   #rates: Rates = { fps: 0, bitrateKbps: 0, audioBitrateKbps: 0 };
+  #tally: ProviderTally;
 
   constructor(options: StreamOptions) {
     this.name = options.name;
     this.mediaSessionId = options.mediaSessionId;
     this.tracks = options.tracks;
     this.mediaProvider = options.mediaProvider;
+    this.#tally = providerTally(options.mediaProvider);
     this.#stopProvider = options.stopProvider;
     this.#lostVideoFrames = options.lostVideoFrames;
     this.#hasVideo = options.tracks.some((t) => t.kind === "video");
@@ -138,7 +147,10 @@ export class Stream implements RegisteredStream {
     if (this.#ended) return;
     this.#ended = true;
     this.#gop.length = 0;
-    for (const reader of this.#readers) reader.finish();
+    for (const reader of this.#readers) {
+      reader.finish();
+      reader.tally.attached--;
+    }
     this.#readers.clear();
     this.#endedSignal.resolve();
   }
@@ -146,9 +158,10 @@ export class Stream implements RegisteredStream {
   /**
    * A new reader. It starts at the last video keyframe when one is cached, else at the next
    * one (audio-only streams start at once). An ended stream gives a reader that is done.
+   * `kind` names the consumer in the metrics.
    */
-  reader(queueFrames: number = readerQueueFrames): StreamReader {
-    const reader = new StreamReader(this, queueFrames, this.#hasVideo);
+  reader(queueFrames: number = readerQueueFrames, kind: ReaderKind = "other"): StreamReader {
+    const reader = new StreamReader(this, queueFrames, this.#hasVideo, readerTally(kind));
     if (this.#ended) {
       reader.finish();
       return reader;
@@ -163,6 +176,7 @@ export class Stream implements RegisteredStream {
       this.requestKeyframe();
     }
     this.#readers.add(reader);
+    reader.tally.attached++;
     return reader;
   }
 
@@ -174,7 +188,7 @@ export class Stream implements RegisteredStream {
 
   /** Detaches a reader (called by `StreamReader.close`). */
   detach(reader: StreamReader): void {
-    this.#readers.delete(reader);
+    if (this.#readers.delete(reader)) reader.tally.attached--;
   }
 
   /**
@@ -258,6 +272,8 @@ export class Stream implements RegisteredStream {
     const now = performance.now();
     if (now - this.#windowStartMs >= rateWindowMs) this.#roll(now);
     this.#windowBytes += frame.data.length;
+    this.#tally.receivedBytes += frame.data.length;
+    this.#tally.receivedFrames++;
     if (!video) {
       this.#windowAudioBytes += frame.data.length;
       return;
@@ -329,6 +345,8 @@ function wakeAll(): void {
 export class StreamReader implements AsyncIterable<MediaFrame> {
   /** Frames lost to a full queue or skipped while waiting for a keyframe after a drop. */
   dropped = 0;
+  /** The totals of this reader's kind it adds to. */
+  readonly tally: ReaderTally;
   #stream: Stream;
   #ring: (MediaFrame | undefined)[];
   #head = 0;
@@ -340,8 +358,9 @@ export class StreamReader implements AsyncIterable<MediaFrame> {
   #wake: (() => void) | undefined;
 
   /** Use `Stream.reader()`. */
-  constructor(stream: Stream, queueFrames: number, hasVideo: boolean) {
+  constructor(stream: Stream, queueFrames: number, hasVideo: boolean, tally: ReaderTally) {
     this.#stream = stream;
+    this.tally = tally;
     this.#ring = new Array(queueFrames);
     this.#hasVideo = hasVideo;
     this.#waitKeyframe = hasVideo;
@@ -353,6 +372,7 @@ export class StreamReader implements AsyncIterable<MediaFrame> {
     if (this.#waitKeyframe) {
       if (!(video && frame.keyframe)) {
         this.dropped++;
+        this.tally.droppedFrames++;
         return;
       }
       this.#waitKeyframe = false;
@@ -360,6 +380,7 @@ export class StreamReader implements AsyncIterable<MediaFrame> {
     const waiter = this.#waiter;
     if (waiter) {
       this.#waiter = undefined;
+      this.#delivered(frame);
       waiter(frame);
       return;
     }
@@ -367,12 +388,14 @@ export class StreamReader implements AsyncIterable<MediaFrame> {
     if (this.#count === size) {
       // Full: what is queued is now stale; skip to the next picture a decoder can start at.
       this.dropped += this.#count;
+      this.tally.droppedFrames += this.#count;
       this.#ring.fill(undefined);
       this.#head = 0;
       this.#count = 0;
       if (this.#hasVideo && !(video && frame.keyframe)) {
         this.#waitKeyframe = true;
         this.dropped++;
+        this.tally.droppedFrames++;
         return;
       }
     }
@@ -418,7 +441,13 @@ export class StreamReader implements AsyncIterable<MediaFrame> {
     this.#ring[this.#head] = undefined;
     this.#head = (this.#head + 1) % this.#ring.length;
     this.#count--;
+    this.#delivered(frame);
     return frame;
+  }
+
+  #delivered(frame: MediaFrame): void {
+    this.tally.deliveredBytes += frame.data.length;
+    this.tally.deliveredFrames++;
   }
 
   #wakeLater(): void {

@@ -17,6 +17,8 @@ import { createRestAccess } from "./rest_access.ts";
 import { registerWhip } from "./whip.ts";
 import { healthOf, type ListenerFigures } from "./health.ts";
 import { redactPaths, redactText } from "../core/redact.ts";
+import { createMetrics, metricsPath } from "./metrics.ts";
+import { createRestTimer } from "./rest_timing.ts";
 
 /** Prefix of every management operation. */
 export const restPrefix = "/rest-api";
@@ -44,10 +46,14 @@ export function createRestHandler(
   const app = createRestApp({ services, operations, listenerFigures });
   const log = services.log.child({ component: "rest" });
   const access = createRestAccess(services.config);
+  const time = services.config.metrics.enabled
+    ? createRestTimer(restPrefix, operations)
+    : undefined;
   return async (req) => {
     const started = performance.now();
     const res = access.refuse(req, pathOf(req.url)) ?? await app.fetch(req);
     access.addCors(req, res.headers);
+    time?.(pathOf(req.url), res.status, (performance.now() - started) / 1000);
     if (log.enabled("info")) {
       log.info("request", {
         method: req.method,
@@ -68,6 +74,14 @@ function createRestApp({ services, operations, listenerFigures }: RestAppOptions
   const ctx: OperationContext = { services };
 
   app.get("/health", (c) => c.json(healthOf(services, startedAt, listenerFigures), 200));
+
+  if (services.config.metrics.enabled) {
+    const metrics = createMetrics(services);
+    app.get(
+      metricsPath,
+      async (c) => c.body(await metrics.text(), 200, { "Content-Type": metrics.contentType }),
+    );
+  }
 
   const openApi = buildOpenApi(operations, serverVersion);
   app.get(openApiPath, (c) => c.json(openApi, 200));

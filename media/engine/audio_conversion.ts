@@ -10,6 +10,7 @@ import type { Logger } from "../../core/log.ts";
 import { buildAsc } from "../codecs/aac.ts";
 import type { AudioCodec, MediaFrame, Track } from "../frame.ts";
 import { Stream, type StreamReader } from "../stream.ts";
+import type { ReaderKind } from "../stream_tally.ts";
 import type { CodecEngine } from "./engine.ts";
 import { LiveTranscode } from "./live_transcode.ts";
 
@@ -150,9 +151,9 @@ export class AudioConversion extends Stream {
   }
 
   /** A reader; the first one starts the conversion. */
-  override reader(queueFrames?: number): StreamReader {
+  override reader(queueFrames?: number, kind?: ReaderKind): StreamReader {
     if (!this.#run && !this.ended) this.#start();
-    return super.reader(queueFrames);
+    return super.reader(queueFrames, kind);
   }
 
   /** Detaches a reader; when it was the last, the conversion stops and the stream ends. */
@@ -174,7 +175,7 @@ export class AudioConversion extends Stream {
         conversion: `${this.#audio.codec}>${output.codec}`,
       }),
     });
-    this.#reader = this.source.reader();
+    this.#reader = this.source.reader(undefined, "transcoder");
     this.#run = this.#loop(this.#reader, this.#transcode);
   }
 

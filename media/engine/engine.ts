@@ -38,6 +38,8 @@ export interface CodecEngine {
    * inputs (wasm) lack it and callers convert in chunks instead.
    */
   start?(job: LiveJobOptions): LiveJob;
+  /** ffmpeg subprocesses (native) or Workers (wasm) running now, whole and live jobs. */
+  readonly runningJobs?: number;
   /** Kills the running jobs (their `run` rejects) and refuses new ones. */
   close(): Promise<void>;
 }

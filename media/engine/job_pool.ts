@@ -76,6 +76,11 @@ export class EnginePool implements CodecEngine {
     }
   }
 
+  /** Subprocesses or Workers of the engine running now, live jobs included. */
+  get runningJobs(): number {
+    return this.#engine.runningJobs ?? 0;
+  }
+
   /** Running and queued jobs, the bounds and refusals since start. */
   figures(): EnginePoolFigures {
     return {

@@ -35,6 +35,11 @@ export class NativeEngine implements CodecEngine {
     this.#command = command;
   }
 
+  /** ffmpeg subprocesses running now. */
+  get runningJobs(): number {
+    return this.#running.size;
+  }
+
   async run(job: EngineJob): Promise<Uint8Array> {
     if (this.#closed) throw new EngineError("the engine is closed");
     const child = this.#spawn(job);

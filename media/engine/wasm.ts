@@ -29,6 +29,11 @@ export class WasmEngine implements CodecEngine {
   #running = new Map<Worker, (err: Error) => void>();
   #closed = false;
 
+  /** ffmpeg.wasm Workers running now. */
+  get runningJobs(): number {
+    return this.#running.size;
+  }
+
   async run(job: EngineJob): Promise<Uint8Array> {
     if (this.#closed) throw new EngineError("the engine is closed");
     // Compiled once per engine: compiling the 32 MB module is most of a job's start-up.

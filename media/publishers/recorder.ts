@@ -9,6 +9,7 @@
 import { dirname } from "node:path";
 import type { Logger } from "../../core/log.ts";
 import { pathInside } from "../../core/paths.ts";
+import { recorderFiles, recorderWrittenBytes } from "../../core/metrics.ts";
 import type { Codec, MediaFrame, Track } from "../frame.ts";
 import { Fmp4Writer, moofBoxType } from "../formats/mp4/fmp4_writer.ts";
 import type { Stream, StreamReader } from "../stream.ts";
@@ -147,7 +148,7 @@ export class Recorder {
   async add(stream: Stream): Promise<void> {
     const input: Input = {
       stream,
-      reader: stream.reader(),
+      reader: stream.reader(undefined, "recorder"),
       fileTrackIds: [],
       offsetTicks: undefined,
       needKeyframe: false,
@@ -310,6 +311,7 @@ export class Recorder {
       try {
         output.file = await Deno.open(path, { write: true, createNew: true });
         output.path = path;
+        recorderFiles.inc();
         return;
       } catch (err) {
         if (!(err instanceof Deno.errors.AlreadyExists)) throw err;
@@ -336,6 +338,7 @@ export class Recorder {
     let written = 0;
     while (written < bytes.length) written += await file.write(bytes.subarray(written));
     output.bytes += bytes.length;
+    recorderWrittenBytes.inc(bytes.length);
     if (commitOffset === undefined) return;
     await file.syncData();
     await file.seek(start + commitOffset, Deno.SeekMode.Start);

@@ -64,7 +64,7 @@ export class ChunkedAudioStream {
       mediaProvider: source.mediaProvider,
       stopProvider: () => this.stop(),
     });
-    this.#reader = source.reader();
+    this.#reader = source.reader(undefined, "transcoder");
     this.#run = this.#loop();
   }
 

@@ -42,7 +42,7 @@ export async function playRtmp(
   const stream = aacStreamFor(published, context.engine, context.log);
   const packager = RtmpPackager.of(stream);
   const { conn } = target;
-  const reader = stream.reader();
+  const reader = stream.reader(undefined, "rtmp");
   // Ending the connection wakes a reader that waits for a frame.
   target.ended.then(() => reader.close());
   try {

@@ -161,7 +161,7 @@ export class RtmpPush {
         const stream = this.#mix?.output ?? this.#sendable(this.stream);
         const packager = RtmpPackager.of(stream);
         const silence = silenceFor(packager);
-        reader = stream.reader();
+        reader = stream.reader(undefined, "push");
         this.#reader = reader;
         await conn.writeRaw(packager.publishHeader);
         let headerVersion = packager.headerVersion;

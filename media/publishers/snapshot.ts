@@ -45,7 +45,7 @@ async function nextKeyframe(
   trackId: number,
   timeoutMs: number,
 ): Promise<MediaFrame> {
-  const reader = stream.reader();
+  const reader = stream.reader(undefined, "snapshot");
   let timer: ReturnType<typeof setTimeout> | undefined;
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(() => {

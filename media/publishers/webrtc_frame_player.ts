@@ -187,7 +187,7 @@ export class WebRtcFramePlayer implements RegisteredStream {
     for (const transceiver of this.#peer.pc.getTransceivers()) this.#attach(transceiver);
     this.#status = "PLAYING";
     this.#options.client.status("PLAYING", "", muteFields(this.source));
-    this.#reader = this.#options.frames.reader();
+    this.#reader = this.#options.frames.reader(undefined, "webrtc");
     this.#sending = this.#send(this.#reader);
   }
 

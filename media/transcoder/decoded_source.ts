@@ -58,7 +58,7 @@ class DecodedSource {
         },
       });
     }
-    this.#reader = source.reader(sourceQueueFrames);
+    this.#reader = source.reader(sourceQueueFrames, "transcoder");
     this.#reading = this.#read().finally(async () => {
       await this.close();
       onClosed();

@@ -11,6 +11,7 @@ import type { Logger } from "../../core/log.ts";
 import type { AudioTarget } from "../engine/audio_conversion.ts";
 import type { CodecEngine } from "../engine/engine.ts";
 import { Stream, type StreamReader } from "../stream.ts";
+import type { ReaderKind } from "../stream_tally.ts";
 import type { DecoderHub, SourceSubscription } from "./decoded_source.ts";
 import { maxOutputSide, Rendition, type RenditionProfile } from "./rendition.ts";
 
@@ -63,7 +64,7 @@ class RenditionStream extends Stream {
   }
 
   /** A reader; the first one starts decoding the source. */
-  override reader(queueFrames?: number): StreamReader {
+  override reader(queueFrames?: number, kind?: ReaderKind): StreamReader {
     clearTimeout(this.#idleTimer);
     if (!this.#subscription && !this.ended) {
       const rendition = this.#rendition;
@@ -73,7 +74,7 @@ class RenditionStream extends Stream {
         onEnd: () => void this.terminate("source stream ended"),
       });
     }
-    return super.reader(queueFrames);
+    return super.reader(queueFrames, kind);
   }
 
   /** Detaches a reader; the last one stops the rendition. */

@@ -122,7 +122,7 @@ export class HlsVariant {
   }
 
   #read(stream: Stream): void {
-    const reader = stream.reader();
+    const reader = stream.reader(undefined, "hls");
     this.#reader = reader;
     const segmenter = this.#segmenter;
     const trackIds = trackMap(stream.tracks, this.#tracks);
