@@ -145,6 +145,8 @@ export class Peer {
    */
   async addRemoteCandidates(candidates: readonly TrickleCandidate[]): Promise<void> {
     for (const candidate of candidates) {
+      // werift speaks ICE over UDP only; browsers also trickle TCP candidates.
+      if (candidate.candidate.split(" ")[2]?.toLowerCase() !== "udp") continue;
       try {
         await this.pc.addIceCandidate(candidate);
       } catch (err) {
