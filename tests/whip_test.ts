@@ -168,7 +168,8 @@ async function streams(server: TestServer): Promise<StreamRecord[]> {
 }
 
 Deno.test({
-  name: "WHIP publish of VP8 + Opus: listed, snapshot decodes, WHEP plays it, PATCH, DELETE ends",
+  name:
+    "WHIP publish of VP8 + Opus: listed, snapshot decodes, recorded, WHEP plays it, PATCH, DELETE",
   ...weriftSanitizers,
   fn: async () => {
     const dir = await Deno.makeTempDir();
@@ -179,6 +180,7 @@ Deno.test({
     ]);
     const frames = ivfFrames(await Deno.readFile(`${dir}/clip.ivf`));
     await Deno.remove(dir, { recursive: true });
+    const config = testConfig();
     await withServer(async (server) => {
       const publisher = new WhipPublisher(frames);
       const player = new WhepPlayer("VP8");
@@ -207,6 +209,11 @@ Deno.test({
         assert.equal(record.audioCodec, "OPUS");
         const pixels = await snapshotPixels(server, "cam");
         assert.deepEqual([pixels.width, pixels.height], [320, 240]);
+        const recorder = await server.post("/recorder/startup", {
+          mediaSessionId: record.mediaSessionId,
+        });
+        assert.equal(recorder.status, 200);
+        await recorder.body?.cancel();
 
         // The WHIP stream is played over WHEP: RTP of both tracks arrives.
         const played = await offer(server, "/whep/cam", player.pc);
@@ -255,11 +262,33 @@ Deno.test({
         assert.equal(server.services.whip.size, 0);
         assert.equal((await send(server, "DELETE", location)).status, 404);
         await waitFor(() => openPeerCount() === 0, 5000, "server peers closed");
+        // The recording, closed with the stream, holds the published picture.
+        let file = "";
+        for (let i = 0; i < 100 && !file; i++) {
+          const list = await (await server.post("/recorder/find_all")).json() as unknown[];
+          const names = list.length > 0 ? [] : [...Deno.readDirSync(config.folders.records)];
+          file = names.find((e) => e.isFile)?.name ?? "";
+          if (!file) await new Promise((r) => setTimeout(r, 50));
+        }
+        const { out } = await run("ffprobe", [
+          ...[
+            "-v",
+            "error",
+            "-count_frames",
+            "-show_entries",
+            "stream=codec_name,width,nb_read_frames",
+          ],
+          ...["-of", "json", `${config.folders.records}/${file}`],
+        ]);
+        const video = JSON.parse(out).streams.find((s: { width?: number }) => s.width);
+        assert.equal(video.codec_name, "vp8");
+        assert.equal(video.width, 320);
+        assert.ok(Number(video.nb_read_frames) > 10, out);
       } finally {
         await publisher.close();
         await player.close();
       }
-    });
+    }, config);
   },
 });
 
