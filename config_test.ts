@@ -8,7 +8,14 @@ const noFile = (path: string): string => {
 Deno.test("defaults: loopback bind, WCS ports, folders, no hooks backend", () => {
   const config = loadConfig({ readTextFile: noFile });
   assert.equal(config.bind, "127.0.0.1");
-  assert.deepEqual(config.ports, { rest: 8081, ws: 8080, wss: 8443, hls: 8082, rtmp: 1935 });
+  assert.deepEqual(config.ports, {
+    rest: 8081,
+    ws: 8080,
+    wss: 8443,
+    hls: 8082,
+    rtmp: 1935,
+    rtsp: 554,
+  });
   assert.deepEqual(config.folders, { media: "content", records: "records", logs: "logs" });
   assert.equal(config.log.level, "info");
   assert.equal(config.hooks.url, undefined);

@@ -29,6 +29,7 @@ function startLimited(
       MEDIASERVER_PORTS_RTMP: String(rtmp),
       // A fixed HLS port would clash with another server started at the same time.
       MEDIASERVER_PORTS_HLS: String(freePort()),
+      MEDIASERVER_PORTS_RTSP: String(freePort()),
       ...env,
     },
     stdin: "null",

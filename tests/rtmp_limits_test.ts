@@ -170,6 +170,7 @@ Deno.test("600 idle RTMP connections under a 256 open-file limit: the server liv
       MEDIASERVER_PORTS_REST: String(rest),
       MEDIASERVER_PORTS_WS: String(freePort()),
       MEDIASERVER_PORTS_RTMP: String(rtmpPort),
+      MEDIASERVER_PORTS_RTSP: String(freePort()),
     },
     stdin: "null",
     stdout: "piped",

@@ -329,3 +329,61 @@ Deno.test("RTSP server: connections past the per-address cap are closed at once"
     { limits: { connectionsPerAddress: 2 } },
   );
 });
+
+Deno.test("RTSP server: ANNOUNCE refusals: 409 for a name in use, 400 for a broken SDP, 415 for another body type; RECORD before ANNOUNCE is 455", async () => {
+  await withRtsp(async ({ port, url }) => {
+    const sdp = "v=0\r\no=- 0 0 IN IP4 127.0.0.1\r\ns=x\r\nt=0 0\r\n" +
+      "m=audio 0 RTP/AVP 0\r\na=control:streamid=0\r\n";
+    const client = await RawRtspClient.connect(port);
+    try {
+      const base = url.replace(/\/cam$/, "");
+      assert.equal((await client.request("RECORD", `${base}/pub`)).status, 455);
+      assert.equal(
+        (await client.request("ANNOUNCE", url, { "Content-Type": "application/sdp" }, sdp)).status,
+        409,
+      );
+      assert.equal(
+        (await client.request("ANNOUNCE", `${base}/pub`, { "Content-Type": "text/plain" }, sdp))
+          .status,
+        415,
+      );
+      assert.equal(
+        (await client.request(
+          "ANNOUNCE",
+          `${base}/pub`,
+          { "Content-Type": "application/sdp" },
+          "v=9\r\nzz",
+        )).status,
+        400,
+      );
+      const video =
+        "v=0\r\no=- 0 0 IN IP4 127.0.0.1\r\ns=x\r\nt=0 0\r\nm=video 0 RTP/AVP 96\r\na=rtpmap:96 VP9/90000\r\n";
+      assert.equal(
+        (await client.request(
+          "ANNOUNCE",
+          `${base}/pub`,
+          { "Content-Type": "application/sdp" },
+          video,
+        )).status,
+        400,
+        "no codec the server carries",
+      );
+      const announced = await client.request("ANNOUNCE", `${base}/pub`, {
+        "Content-Type": "application/sdp",
+      }, sdp);
+      assert.equal(announced.status, 200);
+      assert.equal((await client.request("PLAY", `${base}/pub`)).status, 455);
+      const setup = await client.request("SETUP", `${base}/pub/streamid=0`, {
+        Transport: "RTP/AVP/TCP;unicast;interleaved=0-1;mode=record",
+      });
+      assert.equal(setup.status, 200);
+      assert.equal(
+        setup.headers.get("transport"),
+        "RTP/AVP/TCP;unicast;interleaved=0-1;mode=record",
+      );
+      assert.equal((await client.request("RECORD", `${base}/pub`)).status, 200);
+    } finally {
+      await client.close();
+    }
+  });
+});

@@ -85,3 +85,61 @@ Deno.test("RTSP server: an RTMP-published stream is played by ffmpeg over RTSP",
     await server.stop();
   }
 });
+
+/** Starts ffmpeg publishing testsrc2 640x360 + a tone as H.264 + AAC with `-f rtsp`. */
+function publishRtsp(url: string, transport: "tcp" | "udp", seconds: number): Deno.ChildProcess {
+  return new Deno.Command("ffmpeg", {
+    args: [
+      ...["-nostdin", "-v", "error", "-re", "-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25"],
+      ...["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000", "-t", String(seconds)],
+      ...["-c:v", "libx264", "-preset", "ultrafast", "-tune", "zerolatency", "-g", "25"],
+      ...["-pix_fmt", "yuv420p", "-threads", "1", "-c:a", "aac", "-b:a", "64k"],
+      ...["-f", "rtsp", "-rtsp_transport", transport, url],
+    ],
+    stdin: "null",
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+}
+
+Deno.test("RTSP server: ffmpeg publishing with -f rtsp (TCP and UDP) is a stream others play; a second publisher of the name gets 409", async () => {
+  const server = await startTestServer();
+  const publishers = [
+    publishRtsp(`${server.rtspUrl}/pub-tcp`, "tcp", 30),
+    publishRtsp(`${server.rtspUrl}/pub-udp`, "udp", 30),
+  ];
+  try {
+    for (const name of ["pub-tcp", "pub-udp"]) {
+      const record = await waitFor(`the stream ${name}`, async () => {
+        const res = await server.post("/stream/find", { name });
+        const found = res.status === 200
+          ? await res.json() as { mediaProvider: string; width: number }[]
+          : [];
+        return found[0]?.width ? found[0] : undefined;
+      });
+      assert.equal(record.mediaProvider, "RTSP");
+      assert.equal(record.width, 640);
+    }
+    const [tcp, udp] = await Promise.all([
+      decodeWithFfmpeg(`${server.rtspUrl}/pub-tcp`, "tcp", decodeSeconds),
+      decodeWithFfmpeg(`${server.rtspUrl}/pub-udp`, "udp", decodeSeconds),
+    ]);
+    for (const [name, d] of [["tcp", tcp], ["udp", udp]] as const) {
+      assert.equal(d.errors, "", `${name}: ${d.errors}`);
+      assert.ok(d.video >= 70, `${name}: ${d.video} pictures`);
+      assert.ok(d.audio >= 130, `${name}: ${d.audio} audio frames`);
+    }
+    const second = await publishRtsp(`${server.rtspUrl}/pub-tcp`, "tcp", 5).output();
+    assert.equal(second.success, false);
+    assert.match(new TextDecoder().decode(second.stderr), /409 Conflict/);
+    // The publisher gone, its stream ends.
+    await stopPublisher(publishers.shift()!);
+    await waitFor("the end of pub-tcp", async () => {
+      const res = await server.post("/stream/find", { name: "pub-tcp" });
+      return (await res.json() as unknown[]).length === 0 ? true : undefined;
+    });
+  } finally {
+    for (const p of publishers) await stopPublisher(p);
+    await server.stop();
+  }
+});

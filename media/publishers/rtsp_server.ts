@@ -26,7 +26,10 @@ export interface RtspServerTestOptions extends RtspConnTimeouts {
 
 /** A listening RTSP server. */
 export interface RunningRtspServer {
-  /** The port listened on (the ephemeral one when configured as 0). */
+  /**
+   * The port listened on (the ephemeral one when configured as 0); 0 when the server had no
+   * permission to listen on the configured port.
+   */
   readonly port: number;
   /** The listener's connection caps, for `/health`. */
   limitsSnapshot(): RtspListenerLimits;
@@ -58,7 +61,19 @@ export function startRtspServer(
     requestTimeoutMs: options.requestTimeoutMs,
     writeTimeoutMs: options.writeTimeoutMs,
   });
-  const port = server.listen(address, config.ports.rtsp);
+  let port: number;
+  try {
+    port = server.listen(address, config.ports.rtsp);
+  } catch (err) {
+    if (!(err instanceof Deno.errors.PermissionDenied)) throw err;
+    // Port 554 needs privileges most users do not run with: the rest of the server is
+    // still of use, so it starts without RTSP and says why.
+    log.error("rtsp server not started: no permission to listen; set ports.rtsp (e.g. 8554)", {
+      address,
+      port: config.ports.rtsp,
+    });
+    return { port: 0, limitsSnapshot: () => server.limitsSnapshot(), close: () => server.close() };
+  }
   log.info("listening", { service: "rtsp", address, port });
   return { port, limitsSnapshot: () => server.limitsSnapshot(), close: () => server.close() };
 }

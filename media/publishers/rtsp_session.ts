@@ -3,10 +3,13 @@
  * a published stream's tracks (404 for an unknown one), SETUP sets a track up over TCP
  * interleaved channels or UDP (server ports from the media range), PLAY starts an RtspPlay,
  * PAUSE stops it, TEARDOWN ends the session; OPTIONS, GET_PARAMETER and SET_PARAMETER keep
- * it alive. Methods out of order are 455 (server_state.ts). A UDP session that hears neither
- * a request nor an RTCP packet for its timeout ends with its connection; a TCP one ends with
- * the connection.
+ * it alive. A publisher sends ANNOUNCE with its SDP, SETUP per track, then RECORD: its media
+ * becomes a stream of the name (409 when the name is in use) until the session ends.
+ * Methods out of order are 455 (server_state.ts). A UDP session that hears neither a request
+ * nor an RTCP packet for its timeout ends with its connection; a TCP one ends with the
+ * connection.
  */
+import { ConflictError, ParseError, ServiceUnavailableError } from "../../core/errors.ts";
 import type { Logger } from "../../core/log.ts";
 import { writeSdp } from "../formats/sdp/sdp.ts";
 import type { SdpMedia } from "../formats/sdp/sdp.ts";
@@ -28,6 +31,7 @@ import { trackMedia } from "../rtp/track_sdp.ts";
 import { Stream } from "../stream.ts";
 import type { StreamDirectory } from "../stream_record.ts";
 import { RtspPlay, type RtspTrackTransport } from "./rtsp_play.ts";
+import { RtspRecord } from "../providers/rtsp_record.ts";
 
 /** Session timeout announced in the Session header, in seconds. */
 export const rtspSessionTimeoutSec = 60;
@@ -56,6 +60,12 @@ export class RtspSession implements RtspConnHandler {
   #play: RtspPlay | undefined;
   /** True once a track went over UDP: the session then needs keepalives. */
   #usesUdp = false;
+  /** The announced publish, from ANNOUNCE to the session's end. */
+  #record: RtspRecord | undefined;
+  /** Interleaved channels of the publish: channel to track id, RTCP on odd channels. */
+  #recordChannels = new Map<number, { track: number; rtcp: boolean }>();
+  /** UDP port pairs of the publish's tracks. */
+  #recordPairs: UdpPortPair[] = [];
   #lastActivityMs = performance.now();
   #timer: ReturnType<typeof setInterval>;
 
@@ -77,14 +87,33 @@ export class RtspSession implements RtspConnHandler {
     return { ...reply, headers: [...headers, ...(reply.headers ?? [])] };
   }
 
-  interleaved(_frame: InterleavedFrame): void {
+  interleaved(frame: InterleavedFrame): void {
     this.#touch();
+    const target = this.#recordChannels.get(frame.channel);
+    if (!target || this.#state !== "recording") return;
+    if (target.rtcp) this.#record?.rtcp(target.track, frame.data);
+    else this.#record?.rtp(target.track, frame.data);
   }
 
   async closed(): Promise<void> {
     clearInterval(this.#timer);
     await this.#play?.close();
     this.#play = undefined;
+    await this.#endRecord();
+  }
+
+  /** Ends the publish: its stream, its sockets. */
+  async #endRecord(): Promise<void> {
+    const record = this.#record;
+    this.#record = undefined;
+    this.#recordChannels.clear();
+    const pairs = this.#recordPairs;
+    this.#recordPairs = [];
+    if (record) {
+      record.stream.end();
+      this.#deps.streams.remove(record.stream);
+    }
+    await Promise.all(pairs.map((p) => p.close()));
   }
 
   #touch(): void {
@@ -93,8 +122,8 @@ export class RtspSession implements RtspConnHandler {
 
   #checkTimeout(): void {
     // Over TCP the connection is the session: a dead client is found by the write timeout.
-    const udp = this.#play?.playing && this.#usesUdp;
-    if (this.#play?.playing && !udp) return;
+    const streaming = this.#play?.playing || this.#state === "recording";
+    if (streaming && !this.#usesUdp) return;
     if (performance.now() - this.#lastActivityMs < this.#timeoutSec * 1000) return;
     this.#deps.log.info("rtsp session timed out", { remote: this.#conn.remote });
     this.#conn.close();
@@ -132,6 +161,10 @@ export class RtspSession implements RtspConnHandler {
       case "GET_PARAMETER":
       case "SET_PARAMETER":
         return { status: 200 };
+      case "ANNOUNCE":
+        return this.#announce(request);
+      case "RECORD":
+        return this.#startRecord();
     }
   }
 
@@ -170,7 +203,98 @@ export class RtspSession implements RtspConnHandler {
     };
   }
 
+  #announce(request: RtspServerRequest): RtspReply {
+    if (this.#play || this.#record) return { status: 455 };
+    const type = request.headers.get("content-type");
+    if (type !== undefined && !/^application\/sdp\b/i.test(type)) return { status: 415 };
+    const { name } = parseTarget(request.url);
+    if (name === "") return { status: 400 };
+    if (this.#deps.streams.published(name)) return { status: 409 };
+    try {
+      this.#record = new RtspRecord(
+        name,
+        request.url.replace(/[?#].*$/, ""),
+        new TextDecoder().decode(request.body),
+        () => this.#conn.close(),
+        this.#deps.log,
+      );
+    } catch (err) {
+      if (!(err instanceof ParseError)) throw err;
+      this.#deps.log.info("rtsp announce refused", { stream: name, reason: err.message });
+      return { status: 400 };
+    }
+    this.#newSessionId();
+    return { status: 200 };
+  }
+
+  async #setupRecord(record: RtspRecord, request: RtspServerRequest): Promise<RtspReply> {
+    const track = record.trackFor(request.url.replace(/[?#].*$/, ""));
+    if (track === undefined) return { status: 404 };
+    const requested = pickTransport(request.headers.get("transport") ?? "");
+    if (!requested) return { status: 461 };
+    if (requested.protocol === "tcp") {
+      const taken = [...this.#recordChannels.keys()];
+      let channels = requested.interleaved;
+      if (!channels) {
+        let first = 0;
+        while (taken.includes(first) || taken.includes(first + 1)) first += 2;
+        channels = [first, first + 1];
+      }
+      if (taken.includes(channels[0]) || taken.includes(channels[1])) return { status: 461 };
+      this.#recordChannels.set(channels[0], { track, rtcp: false });
+      this.#recordChannels.set(channels[1], { track, rtcp: true });
+      const answer = formatServerTransport({ protocol: "tcp", interleaved: channels });
+      return { status: 200, headers: [["Transport", answer]] };
+    }
+    let pair: UdpPortPair;
+    try {
+      pair = await UdpPortPair.open(this.#deps.udp);
+    } catch (err) {
+      this.#deps.log.warn("rtsp setup without a UDP port pair", { err });
+      return { status: 503 };
+    }
+    this.#recordPairs.push(pair);
+    pair.listen(
+      this.#conn.remoteAddress,
+      (data) => {
+        if (this.#state === "recording") record.rtp(track, data);
+      },
+      (data) => {
+        this.#touch();
+        if (this.#state === "recording") record.rtcp(track, data);
+      },
+    );
+    this.#usesUdp = true;
+    const answer = formatServerTransport({
+      protocol: "udp",
+      clientPorts: requested.clientPorts,
+      serverPorts: [pair.rtpPort, pair.rtpPort + 1],
+    });
+    return { status: 200, headers: [["Transport", answer]] };
+  }
+
+  #startRecord(): RtspReply {
+    const record = this.#record;
+    if (!record) return { status: 455 };
+    if (this.#state === "recording") return { status: 200 };
+    try {
+      this.#deps.streams.add(record.stream);
+    } catch (err) {
+      if (err instanceof ConflictError) return { status: 409 };
+      if (err instanceof ServiceUnavailableError) return { status: 503 };
+      throw err;
+    }
+    this.#deps.log.info("rtsp publisher recording", { stream: record.stream.name });
+    return { status: 200 };
+  }
+
+  #newSessionId(): void {
+    this.#id ??= [...crypto.getRandomValues(new Uint8Array(8))]
+      .map((b) => b.toString(16).padStart(2, "0")).join("");
+  }
+
   async #setup(request: RtspServerRequest): Promise<RtspReply> {
+    if (this.#record) return this.#setupRecord(this.#record, request);
     const { name, trackId } = parseTarget(request.url);
     if (trackId === undefined) return { status: 459 };
     const stream = this.#stream(name);
@@ -218,14 +342,13 @@ export class RtspSession implements RtspConnHandler {
         serverPorts: [pair.rtpPort, pair.rtpPort + 1],
       }, await ssrcOf(transport));
     }
-    this.#id ??= [...crypto.getRandomValues(new Uint8Array(8))]
-      .map((b) => b.toString(16).padStart(2, "0")).join("");
+    this.#newSessionId();
     return { status: 200, headers: [["Transport", answer]] };
   }
 
   #startPlay(): RtspReply {
     const play = this.#play;
-    if (!play) return { status: 455 };
+    if (!play || this.#record) return { status: 455 };
     if (play.stream.ended) return { status: 404 };
     const rtpInfo = play.play();
     return {
@@ -244,6 +367,7 @@ export class RtspSession implements RtspConnHandler {
   async #teardown(): Promise<RtspReply> {
     await this.#play?.close();
     this.#play = undefined;
+    await this.#endRecord();
     this.#usesUdp = false;
     const reply: RtspReply = { status: 200 };
     // The Session header goes on the answer, then the session is gone.

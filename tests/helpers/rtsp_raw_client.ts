@@ -34,15 +34,17 @@ export class RawRtspClient {
     for (let at = 0; at < data.length;) at += await this.#conn.write(data.subarray(at));
   }
 
-  /** Sends a request with the next CSeq and `headers`; resolves with its response. */
+  /** Sends a request with the next CSeq, `headers` and `body`; resolves with its response. */
   async request(
     method: string,
     url: string,
     headers: Record<string, string> = {},
+    body = "",
   ): Promise<RtspResponse> {
     let text = `${method} ${url} RTSP/1.0\r\nCSeq: ${++this.#cseq}\r\n`;
     for (const [name, value] of Object.entries(headers)) text += `${name}: ${value}\r\n`;
-    await this.writeRaw(text + "\r\n");
+    if (body !== "") text += `Content-Length: ${new TextEncoder().encode(body).length}\r\n`;
+    await this.writeRaw(text + "\r\n" + body);
     const response = await this.response();
     if (!response) throw new Error(`connection closed before the answer to ${method}`);
     return response;

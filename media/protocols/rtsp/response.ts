@@ -12,6 +12,8 @@ export const rtspReasons: Readonly<Record<number, string>> = {
   404: "Not Found",
   405: "Method Not Allowed",
   408: "Request Timeout",
+  409: "Conflict",
+  415: "Unsupported Media Type",
   454: "Session Not Found",
   455: "Method Not Valid in This State",
   459: "Aggregate Operation Not Allowed",

@@ -4,8 +4,8 @@
  * the server does not know 501.
  */
 
-/** States of a session: none set up, set up, playing. */
-export type RtspServerState = "init" | "ready" | "playing";
+/** States of a session: none set up, set up, playing, recording (a publisher's media). */
+export type RtspServerState = "init" | "ready" | "playing" | "recording";
 
 /** Methods the server implements, for the Public header of OPTIONS. */
 export const serverMethods = [
@@ -17,21 +17,27 @@ export const serverMethods = [
   "TEARDOWN",
   "GET_PARAMETER",
   "SET_PARAMETER",
+  "ANNOUNCE",
+  "RECORD",
 ] as const;
 
 /** A method the server implements. */
 export type ServerMethod = typeof serverMethods[number];
 
+const anyState: readonly RtspServerState[] = ["init", "ready", "playing", "recording"];
+
 const validIn: Record<ServerMethod, readonly RtspServerState[]> = {
-  OPTIONS: ["init", "ready", "playing"],
-  DESCRIBE: ["init", "ready", "playing"],
+  OPTIONS: anyState,
+  DESCRIBE: anyState,
   // A transport cannot change while packets flow.
   SETUP: ["init", "ready"],
   PLAY: ["ready", "playing"],
-  PAUSE: ["ready", "playing"],
-  TEARDOWN: ["init", "ready", "playing"],
-  GET_PARAMETER: ["init", "ready", "playing"],
-  SET_PARAMETER: ["init", "ready", "playing"],
+  PAUSE: ["ready", "playing", "recording"],
+  TEARDOWN: anyState,
+  GET_PARAMETER: anyState,
+  SET_PARAMETER: anyState,
+  ANNOUNCE: ["init"],
+  RECORD: ["ready", "recording"],
 };
 
 /** True for a method the server implements. */
@@ -52,6 +58,8 @@ export function nextState(method: ServerMethod, state: RtspServerState): RtspSer
       return "ready";
     case "PLAY":
       return "playing";
+    case "RECORD":
+      return "recording";
     case "PAUSE":
       return "ready";
     case "TEARDOWN":

@@ -35,19 +35,22 @@ export function pickTransport(value: string): ServerTransport | undefined {
   return undefined;
 }
 
-/** The Transport of the SETUP answer. */
+/** The Transport of the SETUP answer: a player's with the server's SSRC, a publisher's without. */
 export function formatServerTransport(
   transport:
     | { protocol: "tcp"; interleaved: [number, number] }
     | { protocol: "udp"; clientPorts: [number, number]; serverPorts: [number, number] },
-  ssrc: number,
+  ssrc?: number,
 ): string {
-  const ssrcHex = ssrc.toString(16).toUpperCase().padStart(8, "0");
+  // The server's SSRC when it sends; a publisher's answer has none.
+  const tail = ssrc === undefined
+    ? ";mode=record"
+    : `;ssrc=${ssrc.toString(16).toUpperCase().padStart(8, "0")}`;
   if (transport.protocol === "tcp") {
     const [a, b] = transport.interleaved;
-    return `RTP/AVP/TCP;unicast;interleaved=${a}-${b};ssrc=${ssrcHex}`;
+    return `RTP/AVP/TCP;unicast;interleaved=${a}-${b}${tail}`;
   }
   const [c0, c1] = transport.clientPorts;
   const [s0, s1] = transport.serverPorts;
-  return `RTP/AVP;unicast;client_port=${c0}-${c1};server_port=${s0}-${s1};ssrc=${ssrcHex}`;
+  return `RTP/AVP;unicast;client_port=${c0}-${c1};server_port=${s0}-${s1}${tail}`;
 }
