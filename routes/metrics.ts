@@ -11,6 +11,7 @@ import client from "prom-client";
 import { metricPrefix, processRegistry } from "../core/metrics.ts";
 import type { Services } from "../core/services.ts";
 import { WorkerRunner } from "../media/mixer/worker_runner.ts";
+import { WebRtcPublisher } from "../media/providers/webrtc_publisher.ts";
 import { Stream } from "../media/stream.ts";
 import { providerTallies, readerTallies } from "../media/stream_tally.ts";
 import type { RegisteredStream } from "../media/stream_record.ts";
@@ -125,6 +126,18 @@ export function createMetrics(services: Services): MetricsExposition {
     "RTP packets WebRTC publishers lost, by media kind.",
     ["kind"],
   );
+  const webrtcReceivedPackets = counter(
+    "webrtc_received_packets_total",
+    "RTP packets received from WebRTC publishers (Web SDK and WHIP).",
+  );
+  const webrtcReceivedBytes = counter(
+    "webrtc_received_bytes_total",
+    "RTP payload bytes received from WebRTC publishers.",
+  );
+  const webrtcSentPackets = counter(
+    "webrtc_sent_packets_total",
+    "RTP packets sent to WebRTC players.",
+  );
   const webrtcNacks = counter(
     "webrtc_nacks_total",
     "Retransmission requests (NACK) WebRTC players sent.",
@@ -174,6 +187,9 @@ export function createMetrics(services: Services): MetricsExposition {
   const drops = new CarriedSums();
   const lost = new CarriedSums();
   const nacks = new CarriedSums();
+  const rtpIn = new CarriedSums();
+  const rtpInBytes = new CarriedSums();
+  const rtpOut = new CarriedSums();
   const plis = new CarriedSums();
 
   /** Sets every scrape-time figure from the server's state. */
@@ -190,6 +206,9 @@ export function createMetrics(services: Services): MetricsExposition {
     setCounter(webrtcLost, "kind", lost.totals());
     setCounter(webrtcNacks, undefined, nacks.totals());
     setCounter(webrtcPlis, undefined, plis.totals());
+    setCounter(webrtcReceivedPackets, undefined, rtpIn.totals());
+    setCounter(webrtcReceivedBytes, undefined, rtpInBytes.totals());
+    setCounter(webrtcSentPackets, undefined, rtpOut.totals());
 
     for (const [provider, tally] of providerTallies()) {
       setTotal(receivedBytes, { provider }, tally.receivedBytes);
@@ -227,6 +246,13 @@ export function createMetrics(services: Services): MetricsExposition {
     const record = stream.record({ metrics: stream.published });
     const provider = record.mediaProvider;
     streams.inc({ provider, status: record.status, type: record.mediaType });
+    if (stream instanceof WebRtcPublisher) {
+      const received = stream.receivedRtp;
+      rtpIn.add("", stream, received.packets);
+      rtpInBytes.add("", stream, received.bytes);
+    }
+    const sent = (stream as { packetsSent?: unknown }).packetsSent;
+    if (typeof sent === "number") rtpOut.add("", stream, sent);
     if (!stream.published) return;
     framesPerSecond.inc({ provider }, record.fps);
     const m = record.metrics ?? {};

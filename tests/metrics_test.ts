@@ -1,13 +1,15 @@
 /**
  * `GET /metrics` as Prometheus reads it: `promtool check metrics` (Debian package
  * `prometheus`) accepts the exposition, and the counters move when ffmpeg publishes and plays
- * over RTMP and a recording runs. The endpoint sits behind REST auth and goes away when off.
+ * over RTMP, a recording runs, and a lossy WebRTC player joins a WebRTC publisher. The endpoint sits behind REST auth and goes away when off.
  */
 import assert from "node:assert/strict";
 import { publishRtmp, stopPublisher } from "./helpers/ffmpeg_rtmp.ts";
 import { waitFor } from "./helpers/media_fixtures.ts";
 import { run } from "../media/formats/test_fixtures.ts";
 import { startTestServer, testConfig, type TestServer } from "./helpers/test_server.ts";
+import { WcsClient } from "./helpers/wcs_client.ts";
+import { nextStatus, TestPlayer, TestPublisher, weriftSanitizers } from "./webrtc_helpers.ts";
 
 /** Runs `promtool check metrics` on `text`; fails naming the package when promtool is missing. */
 async function promtoolCheck(text: string): Promise<void> {
@@ -199,4 +201,56 @@ Deno.test("metrics: metrics.enabled false serves no /metrics; streamLabels adds 
     await stopPublisher(publisher);
     await labelled.stop();
   }
+});
+
+Deno.test({
+  name:
+    "metrics: a lossy WebRTC player moves sessions, PLI and NACK counters, which outlive the stream",
+  ...weriftSanitizers,
+  fn: async () => {
+    const server = await startTestServer(testConfig());
+    const { client: pubClient } = await WcsClient.connect(server.wsUrl);
+    const { client: playClient } = await WcsClient.connect(server.wsUrl);
+    const publisher = new TestPublisher("VP8");
+    // Dropping a tenth of the packets makes the player send NACKs.
+    const player = new TestPlayer("VP8", 90);
+    try {
+      const idle = await scrape(server);
+      assert.equal(sample(idle, "mediaserver_sessions"), 2);
+      const pubId = crypto.randomUUID();
+      await publisher.publish(pubClient, { mediaSessionId: pubId, name: "cam" });
+      publisher.start();
+      assert.equal((await nextStatus(pubClient, pubId)).status, "PUBLISHING");
+      const playId = crypto.randomUUID();
+      await player.play(playClient, { mediaSessionId: playId, name: "cam" });
+      assert.equal((await nextStatus(playClient, playId)).status, "PLAYING");
+      const playing = await waitFor("NACKs and a PLI", async () => {
+        const text = await scrape(server);
+        return sample(text, "mediaserver_webrtc_nacks_total")! > 0 &&
+            sample(text, "mediaserver_webrtc_plis_total")! > 0
+          ? text
+          : undefined;
+      });
+      await promtoolCheck(playing);
+      const labels = { provider: "WebRTC", status: "PUBLISHING", type: "publish" };
+      assert.equal(sample(playing, "mediaserver_streams", labels), 1);
+      assert.ok(sample(playing, "mediaserver_webrtc_received_packets_total")! > 50);
+      assert.ok(sample(playing, "mediaserver_webrtc_received_bytes_total")! > 10_000);
+      assert.ok(sample(playing, "mediaserver_webrtc_sent_packets_total")! > 20);
+      const nacks = sample(playing, "mediaserver_webrtc_nacks_total")!;
+
+      pubClient.send("unPublishStream", { mediaSessionId: pubId, name: "cam" });
+      const ended = await waitFor("the stream gone", async () => {
+        const text = await scrape(server);
+        return sample(text, "mediaserver_streams", labels) === undefined ? text : undefined;
+      });
+      assert.ok(sample(ended, "mediaserver_webrtc_nacks_total")! >= nacks, "NACKs kept");
+    } finally {
+      await publisher.close();
+      await player.close();
+      await pubClient.close();
+      await playClient.close();
+      await server.stop();
+    }
+  },
 });

@@ -238,6 +238,17 @@ export class WebRtcPublisher extends Stream {
     return this.#forward.reduce((n, f) => n + f.meter.retransmitted, 0);
   }
 
+  /** RTP packets and payload bytes received from the publisher, all tracks. */
+  get receivedRtp(): { packets: number; bytes: number } {
+    let packets = 0;
+    let bytes = 0;
+    for (const f of this.#forward) {
+      packets += f.meter.packets;
+      bytes += f.meter.bytes;
+    }
+    return { packets, bytes };
+  }
+
   /** Number of players attached. */
   get playerCount(): number {
     return this.#players.size;
