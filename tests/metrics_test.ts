@@ -8,7 +8,8 @@ import { publishRtmp, stopPublisher } from "./helpers/ffmpeg_rtmp.ts";
 import { waitFor } from "./helpers/media_fixtures.ts";
 import { run } from "../media/formats/test_fixtures.ts";
 import { startTestServer, testConfig, type TestServer } from "./helpers/test_server.ts";
-import { WcsClient } from "./helpers/wcs_client.ts";
+import { sdkConnectionObject, WcsClient } from "./helpers/wcs_client.ts";
+import { startHookBackend } from "./helpers/hook_backend.ts";
 import { nextStatus, TestPlayer, TestPublisher, weriftSanitizers } from "./webrtc_helpers.ts";
 
 /** Runs `promtool check metrics` on `text`; fails naming the package when promtool is missing. */
@@ -253,4 +254,32 @@ Deno.test({
       await server.stop();
     }
   },
+});
+
+Deno.test("metrics: hook calls are timed by hook, and failures counted", async () => {
+  const backend = await startHookBackend();
+  const server = await startTestServer(testConfig({ hooks: { url: backend.url } }));
+  try {
+    const before = await scrape(server);
+    const count = (text: string) =>
+      sample(text, "mediaserver_hook_duration_seconds_count", { hook: "connect" }) ?? 0;
+    const failures = (text: string) =>
+      sample(text, "mediaserver_hook_failures_total", { hook: "connect" }) ?? 0;
+    const { client } = await WcsClient.connect(server.wsUrl);
+    await client.close();
+    // A refusing backend: the connection is refused and the failure counted.
+    backend.respond(() => ({ status: 500 }));
+    const refused = await WcsClient.open(server.wsUrl);
+    refused.send("connection", sdkConnectionObject());
+    await refused.closed;
+    const after = await scrape(server);
+    assert.equal(count(after), count(before) + 2);
+    assert.equal(failures(after), failures(before) + 1);
+    assert.ok(
+      sample(after, "mediaserver_hook_duration_seconds_bucket", { hook: "connect", le: "+Inf" }),
+    );
+  } finally {
+    await server.stop();
+    await backend.close();
+  }
 });
