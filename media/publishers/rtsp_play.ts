@@ -146,7 +146,7 @@ export class RtspPlay {
    */
   play(): string {
     if (!this.#reader) {
-      this.#reader = this.stream.reader();
+      this.#reader = this.stream.reader(undefined, "rtsp");
       // The first frame fixes the start's RTP times; the pump sends it first.
       this.#first = this.#reader.poll(() => {});
     }
