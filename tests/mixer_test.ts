@@ -642,3 +642,30 @@ Deno.test("MCU mode: each input gets the mix without its own sound, ended with i
     assert.equal(await streamNamed(server, "mix-blue"), undefined);
   }, config);
 });
+
+Deno.test("an audio-only mixer decodes no video: one ffmpeg per input's sound and one encoder", async () => {
+  const config = testConfig();
+  await clips(config.folders.media);
+  await withServer(async (server) => {
+    for (const name of ["red", "blue"]) {
+      await ok(server, "/vod/startup", { uri: `vod-live://${name}.mp4`, localStreamName: name });
+    }
+    const before = childrenNamed("ffmpeg");
+    await ok(server, "/mixer/startup", {
+      uri: "mixer://a",
+      localStreamName: "talk",
+      hasVideo: false,
+    });
+    for (const name of ["red", "blue"]) {
+      await ok(server, "/mixer/add", { uri: "mixer://a", remoteStreamName: name });
+    }
+    const stream = await waitFor("the audio mix flowing", async () => {
+      const found = await streamNamed(server, "talk");
+      return found && found.audioBitrate > 0 ? found : undefined;
+    }, 15_000);
+    assert.equal(stream.hasVideo, false);
+    assert.equal(childrenNamed("ffmpeg"), before + 3);
+    await ok(server, "/mixer/terminate", { uri: "mixer://a" });
+    await waitFor("the mixer's ffmpeg gone", () => childrenNamed("ffmpeg") === before || undefined);
+  }, config);
+});

@@ -366,7 +366,7 @@ export class Mixer {
       onEnd: () => {
         if (this.#inputs.get(name) === input) void this.#removeInput(input, "stream ended");
       },
-    });
+    }, this.#composer !== undefined);
     const audioTrack = input.subscription.audio;
     if (this.#audio && audioTrack) {
       try {

@@ -37,32 +37,59 @@ export interface SourceSubscription {
 /** One source Stream decoded for all its subscribers. */
 class DecodedSource {
   readonly listeners = new Set<SourceListener>();
+  /** The listeners that take pictures; the others take audio only. */
+  readonly #pictureListeners = new Set<SourceListener>();
+  #engine: CodecEngine;
+  #log: Logger;
+  #source: Stream;
   readonly video: Track | undefined;
   readonly audio: Track | undefined;
   #reader: StreamReader;
   #decoder: VideoDecoder | undefined;
   #reading: Promise<void>;
+  /** True once a frame was read: a decoder starting later waits for a keyframe. */
+  #started = false;
   #closed = false;
 
   constructor(source: Stream, engine: CodecEngine, log: Logger, onClosed: () => void) {
     this.video = source.videoTrack;
     this.audio = source.tracks.find((t) => t.kind === "audio");
-    if (this.video) {
-      this.#decoder = createVideoDecoder({
-        engine,
-        track: this.video,
-        log,
-        onPicture: (picture) => {
-          if (this.listeners.size > 1) picture = shared(picture);
-          for (const listener of this.listeners) listener.onPicture(picture);
-        },
-      });
-    }
+    this.#engine = engine;
+    this.#log = log;
+    this.#source = source;
     this.#reader = source.reader(sourceQueueFrames, "transcoder");
     this.#reading = this.#read().finally(async () => {
       await this.close();
       onClosed();
     });
+  }
+
+  /**
+   * Adds a subscriber; the video decoder starts with the first that takes pictures (an
+   * audio-only mixer costs no decoding), from the source's next keyframe.
+   */
+  add(listener: SourceListener, pictures: boolean): void {
+    this.listeners.add(listener);
+    if (!pictures || !this.video) return;
+    this.#pictureListeners.add(listener);
+    if (this.#decoder || this.#closed) return;
+    this.#decoder = createVideoDecoder({
+      engine: this.#engine,
+      track: this.video,
+      log: this.#log,
+      onPicture: (picture) => {
+        const listeners = this.#pictureListeners;
+        if (listeners.size > 1) picture = shared(picture);
+        for (const listener of listeners) listener.onPicture(picture);
+      },
+    });
+    if (this.#started) this.#source.requestKeyframe();
+  }
+
+  /** Removes a subscriber; true when it was one. */
+  remove(listener: SourceListener): boolean {
+    this.#pictureListeners.delete(listener);
+    return this.listeners.delete(listener);
   }
 
   /** Input frames not decoded so far. */
@@ -74,7 +101,8 @@ class DecodedSource {
     const videoId = this.video?.id;
     const audioId = this.audio?.id;
     for await (const frame of this.#reader) {
-      if (frame.trackId === videoId) this.#decoder!.push(frame);
+      this.#started = true;
+      if (frame.trackId === videoId) this.#decoder?.push(frame);
       else if (frame.trackId === audioId) {
         for (const listener of this.listeners) listener.onAudio(frame);
       }
@@ -89,6 +117,7 @@ class DecodedSource {
     await this.#decoder?.close();
     for (const listener of this.listeners) listener.onEnd();
     this.listeners.clear();
+    this.#pictureListeners.clear();
   }
 
   /** Settles once reading has stopped and the decoder is closed. */
@@ -129,10 +158,11 @@ export class DecoderHub {
   }
 
   /**
-   * Subscribes `listener` to the decoded `source`, starting its decoder when it is the first.
-   * An ended source calls `onEnd` at once.
+   * Subscribes `listener` to the decoded `source`, starting its decoder when it is the first
+   * to take pictures (`pictures` false: the source's audio only, no decoding). An ended
+   * source calls `onEnd` at once.
    */
-  subscribe(source: Stream, listener: SourceListener): SourceSubscription {
+  subscribe(source: Stream, listener: SourceListener, pictures = true): SourceSubscription {
     if (source.ended) {
       queueMicrotask(() => listener.onEnd());
       return { video: source.videoTrack, audio: undefined, release: () => {} };
@@ -146,13 +176,13 @@ export class DecoderHub {
       this.#sources.set(source, decoded);
       log.info("decoding started");
     }
-    decoded.listeners.add(listener);
+    decoded.add(listener, pictures);
     const owner = decoded;
     return {
       video: owner.video,
       audio: owner.audio,
       release: () => {
-        if (!owner.listeners.delete(listener) || owner.listeners.size > 0) return;
+        if (!owner.remove(listener) || owner.listeners.size > 0) return;
         if (this.#sources.get(source) === owner) this.#sources.delete(source);
         owner.close().catch((err) => this.#log.warn("decoder close failed", { err }));
       },
