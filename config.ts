@@ -206,6 +206,10 @@ export const configSchema = z.strictObject({
     transport: z.enum(["auto", "udp", "tcp"]).default("auto").describe(
       "How RTSP pulls receive media: UDP, TCP interleaved, or UDP falling back to TCP when no packet comes.",
     ),
+    serverUsers: z.array(z.string().regex(/^[^:]+:.+$/, "must be user:password")).default([])
+      .describe(
+        "`user:password` pairs the RTSP server asks of its players and publishers (Digest or Basic; comma-separated in the environment). Empty: no authentication.",
+      ),
   }).prefault({}),
   binds: z.strictObject({
     rest: z.ipv4().or(z.ipv6()).optional().describe(

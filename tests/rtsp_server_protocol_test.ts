@@ -17,6 +17,7 @@ import { parseRtpPacket } from "../media/rtp/packet.ts";
 import { parseSenderReports } from "../media/rtp/rtcp.ts";
 import { type RtspServerTestOptions, startRtspServer } from "../media/publishers/rtsp_server.ts";
 import { Stream } from "../media/stream.ts";
+import { Authenticator, pickChallenge } from "../media/protocols/rtsp/auth.ts";
 import { RawRtspClient } from "./helpers/rtsp_raw_client.ts";
 
 const sps = Uint8Array.of(0x67, 0x42, 0xc0, 0x1e, 0xda, 0x02, 0x80, 0xbf, 0xe5, 0xc0, 0x44);
@@ -386,4 +387,91 @@ Deno.test("RTSP server: ANNOUNCE refusals: 409 for a name in use, 400 for a brok
       await client.close();
     }
   });
+});
+
+Deno.test("RTSP server: a client that stops reading is dropped by the write timeout while another keeps receiving", async () => {
+  await withRtsp(async ({ port, url, stream }) => {
+    stream.push(videoFrame(0, true, 60_000));
+    const stalled = await RawRtspClient.connect(port);
+    const reading = await RawRtspClient.connect(port);
+    try {
+      for (const client of [stalled, reading]) {
+        await client.request("SETUP", `${url}/trackID=0`, {
+          Transport: "RTP/AVP/TCP;unicast;interleaved=0-1",
+        });
+        assert.equal((await client.request("PLAY", url)).status, 200);
+      }
+      // 60 kB pictures at 100 per second: the stalled client's socket buffers fill at once.
+      let pts = 0;
+      const feeder = setInterval(() => stream.push(videoFrame(pts += 900, false, 60_000)), 10);
+      try {
+        const startMs = Date.now();
+        let received = 0;
+        while (Date.now() - startMs < 2000) {
+          assert.ok(
+            await reading.waitFrames(reading.frames.length + 10),
+            "the reader keeps receiving",
+          );
+          received += reading.frames.length;
+          reading.frames.length = 0;
+        }
+        assert.ok(received > 500, `${received} packets to the reader`);
+        // The stalled one is closed by the server: reading now finds the end after its backlog.
+        assert.ok(await stalled.closedWithin(5000), "the stalled client was dropped");
+      } finally {
+        clearInterval(feeder);
+      }
+    } finally {
+      await stalled.close();
+      await reading.close();
+    }
+  }, { writeTimeoutMs: 500 });
+});
+
+Deno.test("RTSP server with users: 401 with Digest and Basic challenges; Digest (the pull's own client) and Basic get in; wrong passwords do not", async () => {
+  await withRtsp(
+    async ({ port, url }) => {
+      const client = await RawRtspClient.connect(port);
+      try {
+        assert.equal((await client.request("OPTIONS", "*")).status, 200);
+        const refused = await client.request("DESCRIBE", url);
+        assert.equal(refused.status, 401);
+        const challenges = refused.headers.getAll("www-authenticate");
+        assert.equal(challenges.length, 2);
+        const digest = pickChallenge(challenges)!;
+        assert.equal(digest.scheme, "digest");
+        const as = (user: string, password: string) =>
+          new Authenticator(user, password, digest).authorization("DESCRIBE", url);
+        assert.equal(
+          (await client.request("DESCRIBE", url, { Authorization: as("alice", "secret") })).status,
+          200,
+        );
+        assert.equal(
+          (await client.request("DESCRIBE", url, { Authorization: as("alice", "wrong") })).status,
+          401,
+        );
+        assert.equal(
+          (await client.request("DESCRIBE", url, { Authorization: as("bob", "secret") })).status,
+          401,
+        );
+        const basic = (text: string) => `Basic ${btoa(text)}`;
+        assert.equal(
+          (await client.request("DESCRIBE", url, { Authorization: basic("alice:secret") })).status,
+          200,
+        );
+        assert.equal(
+          (await client.request("DESCRIBE", url, { Authorization: basic("alice:nope") })).status,
+          401,
+        );
+        assert.equal(
+          (await client.request("DESCRIBE", url, { Authorization: "Digest garbage" })).status,
+          401,
+        );
+      } finally {
+        await client.close();
+      }
+    },
+    {},
+    { rtsp: { serverUsers: ["alice:secret"] } },
+  );
 });

@@ -143,3 +143,27 @@ Deno.test("RTSP server: ffmpeg publishing with -f rtsp (TCP and UDP) is a stream
     await server.stop();
   }
 });
+
+Deno.test("RTSP server with users: ffmpeg with the password in the URL decodes (Digest), a wrong password gets 401", async () => {
+  const config = testConfig({ rtsp: { serverUsers: ["alice:s3cret"] } });
+  await Deno.mkdir(config.folders.media, { recursive: true });
+  await makeClip(`${config.folders.media}/clip.mp4`, { seconds: 20, audio: "aac" });
+  const server = await startTestServer(config);
+  try {
+    const res = await server.post("/vod/startup", {
+      uri: "vod-live://clip.mp4",
+      localStreamName: "vod",
+    });
+    assert.equal(res.status, 200);
+    const url = (credentials: string) =>
+      server.rtspUrl.replace("rtsp://", `rtsp://${credentials}@`) + "/vod";
+    const decoded = await decodeWithFfmpeg(url("alice:s3cret"), "tcp", 2);
+    assert.equal(decoded.errors, "");
+    assert.ok(decoded.video >= 45, `${decoded.video} pictures`);
+    const refused = await decodeWithFfmpeg(url("alice:wrong"), "tcp", 2);
+    assert.match(refused.errors, /401 Unauthorized/);
+    assert.equal(refused.video, 0);
+  } finally {
+    await server.stop();
+  }
+});

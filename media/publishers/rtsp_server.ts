@@ -1,13 +1,15 @@
 /**
  * The RTSP server of a server: every published stream is played at
- * `rtsp://host:<ports.rtsp>/<stream>` (RFC 2326) over TCP interleaved channels or UDP, with
- * connections capped per listener and per address as RTMP's are.
+ * `rtsp://host:<ports.rtsp>/<stream>` (RFC 2326) over TCP interleaved channels or UDP, and
+ * taken from publishers (ANNOUNCE/RECORD), with connections capped per listener and per
+ * address as RTMP's are and, with `rtsp.serverUsers`, Digest or Basic authentication.
  */
 import type { Config } from "../../config.ts";
 import { Cap, KeyedCap } from "../../core/limits.ts";
 import type { Logger } from "../../core/log.ts";
 import { type RtspListenerLimits, RtspServer } from "../protocols/rtsp/server.ts";
 import type { RtspConnTimeouts } from "../protocols/rtsp/server_conn.ts";
+import { RtspServerAuth } from "../protocols/rtsp/server_auth.ts";
 import type { StreamDirectory } from "../stream_record.ts";
 import { RtspSession } from "./rtsp_session.ts";
 
@@ -15,7 +17,7 @@ import { RtspSession } from "./rtsp_session.ts";
 export interface RtspServerDeps {
   log: Logger;
   streams: StreamDirectory;
-  config: Pick<Config, "bind" | "binds" | "ports" | "limits" | "media">;
+  config: Pick<Config, "bind" | "binds" | "ports" | "limits" | "media" | "rtsp">;
 }
 
 /** Options of startRtspServer for tests. */
@@ -53,6 +55,7 @@ export function startRtspServer(
       max: config.media.udpPortMax,
     },
     log,
+    auth: new RtspServerAuth(config.rtsp.serverUsers),
     sessionTimeoutSec: options.sessionTimeoutSec,
   };
   const server = new RtspServer((conn) => new RtspSession(sessionDeps, conn), log, {

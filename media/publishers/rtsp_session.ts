@@ -26,6 +26,7 @@ import {
 import { formatServerTransport, pickTransport } from "../protocols/rtsp/server_transport.ts";
 import { contentBase, parseTarget, trackControl } from "../protocols/rtsp/server_url.ts";
 import { parseSession } from "../protocols/rtsp/headers.ts";
+import type { RtspServerAuth } from "../protocols/rtsp/server_auth.ts";
 import { UdpPortPair, type UdpPortRange } from "../protocols/rtsp/udp_pair.ts";
 import { trackMedia } from "../rtp/track_sdp.ts";
 import { Stream } from "../stream.ts";
@@ -44,6 +45,8 @@ export interface RtspSessionDeps {
   /** Address and port range of the UDP media sockets. */
   udp: UdpPortRange;
   log: Logger;
+  /** Users clients must authenticate as (none: open). */
+  auth: RtspServerAuth;
   /** Overrides `rtspSessionTimeoutSec` (tests). */
   sessionTimeoutSec?: number;
 }
@@ -67,6 +70,8 @@ export class RtspSession implements RtspConnHandler {
   /** UDP port pairs of the publish's tracks. */
   #recordPairs: UdpPortPair[] = [];
   #lastActivityMs = performance.now();
+  /** Digest nonce of this connection. */
+  readonly #nonce = crypto.randomUUID().replaceAll("-", "");
   #timer: ReturnType<typeof setInterval>;
 
   constructor(deps: RtspSessionDeps, conn: RtspServerConn) {
@@ -79,7 +84,13 @@ export class RtspSession implements RtspConnHandler {
 
   async request(request: RtspServerRequest): Promise<RtspReply> {
     this.#touch();
-    const reply = await this.#handle(request);
+    const { auth } = this.#deps;
+    const authorized = !auth.enabled || request.method === "OPTIONS" ||
+      auth.check(request.headers.get("authorization"), request.method, this.#nonce);
+    const reply = authorized ? await this.#handle(request) : {
+      status: 401,
+      headers: auth.challenges(this.#nonce).map((c): [string, string] => ["WWW-Authenticate", c]),
+    };
     const headers: [string, string][] = [["Server", rtspServerName]];
     if (this.#id !== undefined && reply.status < 300) {
       headers.push(["Session", `${this.#id};timeout=${this.#timeoutSec}`]);

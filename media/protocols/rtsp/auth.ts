@@ -43,6 +43,27 @@ function md5(text: string): string {
   return createHash("md5").update(text).digest("hex");
 }
 
+/** What a Digest response is computed from (RFC 2617 §3.2.2.1). */
+export interface DigestInput {
+  user: string;
+  realm: string;
+  password: string;
+  method: string;
+  uri: string;
+  nonce: string;
+  /** With qop=auth: the nonce count and client nonce. */
+  qop?: { nc: string; cnonce: string };
+}
+
+/** The `response` value of a Digest authorization (MD5). */
+export function digestResponse(d: DigestInput): string {
+  const ha1 = md5(`${d.user}:${d.realm}:${d.password}`);
+  const ha2 = md5(`${d.method}:${d.uri}`);
+  return d.qop
+    ? md5(`${ha1}:${d.nonce}:${d.qop.nc}:${d.qop.cnonce}:auth:${ha2}`)
+    : md5(`${ha1}:${d.nonce}:${ha2}`);
+}
+
 /** Builds Authorization values for requests once a challenge is known. */
 export class Authenticator {
   #user: string;
@@ -69,8 +90,7 @@ export class Authenticator {
     const p = this.#challenge.params;
     const realm = p.get("realm")!;
     const nonce = p.get("nonce")!;
-    const ha1 = md5(`${this.#user}:${realm}:${this.#password}`);
-    const ha2 = md5(`${method}:${uri}`);
+    const digest = { user: this.#user, realm, password: this.#password, method, uri, nonce };
     const qop = p.get("qop")?.split(",").map((q) => q.trim()).includes("auth") ? "auth" : "";
     const quote = (v: string) => `"${v.replace(/["\\]/g, "\\$&")}"`;
     let value = `Digest username=${quote(this.#user)}, realm=${quote(realm)}, ` +
@@ -78,10 +98,10 @@ export class Authenticator {
     if (qop) {
       const nc = (++this.#nonceCount).toString(16).padStart(8, "0");
       const cnonce = crypto.randomUUID().replaceAll("-", "").slice(0, 16);
-      const response = md5(`${ha1}:${nonce}:${nc}:${cnonce}:${qop}:${ha2}`);
+      const response = digestResponse({ ...digest, qop: { nc, cnonce } });
       value += `, response="${response}", qop=${qop}, nc=${nc}, cnonce="${cnonce}"`;
     } else {
-      value += `, response="${md5(`${ha1}:${nonce}:${ha2}`)}"`;
+      value += `, response="${digestResponse(digest)}"`;
     }
     const opaque = p.get("opaque");
     if (opaque !== undefined) value += `, opaque=${quote(opaque)}`;
