@@ -20,10 +20,14 @@ import {
 } from "./video_encoder_output.ts";
 
 /**
- * Pictures that may wait for the native ffmpeg's stdin before pushes are refused: a few
- * frames (100 ms at 30 fps), since each is up to megabytes and late video is useless.
+ * Bytes of pictures that may wait for the native ffmpeg's stdin before pushes are refused:
+ * three 720p frames (100 ms at 30 fps), since late video is useless. Small pictures get as
+ * many more places, up to `maxPendingEncoderWrites`: a burst of repeats (a source gap filled)
+ * must not be refused while the pipe holds a few kilobytes.
  */
-export const maxPendingEncoderWrites = 3;
+const pendingEncoderBytes = 3 * i420Bytes(1280, 720);
+/** Most pictures that may wait for the native ffmpeg's stdin, whatever their size. */
+export const maxPendingEncoderWrites = 30;
 /** Longest span of pictures one chunked run encodes, in milliseconds. */
 const maxChunkMs = 2000;
 /**
@@ -158,7 +162,12 @@ class StreamingVideoEncoder implements VideoEncoder {
   constructor(options: VideoEncoderOptions) {
     this.#options = options;
     const args = videoEncoderArgs(options.settings, options.engine.kind);
-    this.#job = options.engine.start!({ ...args, maxPendingWrites: maxPendingEncoderWrites });
+    const { width, height } = options.settings;
+    const maxPendingWrites = Math.max(
+      3,
+      Math.min(maxPendingEncoderWrites, Math.floor(pendingEncoderBytes / i420Bytes(width, height))),
+    );
+    this.#job = options.engine.start!({ ...args, maxPendingWrites });
     this.#run = new Run(options);
     this.#reading = this.#read(
       encodedPictureReader(options.settings.codec, options.settings.fps),

@@ -15,7 +15,7 @@ import type {
   VideoEncoder,
   VideoEncoderSettings,
 } from "./video_codec.ts";
-import { createVideoEncoder, i420Bytes } from "./video_encoder.ts";
+import { createVideoEncoder, i420Bytes, maxPendingEncoderWrites } from "./video_encoder.ts";
 import { h264LevelFor } from "./video_encoder_args.ts";
 
 const width = 320;
@@ -205,12 +205,12 @@ for (const codec of ["H264", "VP8"] as const) {
 }
 
 Deno.test("native encoder: refused pictures are counted and the rest keep their pts", async () => {
-  const input = await pictures(30);
+  const input = await pictures(maxPendingEncoderWrites + 10);
   const engine = new NativeEngine();
   const { encoder, frames } = encoderOn(engine, "H264", track("H264"));
   const accepted: number[] = [];
   try {
-    // All at once: only a few pictures may wait for ffmpeg's stdin.
+    // All at once: only so many pictures may wait for ffmpeg's stdin.
     for (const picture of input) if (encoder.push(picture)) accepted.push(picture.pts);
     assert.ok(accepted.length < input.length, "some pictures refused");
     assert.equal(encoder.dropped, input.length - accepted.length);
