@@ -272,6 +272,9 @@ export const configSchema = z.strictObject({
     handshakeTimeoutMs: z.int().min(100).max(600_000).default(10_000).describe(
       "Time a new WebSocket has to upgrade and get its `connection` message accepted, in ms.",
     ),
+    resumeWindowSec: z.int().min(0).max(86_400).default(60).describe(
+      "A session connected with `keepAlive: true` outlives its WebSocket this long, streams included, for a reconnect with its `authToken` to resume it; 0 ends every session with its socket, in seconds.",
+    ),
   }).prefault({}),
   outbound: z.strictObject({
     allowedHosts: z.array(

@@ -27,18 +27,27 @@ export interface ClientSession {
   disableClientLog(): Promise<void>;
 }
 
-/** Established client sessions by sessionId. */
+/** Established client sessions by sessionId, and by authToken. */
 export class SessionRegistry {
   #byId = new Map<string, ClientSession>();
+  #byAuthToken = new Map<string, ClientSession>();
 
-  /** Adds a session (its sessionId is unique by construction). */
+  /** Adds a session (its sessionId and authToken are unique by construction). */
   add(session: ClientSession): void {
     this.#byId.set(session.sessionId, session);
+    this.#byAuthToken.set(session.record().authToken, session);
   }
 
   /** Removes a session if present (idempotent, so every exit path may call it). */
   remove(session: ClientSession): void {
-    if (this.#byId.get(session.sessionId) === session) this.#byId.delete(session.sessionId);
+    if (this.#byId.get(session.sessionId) !== session) return;
+    this.#byId.delete(session.sessionId);
+    this.#byAuthToken.delete(session.record().authToken);
+  }
+
+  /** The session given this authToken in its `getUserData`, if it is still registered. */
+  findByAuthToken(authToken: string): ClientSession | undefined {
+    return this.#byAuthToken.get(authToken);
   }
 
   /** The session with this id, or NotFoundError. */

@@ -8,7 +8,7 @@ import { hookPolicy, withoutFields } from "../core/hooks.ts";
 import { randomToken } from "../core/ids.ts";
 import type { ConnectionRecord } from "../core/records.ts";
 import type { HandlerTable, SignalingContext } from "./handlers.ts";
-import { closeCodes, type SignalingSession } from "./session.ts";
+import { closeCodes, SignalingSession } from "./session.ts";
 
 /** Length of a session's authToken: 62^40 values, unguessable. */
 const authTokenChars = 40;
@@ -24,8 +24,9 @@ const tryAgainLaterCode = 1013;
 const connectionObject = z.looseObject({
   appKey: z.string().min(1).optional(),
   mediaProviders: z.array(z.string()).optional(),
-  keepAlive: z.boolean().optional(),
-  authToken: z.string().optional(),
+  // The SFU SDK sends `authToken: null` on a first connection.
+  keepAlive: z.boolean().nullish(),
+  authToken: z.string().nullish(),
   clientVersion: z.string().optional(),
   clientOSVersion: z.string().optional(),
   clientBrowserVersion: z.string().optional(),
@@ -119,6 +120,16 @@ async function handleConnection(
     return;
   }
   const { services } = ctx;
+  const { keepAlive, authToken } = parsed.data;
+  if (keepAlive === true && authToken) {
+    // A reconnect: the session given this token takes the socket over. An unknown or ended
+    // token gets a new session (the client tells by its new sessionId and authToken).
+    const kept = services.sessions.findByAuthToken(authToken);
+    if (kept instanceof SignalingSession && kept.resume(session)) return;
+    ctx.log.info("authToken of no resumable session: a new session", {
+      clientAddress: session.endpoints.clientAddress,
+    });
+  }
   // Counted here rather than at the upgrade, so a browser over the cap learns why (a 503
   // before the upgrade reaches the SDK as a bare 1006). Held until the session ends.
   const sessions = services.limits.sessions;

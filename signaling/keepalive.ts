@@ -29,9 +29,10 @@ export class KeepAlive {
   /** One round: count the pongs that did not come, close or ping. */
   tick(): void {
     for (const session of this.sessions()) {
-      if (session.state === "closed") continue;
+      if (session.state === "closed" || session.state === "detached") continue;
       if (session.awaitingPong && ++session.missedPongs >= this.probes) {
-        session.close(closeCodes.goingAway, `no pong to ${session.missedPongs} pings`);
+        // A lost network: a keepAlive session waits for its client to reconnect.
+        session.close(closeCodes.goingAway, `no pong to ${session.missedPongs} pings`, true);
         continue;
       }
       session.awaitingPong = true;

@@ -242,7 +242,8 @@ export class SignalingServer {
         this.#sessions.delete(session);
       });
       onDeadline = () => {
-        if (session.state === "established") return;
+        // Only a handshake can be late; an established (or detached) session is past it.
+        if (session.state !== "new" && session.state !== "connecting") return;
         session.close(
           closeCodes.policy,
           `no connection message accepted within ${handshakeTimeoutMs} ms`,

@@ -1,7 +1,10 @@
 /**
- * One Web SDK session on one WebSocket: frame decoding and dispatch through the handler
- * table, sending, the keepalive counters, and the single end path (socket closed for any
- * reason → unregistered, streams ended, client log closed, ConnectionStatusEvent fired).
+ * One Web SDK session on its WebSocket: frame decoding and dispatch through the handler
+ * table, sending, the keepalive counters, and the single end path (unregistered, streams
+ * ended, client log closed, ConnectionStatusEvent fired). A session connected with
+ * `keepAlive: true` whose socket is lost is detached instead: its streams go on, its messages
+ * are kept, and a new connection sending its `authToken` resumes it within
+ * `ws.resumeWindowSec`; past the window it ends.
  */
 import { MediaServerError, ParseError } from "../core/errors.ts";
 import type { RestClientConfig } from "../core/hooks.ts";
@@ -26,8 +29,17 @@ export const maxBufferedBytes = 4 * 1024 * 1024;
  */
 export const closeHandshakeTimeoutMs = 2000;
 
-/** Where a session stands: `new` until `connection`, `connecting` while the hook runs. */
-export type SessionState = "new" | "connecting" | "established" | "closed";
+/**
+ * Bytes of messages a detached session keeps for its next connection; past it the session
+ * ends (the same bound as a connected client's unread messages).
+ */
+export const maxPendingBytes = maxBufferedBytes;
+
+/**
+ * Where a session stands: `new` until `connection`, `connecting` while the hook runs,
+ * `detached` while a keepAlive session waits for a connection to resume it.
+ */
+export type SessionState = "new" | "connecting" | "established" | "detached" | "closed";
 
 /** Addresses of the socket and the Origin of its upgrade request. */
 export interface SessionEndpoints {
@@ -59,8 +71,17 @@ export class SignalingSession implements ClientSession {
   #record?: ConnectionRecord;
   #connection?: Record<string, unknown>;
   #restClientConfig?: RestClientConfig;
-  /** Set when we close the session; otherwise the socket tells why it ended. */
-  #endReason?: string;
+  /** The `getUserData` object, sent again to a connection that resumes the session. */
+  #clientObject?: Record<string, unknown>;
+  /** Set when we close the socket; otherwise the socket tells why it ended. */
+  #closeReason?: string;
+  /** Our close leaves a keepAlive session resumable (the client stopped answering pings). */
+  #resumableClose = false;
+  /** Messages for the client while it has no open socket, encoded. */
+  #pending: string[] = [];
+  #pendingBytes = 0;
+  #pendingOverflow = false;
+  #resumeTimer?: ReturnType<typeof setTimeout>;
   #ended = Promise.withResolvers<void>();
 
   constructor(
@@ -79,13 +100,17 @@ export class SignalingSession implements ClientSession {
     this.#log = ctx.log.child({ sessionId: this.sessionId });
     this.clientLog = new ClientLog(ctx.services.config.folders.logs, this.sessionId);
     this.ended = this.#ended.promise;
-    socket.onmessage = (data) => this.#onMessage(data);
-    socket.closed.then((info) => this.#onClose(info));
+    this.#attach(socket);
   }
 
   /** Where the session stands. */
   get state(): SessionState {
     return this.#state;
+  }
+
+  /** The client asked to keep the session on the server after its socket is lost. */
+  get keepAlive(): boolean {
+    return this.#record?.keepAlive ?? false;
   }
 
   /** The backend's `restClientConfig` from the connect answer, if any. */
@@ -116,6 +141,7 @@ export class SignalingSession implements ClientSession {
     this.#connection = connection;
     this.#record = record;
     this.#restClientConfig = restClientConfig;
+    this.#clientObject = clientObject;
     this.#state = "established";
     this.#ctx.services.sessions.add(this);
     this.send("getUserData", clientObject);
@@ -130,8 +156,15 @@ export class SignalingSession implements ClientSession {
     return this.#record;
   }
 
-  /** Sends a message; dropped once the socket is closing. */
+  /**
+   * Sends a message; once the socket is closing it is dropped, or kept for the next
+   * connection of a session that may be resumed (pings excepted).
+   */
   send(message: string, ...data: unknown[]): void {
+    if (this.#state === "detached" || (this.#socket.state !== "open" && this.#mayDetach())) {
+      if (message !== "ping") this.#keep(encodeFrame(message, data));
+      return;
+    }
     if (this.#socket.state !== "open") return;
     if (this.#socket.bufferedAmount > maxBufferedBytes) {
       this.close(closeCodes.policy, "client does not read its messages");
@@ -145,12 +178,65 @@ export class SignalingSession implements ClientSession {
 
   /**
    * Starts closing the socket; the end path runs once it has closed, which the socket
-   * guarantees within closeHandshakeTimeoutMs.
+   * guarantees within closeHandshakeTimeoutMs. `resumable`: a keepAlive session is detached
+   * rather than ended. A detached session ends at once unless `resumable`.
    */
-  close(code: number, reason: string): void {
-    if (this.#socket.state !== "open") return;
-    this.#endReason = reason;
-    this.#socket.close(code, reason);
+  close(code: number, reason: string, resumable = false): void {
+    if (this.#state === "detached") {
+      if (!resumable) this.#end(reason, code);
+      return;
+    }
+    if (this.#socket.state === "open") {
+      this.#closeReason = reason;
+      this.#resumableClose = resumable;
+      this.#socket.close(code, reason);
+    } else if (!resumable) {
+      // The socket is going already: this close makes its end final, never a detach.
+      this.#closeReason ??= reason;
+      this.#resumableClose = false;
+    }
+  }
+
+  /**
+   * Moves the socket of `from` (a new connection whose `connection` carried this session's
+   * authToken and keepAlive) to this session: `getUserData` again, then the messages kept
+   * while it was away. A socket this session still holds is closed. False, leaving `from`
+   * as it was, unless this session is a keepAlive one still going and `from` is connecting.
+   */
+  resume(from: SignalingSession): boolean {
+    if (this.#state !== "established" && this.#state !== "detached") return false;
+    if (!this.keepAlive || this === from) return false;
+    const socket = from.#handOver();
+    if (!socket) return false;
+    const previous = this.#socket;
+    const wasDetached = this.#state === "detached";
+    clearTimeout(this.#resumeTimer);
+    this.#closeReason = undefined;
+    this.#resumableClose = false;
+    this.missedPongs = 0;
+    this.awaitingPong = false;
+    this.#attach(socket);
+    socket.maxMessageBytes = this.#ctx.services.config.ws.maxMessageBytes;
+    this.#state = "established";
+    // Its close is ignored now that the session holds another socket.
+    previous.close(closeCodes.normal, "session resumed on another connection");
+    const pending = this.#pending;
+    this.#pending = [];
+    this.#pendingBytes = 0;
+    this.send("getUserData", this.#clientObject);
+    for (const text of pending) {
+      socket.send(text);
+      this.clientLog.write("DEBUG", `>>> ${text}`);
+    }
+    const e = from.endpoints;
+    this.#log.info("session resumed", {
+      clientAddress: e.clientAddress,
+      clientPort: e.clientPort,
+      wasDetached,
+      pendingMessages: pending.length,
+    });
+    this.clientLog.write("INFO", `session resumed from ${e.clientAddress}:${e.clientPort}`);
+    return true;
   }
 
   /** Closes the session and waits until it has ended. */
@@ -167,6 +253,49 @@ export class SignalingSession implements ClientSession {
   /** Stops the client log and closes its file. */
   disableClientLog(): Promise<void> {
     return this.clientLog.disable();
+  }
+
+  /** Makes `socket` the session's own: its messages come here, its close ends or detaches. */
+  #attach(socket: ServerWebSocket): void {
+    this.#socket = socket;
+    socket.onmessage = (data) => this.#onMessage(data);
+    socket.closed.then((info) => {
+      if (this.#socket === socket) this.#onClose(info);
+    });
+  }
+
+  /**
+   * Gives up this connecting session's socket to the session it resumes: this session ends
+   * here without closing it. Undefined when it may not (no longer connecting or open).
+   */
+  #handOver(): ServerWebSocket | undefined {
+    if (this.#state !== "connecting" || this.#socket.state !== "open") return undefined;
+    this.#state = "closed";
+    this.#socket.onmessage = undefined;
+    this.#ended.resolve();
+    return this.#socket;
+  }
+
+  /** True for a keepAlive session that outlives a lost socket (a window is configured). */
+  #mayDetach(): boolean {
+    return this.#state === "established" && this.keepAlive && !this.#pendingOverflow &&
+      this.#ctx.services.config.ws.resumeWindowSec > 0;
+  }
+
+  /** Keeps a message for the next connection; past maxPendingBytes the session will end. */
+  #keep(text: string): void {
+    if (this.#pendingOverflow) return;
+    this.#pendingBytes += text.length;
+    if (this.#pendingBytes <= maxPendingBytes) {
+      this.#pending.push(text);
+      return;
+    }
+    this.#pendingOverflow = true;
+    this.#pending = [];
+    this.#pendingBytes = 0;
+    if (this.#state === "detached") {
+      this.#end(`more than ${maxPendingBytes} bytes of messages waited for a connection`);
+    }
   }
 
   #onMessage(data: string | Uint8Array): void {
@@ -218,18 +347,45 @@ export class SignalingSession implements ClientSession {
   }
 
   #onClose(info: SocketCloseInfo): void {
-    const wasEstablished = this.#state === "established";
-    this.#state = "closed";
-    const { services } = this.#ctx;
-    services.sessions.remove(this);
-    let reason = this.#endReason;
-    if (reason === undefined && info.byServer) {
+    if (this.#state === "closed" || this.#state === "detached") return;
+    let reason = this.#closeReason;
+    const failed = reason === undefined && info.byServer;
+    if (failed) {
       // The socket failed the connection: a protocol error or a message over the limit.
       reason = info.reason;
       this.#log.warn("connection failed", { code: info.code, reason });
     }
+    const lost = reason === undefined ? `socket closed (${info.code})` : reason;
+    if (!failed && (reason === undefined || this.#resumableClose) && this.#mayDetach()) {
+      this.#detach(lost);
+      return;
+    }
     reason ??= info.reason === "" ? "closed by the client" : `closed by the client: ${info.reason}`;
-    this.#log.info("session ended", { reason, code: info.code, established: wasEstablished });
+    this.#end(reason, info.code);
+  }
+
+  /** Keeps the session without a socket for `ws.resumeWindowSec`, then ends it. */
+  #detach(lost: string): void {
+    this.#state = "detached";
+    const windowSec = this.#ctx.services.config.ws.resumeWindowSec;
+    this.#log.info("session detached, kept for resumption", { reason: lost, windowSec });
+    this.clientLog.write("INFO", `${lost}: session kept ${windowSec} s for resumption`);
+    this.#resumeTimer = setTimeout(
+      () => this.#end(`not resumed within ${windowSec} s after ${lost}`),
+      windowSec * 1000,
+    );
+  }
+
+  /** The end path, run once: unregistered, streams ended, log closed, DISCONNECTED fired. */
+  #end(reason: string, code?: number): void {
+    const wasEstablished = this.#state === "established" || this.#state === "detached";
+    this.#state = "closed";
+    clearTimeout(this.#resumeTimer);
+    this.#pending = [];
+    this.#pendingBytes = 0;
+    const { services } = this.#ctx;
+    services.sessions.remove(this);
+    this.#log.info("session ended", { reason, code, established: wasEstablished });
     this.clientLog.write("INFO", `session ended: ${reason}`);
     const cleanup = (async () => {
       const streams = services.streams.list().filter((s) =>

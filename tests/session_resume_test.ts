@@ -1,0 +1,231 @@
+/**
+ * Session resumption (`keepAlive` + `authToken`): the server side cuts a keepAlive session's
+ * TCP connection (`ss -K`, as a lost network looks to the server), the client reconnects
+ * with its authToken and gets the same session back, its streams and the messages sent
+ * meanwhile included; past `ws.resumeWindowSec` the session and its streams end; an unknown
+ * token gets a new session.
+ */
+import assert from "node:assert/strict";
+import { startTestServer, testConfig, type TestServer } from "./helpers/test_server.ts";
+import { sdkConnectionObject, WcsClient } from "./helpers/wcs_client.ts";
+import {
+  nextStatus,
+  TestPlayer,
+  TestPublisher,
+  waitFor,
+  weriftSanitizers,
+} from "./webrtc_helpers.ts";
+
+/**
+ * Aborts, in the kernel, every server-side TCP connection of the signaling port: the server
+ * reads an error and the client gets a reset, with no WebSocket close on either side.
+ */
+async function cutServerConnections(port: number): Promise<void> {
+  const out = await new Deno.Command("ss", {
+    args: ["-K", "-H", "-t", "src", "127.0.0.1", "sport", "=", `:${port}`],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const killed = new TextDecoder().decode(out.stdout).trim();
+  if (!out.success || killed === "") {
+    throw new Error(
+      `ss -K cut no connection of port ${port} (needs root and CONFIG_INET_DIAG_DESTROY): ${
+        new TextDecoder().decode(out.stderr)
+      }`,
+    );
+  }
+}
+
+async function post(server: TestServer, path: string, body?: unknown) {
+  const res = await server.post(path, body);
+  const text = await res.text();
+  return { status: res.status, body: text === "" ? undefined : JSON.parse(text) };
+}
+
+async function sessionIds(server: TestServer): Promise<string[]> {
+  const { body } = await post(server, "/connection/find_all");
+  return (body as { sessionId: string }[]).map((s) => s.sessionId);
+}
+
+async function streamNames(server: TestServer): Promise<string[]> {
+  const { body } = await post(server, "/stream/find_all");
+  return (body as { name: string }[]).map((s) => s.name);
+}
+
+Deno.test({
+  name: "resume: a keepAlive session cut by the server comes back with its streams and messages",
+  ...weriftSanitizers,
+  fn: async () => {
+    const server = await startTestServer(testConfig({ ws: { resumeWindowSec: 30 } }));
+    const clients: WcsClient[] = [];
+    const publisher = new TestPublisher("VP8");
+    const player = new TestPlayer("VP8");
+    try {
+      const first = await WcsClient.connect(server.wsUrl, sdkConnectionObject({ keepAlive: true }));
+      clients.push(first.client);
+      const { sessionId, authToken } = first.userData as { sessionId: string; authToken: string };
+
+      const pubId = crypto.randomUUID();
+      await publisher.publish(first.client, { mediaSessionId: pubId, name: "kept" });
+      publisher.start();
+      assert.equal((await nextStatus(first.client, pubId)).status, "PUBLISHING");
+      const playId = crypto.randomUUID();
+      await player.play(first.client, { mediaSessionId: playId, name: "kept" });
+      assert.equal((await nextStatus(first.client, playId)).status, "PLAYING");
+
+      await cutServerConnections(server.wsPort);
+      // A reset, not a closing handshake (Deno reports code 0 or 1006 for it).
+      assert.ok(![1000, 1001].includes((await first.client.closed).code));
+      // Detached: still listed, and a message for it is kept.
+      assert.deepEqual(await sessionIds(server), [sessionId]);
+      const sent = await post(server, "/data/send", { sessionId, payload: { while: "away" } });
+      assert.equal(sent.status, 200);
+      const receivedBefore = player.received.video;
+
+      const again = await WcsClient.connect(
+        server.wsUrl,
+        sdkConnectionObject({ keepAlive: true, authToken }),
+      );
+      clients.push(again.client);
+      assert.equal(again.userData.sessionId, sessionId);
+      assert.equal(again.userData.authToken, authToken);
+      assert.equal(again.userData.status, "ESTABLISHED");
+      const [event] = await again.client.next("OnDataEvent") as [Record<string, unknown>];
+      assert.deepEqual(event.payload, { while: "away" });
+      assert.equal(event.sessionId, sessionId);
+
+      assert.deepEqual(await sessionIds(server), [sessionId]);
+      const streams = (await post(server, "/stream/find_all")).body as Record<string, unknown>[];
+      assert.deepEqual(streams.map((s) => [s.name, s.status, s.sessionId]), [
+        ["kept", "PUBLISHING", sessionId],
+        ["kept", "PLAYING", sessionId],
+      ]);
+      // The player's peer never depended on the socket: media kept flowing to it.
+      await waitFor(() => player.received.video > receivedBefore + 20, 5000, "video after resume");
+
+      // The new socket controls the session's streams and gets their statuses.
+      again.client.send("stopStream", { mediaSessionId: playId, name: "kept", published: false });
+      assert.equal((await nextStatus(again.client, playId)).status, "STOPPED");
+      again.client.send("unPublishStream", {
+        mediaSessionId: pubId,
+        name: "kept",
+        published: true,
+      });
+      assert.equal((await nextStatus(again.client, pubId)).status, "UNPUBLISHED");
+      assert.deepEqual(first.client.messages().filter((m) => m === "OnDataEvent"), []);
+    } finally {
+      await publisher.close();
+      await player.close();
+      await Promise.all(clients.map((c) => c.close()));
+      await server.stop();
+    }
+  },
+});
+
+Deno.test({
+  name: "resume: past the window the session and its streams end; its token then opens a new one",
+  ...weriftSanitizers,
+  fn: async () => {
+    const server = await startTestServer(testConfig({ ws: { resumeWindowSec: 1 } }));
+    const clients: WcsClient[] = [];
+    const publisher = new TestPublisher("VP8");
+    try {
+      const first = await WcsClient.connect(server.wsUrl, sdkConnectionObject({ keepAlive: true }));
+      clients.push(first.client);
+      const { sessionId, authToken } = first.userData as { sessionId: string; authToken: string };
+      const pubId = crypto.randomUUID();
+      await publisher.publish(first.client, { mediaSessionId: pubId, name: "gone" });
+      publisher.start();
+      assert.equal((await nextStatus(first.client, pubId)).status, "PUBLISHING");
+
+      await cutServerConnections(server.wsPort);
+      await first.client.closed;
+      assert.deepEqual(await sessionIds(server), [sessionId]);
+      assert.deepEqual(await streamNames(server), ["gone"]);
+      const deadline = Date.now() + 5000;
+      while ((await sessionIds(server)).length > 0) {
+        assert.ok(Date.now() < deadline, "the session outlived its window");
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      assert.deepEqual(await streamNames(server), []);
+      assert.equal(
+        (await post(server, "/data/send", { sessionId, payload: 1 })).status,
+        404,
+      );
+
+      const late = await WcsClient.connect(
+        server.wsUrl,
+        sdkConnectionObject({ keepAlive: true, authToken }),
+      );
+      clients.push(late.client);
+      assert.notEqual(late.userData.sessionId, sessionId);
+      assert.notEqual(late.userData.authToken, authToken);
+      assert.deepEqual(await sessionIds(server), [late.userData.sessionId]);
+    } finally {
+      await publisher.close();
+      await Promise.all(clients.map((c) => c.close()));
+      await server.stop();
+    }
+  },
+});
+
+Deno.test("resume: only keepAlive sessions are kept, and REST terminate ends a kept one", async () => {
+  const server = await startTestServer(testConfig({ ws: { resumeWindowSec: 60 } }));
+  const clients: WcsClient[] = [];
+  try {
+    const plain = await WcsClient.connect(server.wsUrl);
+    clients.push(plain.client);
+    await cutServerConnections(server.wsPort);
+    await plain.client.closed;
+    const deadline = Date.now() + 3000;
+    while ((await sessionIds(server)).length > 0) {
+      assert.ok(Date.now() < deadline, "a session without keepAlive outlived its socket");
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    // Its token does not bring it back.
+    const other = await WcsClient.connect(
+      server.wsUrl,
+      sdkConnectionObject({ keepAlive: true, authToken: plain.userData.authToken }),
+    );
+    clients.push(other.client);
+    assert.notEqual(other.userData.sessionId, plain.userData.sessionId);
+
+    await cutServerConnections(server.wsPort);
+    await other.client.closed;
+    const kept = other.userData.sessionId as string;
+    assert.deepEqual(await sessionIds(server), [kept]);
+    const terminated = await post(server, "/connection/terminate", { sessionId: kept });
+    assert.equal(terminated.status, 200);
+    assert.deepEqual(await sessionIds(server), []);
+  } finally {
+    await Promise.all(clients.map((c) => c.close()));
+    await server.stop();
+  }
+});
+
+Deno.test("resume: a reconnect while the old socket is still open takes the session over", async () => {
+  const server = await startTestServer(testConfig());
+  const clients: WcsClient[] = [];
+  try {
+    const first = await WcsClient.connect(
+      server.wsUrl,
+      // The SFU SDK's first connection carries a null authToken.
+      sdkConnectionObject({ keepAlive: true, authToken: null }),
+    );
+    clients.push(first.client);
+    const again = await WcsClient.connect(
+      server.wsUrl,
+      sdkConnectionObject({ keepAlive: true, authToken: first.userData.authToken }),
+    );
+    clients.push(again.client);
+    assert.equal(again.userData.sessionId, first.userData.sessionId);
+    const closed = await first.client.closed;
+    assert.deepEqual([closed.code, closed.reason], [1000, "session resumed on another connection"]);
+    assert.deepEqual(await sessionIds(server), [first.userData.sessionId]);
+    const status = await again.client.sendData({ hello: 1 });
+    assert.equal(status.status, "ACCEPTED");
+  } finally {
+    await Promise.all(clients.map((c) => c.close()));
+    await server.stop();
+  }
+});
