@@ -229,3 +229,35 @@ Deno.test("resume: a reconnect while the old socket is still open takes the sess
     await server.stop();
   }
 });
+
+Deno.test("resume: a keepAlive session that stops answering pings is kept; a stop ends it", async () => {
+  const server = await startTestServer(
+    testConfig({ keepAlive: { intervalMs: 100, probes: 2 }, ws: { resumeWindowSec: 60 } }),
+  );
+  const clients: WcsClient[] = [];
+  try {
+    const silent = await WcsClient.connect(
+      server.wsUrl,
+      sdkConnectionObject({ keepAlive: true }),
+      { autoPong: false },
+    );
+    clients.push(silent.client);
+    const closed = await silent.client.closed;
+    assert.match(closed.reason, /^no pong to 2 pings$/);
+    assert.deepEqual(await sessionIds(server), [silent.userData.sessionId]);
+    const again = await WcsClient.connect(
+      server.wsUrl,
+      sdkConnectionObject({ keepAlive: true, authToken: silent.userData.authToken }),
+      { autoPong: false },
+    );
+    clients.push(again.client);
+    assert.equal(again.userData.sessionId, silent.userData.sessionId);
+    // Silent again: detached again, then the server's stop ends it (its window timer too).
+    await again.client.closed;
+    assert.deepEqual(await sessionIds(server), [silent.userData.sessionId]);
+  } finally {
+    await Promise.all(clients.map((c) => c.close()));
+    await server.stop();
+  }
+  assert.equal(server.services.sessions.size, 0);
+});
