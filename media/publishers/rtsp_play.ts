@@ -16,7 +16,8 @@ import { FramePacketizer } from "../rtp/frame_packetizer.ts";
 import { H264Packetizer } from "../rtp/h264_packetizer.ts";
 import { H265Packetizer } from "../rtp/h265_packetizer.ts";
 import type { Packetizer } from "../rtp/packetizer.ts";
-import { writeRtpPacket } from "../rtp/rtp_writer.ts";
+import { rtpHeaderBytes } from "../rtp/packet.ts";
+import { writeRtpHeader } from "../rtp/rtp_writer.ts";
 import { ntpUnixOffsetSec, writeSenderReport } from "../rtp/sender_report.ts";
 import { trackPayloadType, trackRtpClock } from "../rtp/track_sdp.ts";
 import { Vp8Packetizer } from "../rtp/vp8_packetizer.ts";
@@ -48,6 +49,38 @@ interface OutTrack {
   packets: number;
   octets: number;
   lastReportMs: number;
+}
+
+/** A packet of a frame: its payload, marker bit and timestamp offset (in the track's clock). */
+interface FramePacket {
+  readonly payload: Uint8Array;
+  readonly marker: boolean;
+  readonly offset: number;
+}
+
+/**
+ * The packets of each frame, made once for all the players of its stream (every player of a
+ * track packetizes alike; only the headers differ), kept as long as the frame is.
+ */
+const packetsByFrame = new WeakMap<MediaFrame, readonly FramePacket[]>();
+
+/** The packets of `frame`; none for a malformed frame, which is skipped. */
+function framePackets(frame: MediaFrame, packetizer: Packetizer): readonly FramePacket[] {
+  let packets = packetsByFrame.get(frame);
+  if (packets) return packets;
+  const made: FramePacket[] = [];
+  try {
+    packetizer.packetize(
+      frame,
+      (payload, marker, offset) => made.push({ payload, marker, offset }),
+    );
+    packets = made;
+  } catch (err) {
+    if (!(err instanceof ParseError)) throw err;
+    packets = [];
+  }
+  packetsByFrame.set(frame, packets);
+  return packets;
 }
 
 function randomUint32(): number {
@@ -228,6 +261,8 @@ export class RtspPlay {
   #packets(frame: MediaFrame): Uint8Array | undefined {
     const out = this.#tracks.get(frame.trackId);
     if (!out) return undefined;
+    const packets = framePackets(frame, out.packetizer);
+    if (packets.length === 0) return undefined;
     const ptsSec = frame.pts / out.track.clockRate;
     if (Number.isNaN(this.#originPtsSec)) {
       this.#originPtsSec = ptsSec;
@@ -235,12 +270,12 @@ export class RtspPlay {
     }
     const timestamp = (out.timestampBase + Math.round(ptsSec * out.rtpClock)) >>> 0;
     const clockRatio = out.rtpClock / out.track.clockRate;
-    const chunks: Uint8Array[] = [];
+    let report: Uint8Array | undefined;
     const nowMs = performance.now();
     if (nowMs - out.lastReportMs >= senderReportIntervalMs) {
       // Before the first packet too, so a client aligns the tracks from the start.
       out.lastReportMs = nowMs;
-      const report = writeSenderReport({
+      report = writeSenderReport({
         ssrc: out.ssrc,
         ntpSec: this.#originNtpSec + (ptsSec - this.#originPtsSec),
         rtpTimestamp: timestamp,
@@ -248,56 +283,52 @@ export class RtspPlay {
         octets: out.octets,
         cname: this.#cname,
       }, interleavedHeaderBytes);
-      this.#emit(out, report, true, chunks);
     }
-    try {
-      out.packetizer.packetize(frame, (payload, marker, offset) => {
-        const packet = writeRtpPacket(
-          {
-            marker,
-            payloadType: out.payloadType,
-            sequenceNumber: out.sequenceNumber,
-            timestamp: (timestamp + Math.round(offset * clockRatio)) >>> 0,
-            ssrc: out.ssrc,
-          },
-          payload,
-          interleavedHeaderBytes,
-        );
-        out.sequenceNumber = (out.sequenceNumber + 1) & 0xffff;
-        out.packets++;
-        out.octets += payload.length;
-        this.#emit(out, packet, false, chunks);
-      });
-    } catch (err) {
-      // A malformed frame is skipped; the next one goes out as usual.
-      if (!(err instanceof ParseError)) throw err;
-    }
-    if (chunks.length === 0) return undefined;
-    if (chunks.length === 1) return chunks[0];
-    let length = 0;
-    for (const c of chunks) length += c.length;
-    const joined = new Uint8Array(length);
+    // One buffer for the frame: each packet behind its interleaved header.
+    let size = report?.length ?? 0;
+    for (const p of packets) size += interleavedHeaderBytes + rtpHeaderBytes + p.payload.length;
+    const bytes = new Uint8Array(size);
     let at = 0;
-    for (const c of chunks) {
-      joined.set(c, at);
-      at += c.length;
+    if (report) {
+      bytes.set(report);
+      this.#frame(out, bytes, 0, report.length, true);
+      at = report.length;
     }
-    return joined;
+    for (const p of packets) {
+      const length = interleavedHeaderBytes + rtpHeaderBytes + p.payload.length;
+      writeRtpHeader(bytes, at + interleavedHeaderBytes, {
+        marker: p.marker,
+        payloadType: out.payloadType,
+        sequenceNumber: out.sequenceNumber,
+        timestamp: (timestamp + Math.round(p.offset * clockRatio)) >>> 0,
+        ssrc: out.ssrc,
+      });
+      bytes.set(p.payload, at + interleavedHeaderBytes + rtpHeaderBytes);
+      this.#frame(out, bytes, at, length, false);
+      out.sequenceNumber = (out.sequenceNumber + 1) & 0xffff;
+      out.packets++;
+      out.octets += p.payload.length;
+      at += length;
+    }
+    return out.transport.protocol === "tcp" ? bytes : undefined;
   }
 
-  /** A packet (after its 4 free bytes) sent by UDP now, or framed for the connection. */
-  #emit(out: OutTrack, bytes: Uint8Array, rtcp: boolean, chunks: Uint8Array[]): void {
+  /**
+   * The packet at `at` (`length` bytes, its first 4 free): sent by UDP now, or given its
+   * interleaved header for the connection.
+   */
+  #frame(out: OutTrack, bytes: Uint8Array, at: number, length: number, rtcp: boolean): void {
     const transport = out.transport;
     if (transport.protocol === "udp") {
       const port = transport.clientPorts[rtcp ? 1 : 0];
-      transport.pair.send(bytes.subarray(interleavedHeaderBytes), rtcp, port, transport.address);
+      const packet = bytes.subarray(at + interleavedHeaderBytes, at + length);
+      transport.pair.send(packet, rtcp, port, transport.address);
       return;
     }
-    const length = bytes.length - interleavedHeaderBytes;
-    bytes[0] = 0x24;
-    bytes[1] = transport.interleaved[rtcp ? 1 : 0];
-    bytes[2] = length >> 8;
-    bytes[3] = length & 0xff;
-    chunks.push(bytes);
+    const payloadLength = length - interleavedHeaderBytes;
+    bytes[at] = 0x24;
+    bytes[at + 1] = transport.interleaved[rtcp ? 1 : 0];
+    bytes[at + 2] = payloadLength >> 8;
+    bytes[at + 3] = payloadLength & 0xff;
   }
 }

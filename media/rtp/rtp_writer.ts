@@ -1,9 +1,7 @@
 /**
- * The bytes of RTP packets a sender writes (RFC 3550 §5.1): the fixed header (no CSRC, no
- * extension) and the payload, after room for a prefix the caller fills in (the 4-byte
- * interleaved frame header of RTSP over TCP), so a packet is built with one allocation.
+ * The fixed header of RTP packets a sender writes (RFC 3550 §5.1; no CSRC, no extension),
+ * written into the caller's buffer, so packets of a frame share one allocation.
  */
-import { rtpHeaderBytes } from "./packet.ts";
 
 /** Header fields of a packet to send. */
 export interface RtpHeaderFields {
@@ -16,22 +14,14 @@ export interface RtpHeaderFields {
   ssrc: number;
 }
 
-/** A new buffer: `prefixBytes` zero bytes, the RTP header, then `payload`. */
-export function writeRtpPacket(
-  fields: RtpHeaderFields,
-  payload: Uint8Array,
-  prefixBytes = 0,
-): Uint8Array {
-  const out = new Uint8Array(prefixBytes + rtpHeaderBytes + payload.length);
-  const h = prefixBytes;
-  out[h] = 0x80;
-  out[h + 1] = (fields.marker ? 0x80 : 0) | (fields.payloadType & 0x7f);
-  out[h + 2] = (fields.sequenceNumber >> 8) & 0xff;
-  out[h + 3] = fields.sequenceNumber & 0xff;
-  writeUint32(out, h + 4, fields.timestamp);
-  writeUint32(out, h + 8, fields.ssrc);
-  out.set(payload, h + rtpHeaderBytes);
-  return out;
+/** Writes the fixed RTP header at `at` of `out` (12 bytes). */
+export function writeRtpHeader(out: Uint8Array, at: number, fields: RtpHeaderFields): void {
+  out[at] = 0x80;
+  out[at + 1] = (fields.marker ? 0x80 : 0) | (fields.payloadType & 0x7f);
+  out[at + 2] = (fields.sequenceNumber >> 8) & 0xff;
+  out[at + 3] = fields.sequenceNumber & 0xff;
+  writeUint32(out, at + 4, fields.timestamp);
+  writeUint32(out, at + 8, fields.ssrc);
 }
 
 /** Writes a 32-bit big-endian integer. */
