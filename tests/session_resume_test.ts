@@ -6,6 +6,7 @@
  * token gets a new session.
  */
 import assert from "node:assert/strict";
+import { cutServerConnections } from "./helpers/connection_cut.ts";
 import { startTestServer, testConfig, type TestServer } from "./helpers/test_server.ts";
 import { sdkConnectionObject, WcsClient } from "./helpers/wcs_client.ts";
 import {
@@ -15,26 +16,6 @@ import {
   waitFor,
   weriftSanitizers,
 } from "./webrtc_helpers.ts";
-
-/**
- * Aborts, in the kernel, every server-side TCP connection of the signaling port: the server
- * reads an error and the client gets a reset, with no WebSocket close on either side.
- */
-async function cutServerConnections(port: number): Promise<void> {
-  const out = await new Deno.Command("ss", {
-    args: ["-K", "-H", "-t", "src", "127.0.0.1", "sport", "=", `:${port}`],
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const killed = new TextDecoder().decode(out.stdout).trim();
-  if (!out.success || killed === "") {
-    throw new Error(
-      `ss -K cut no connection of port ${port} (needs root and CONFIG_INET_DIAG_DESTROY): ${
-        new TextDecoder().decode(out.stderr)
-      }`,
-    );
-  }
-}
 
 async function post(server: TestServer, path: string, body?: unknown) {
   const res = await server.post(path, body);
