@@ -11,6 +11,7 @@ import { registerConnection } from "./connection.ts";
 import { registerData } from "./data.ts";
 import { HandlerTable, type SignalingContext } from "./handlers.ts";
 import { KeepAlive, registerKeepAlive } from "./keepalive.ts";
+import { registerMseStreams } from "./mse_streams.ts";
 import { registerPushLogs } from "./push_logs.ts";
 import { closeCodes, closeHandshakeTimeoutMs, SignalingSession } from "./session.ts";
 import { registerWebRtcStreams } from "./webrtc_streams.ts";
@@ -42,6 +43,7 @@ export function defaultHandlers(): HandlerTable {
   registerData(handlers);
   registerPushLogs(handlers);
   registerWebRtcStreams(handlers);
+  registerMseStreams(handlers);
   return handlers;
 }
 

@@ -239,6 +239,19 @@ export class SignalingSession implements ClientSession {
     return true;
   }
 
+  /**
+   * Gives up the socket of a session that never sent `connection`, for another use (the MSE
+   * media transport `connectMediaTransport` opens): this session ends here without closing
+   * it. Undefined unless the session is new and its socket open.
+   */
+  releaseSocket(): ServerWebSocket | undefined {
+    if (this.#state !== "new" || this.#socket.state !== "open") return undefined;
+    this.#state = "closed";
+    this.#socket.onmessage = undefined;
+    this.#ended.resolve();
+    return this.#socket;
+  }
+
   /** Closes the session and waits until it has ended. */
   async terminate(reason: string): Promise<void> {
     this.close(closeCodes.normal, reason);

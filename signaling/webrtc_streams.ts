@@ -77,7 +77,7 @@ const terminal = new Set<StreamStatus>(["UNPUBLISHED", "STOPPED", "FAILED"]);
  * Status and events of one stream towards its session: `notifyStreamStatusEvent` with the
  * client's stream object, the StreamStatusEvent hook, and `onEnd` after the final status.
  */
-class SessionStreamClient implements StreamClient {
+export class SessionStreamClient implements StreamClient {
   #ended = false;
 
   constructor(
@@ -126,7 +126,7 @@ class SessionStreamClient implements StreamClient {
 }
 
 /** The stream object without its SDP (what status events and records carry). */
-function withoutSdp(stream: Record<string, unknown>): Record<string, unknown> {
+export function withoutSdp(stream: Record<string, unknown>): Record<string, unknown> {
   const { sdp: _sdp, ...rest } = stream;
   return rest;
 }
@@ -135,7 +135,7 @@ function withoutSdp(stream: Record<string, unknown>): Record<string, unknown> {
  * The checks and hook common to publish and play. Returns the stream object to go on with,
  * or undefined after the client got its FAILED status.
  */
-async function admit(
+export async function admit(
   session: SignalingSession,
   payload: unknown,
   services: Services,
@@ -416,7 +416,7 @@ function handleStreamEvent(
  * A publish or play handler that, when it fails unexpectedly before its stream exists, still
  * gives the client a final status: the SDK's stop() retries forever on a PENDING stream.
  */
-function withFinalStatus(handle: MessageHandler): MessageHandler {
+export function withFinalStatus(handle: MessageHandler): MessageHandler {
   return async (session, payload, ctx) => {
     try {
       await handle(session, payload, ctx);

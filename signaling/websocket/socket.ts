@@ -103,6 +103,11 @@ export class ServerWebSocket {
     if (this.#state === "open") this.#enqueue(encodeText(text));
   }
 
+  /** Sends a binary message (the MSE media transport); dropped unless open. */
+  sendBinary(data: Uint8Array): void {
+    if (this.#state === "open") this.#enqueue(encodeFrame(opcodes.binary, data));
+  }
+
   /**
    * Starts the closing handshake: our close frame, then the client's answer closes TCP, or
    * the close timeout does.
