@@ -41,6 +41,7 @@ Deno.test({
     const clients: WcsClient[] = [];
     const publisher = new TestPublisher("VP8");
     const player = new TestPlayer("VP8");
+    const ended = new TestPlayer("VP8");
     try {
       const first = await WcsClient.connect(server.wsUrl, sdkConnectionObject({ keepAlive: true }));
       clients.push(first.client);
@@ -53,6 +54,9 @@ Deno.test({
       const playId = crypto.randomUUID();
       await player.play(first.client, { mediaSessionId: playId, name: "kept" });
       assert.equal((await nextStatus(first.client, playId)).status, "PLAYING");
+      const endedId = crypto.randomUUID();
+      await ended.play(first.client, { mediaSessionId: endedId, name: "kept" });
+      assert.equal((await nextStatus(first.client, endedId)).status, "PLAYING");
 
       await cutServerConnections(server.wsPort);
       // A reset, not a closing handshake (Deno reports code 0 or 1006 for it).
@@ -61,6 +65,8 @@ Deno.test({
       assert.deepEqual(await sessionIds(server), [sessionId]);
       const sent = await post(server, "/data/send", { sessionId, payload: { while: "away" } });
       assert.equal(sent.status, 200);
+      const stopped = await post(server, "/stream/terminate", { mediaSessionId: endedId });
+      assert.equal(stopped.status, 200);
       const receivedBefore = player.received.video;
 
       const again = await WcsClient.connect(
@@ -74,6 +80,8 @@ Deno.test({
       const [event] = await again.client.next("OnDataEvent") as [Record<string, unknown>];
       assert.deepEqual(event.payload, { while: "away" });
       assert.equal(event.sessionId, sessionId);
+      const status = await nextStatus(again.client, endedId);
+      assert.deepEqual([status.status, status.info], ["STOPPED", "Stopped by rest /terminate"]);
 
       assert.deepEqual(await sessionIds(server), [sessionId]);
       const streams = (await post(server, "/stream/find_all")).body as Record<string, unknown>[];
@@ -97,6 +105,7 @@ Deno.test({
     } finally {
       await publisher.close();
       await player.close();
+      await ended.close();
       await Promise.all(clients.map((c) => c.close()));
       await server.stop();
     }

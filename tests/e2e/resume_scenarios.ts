@@ -151,6 +151,19 @@ Deno.test("Web SDK 2.0.276 session resumption in Chromium", async (t) => {
         JSON.stringify(streams),
       );
     });
+
+    await t.step("the first player, whose peer the SDK closed, ends on its own", async () => {
+      const started = Date.now();
+      const playing = async () =>
+        ((await (await server.post("/stream/find", { sessionId: viewerId })).json()) as {
+          status: string;
+        }[]).filter((s) => s.status === "PLAYING").length;
+      while (await playing() > 1) {
+        assert.ok(Date.now() - started < 60_000, "the closed peer's player outlived 60 s");
+        await new Promise((r) => setTimeout(r, 250));
+      }
+      console.log(`bench: orphaned player ended ${Date.now() - started} ms after the resume`);
+    });
   } finally {
     await context.close();
     await Deno.remove(profile, { recursive: true });
