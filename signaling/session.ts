@@ -206,7 +206,7 @@ export class SignalingSession implements ClientSession {
   resume(from: SignalingSession): boolean {
     if (this.#state !== "established" && this.#state !== "detached") return false;
     if (!this.keepAlive || this === from) return false;
-    const socket = from.#handOver();
+    const socket = from.#giveUpSocket("connecting");
     if (!socket) return false;
     const previous = this.#socket;
     const wasDetached = this.#state === "detached";
@@ -245,11 +245,7 @@ export class SignalingSession implements ClientSession {
    * it. Undefined unless the session is new and its socket open.
    */
   releaseSocket(): ServerWebSocket | undefined {
-    if (this.#state !== "new" || this.#socket.state !== "open") return undefined;
-    this.#state = "closed";
-    this.#socket.onmessage = undefined;
-    this.#ended.resolve();
-    return this.#socket;
+    return this.#giveUpSocket("new");
   }
 
   /** Closes the session and waits until it has ended. */
@@ -278,11 +274,12 @@ export class SignalingSession implements ClientSession {
   }
 
   /**
-   * Gives up this connecting session's socket to the session it resumes: this session ends
-   * here without closing it. Undefined when it may not (no longer connecting or open).
+   * Gives up the socket (to a media transport, or to the session a `connection` resumes):
+   * this session ends here without closing it. Undefined unless the session is in `state`
+   * and its socket open.
    */
-  #handOver(): ServerWebSocket | undefined {
-    if (this.#state !== "connecting" || this.#socket.state !== "open") return undefined;
+  #giveUpSocket(state: SessionState): ServerWebSocket | undefined {
+    if (this.#state !== state || this.#socket.state !== "open") return undefined;
     this.#state = "closed";
     this.#socket.onmessage = undefined;
     this.#ended.resolve();
