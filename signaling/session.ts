@@ -295,7 +295,8 @@ export class SignalingSession implements ClientSession {
   /** Keeps a message for the next connection; past maxPendingBytes the session will end. */
   #keep(text: string): void {
     if (this.#pendingOverflow) return;
-    this.#pendingBytes += text.length;
+    // Rare path (no socket): the exact UTF-8 size is worth its encoding.
+    this.#pendingBytes += new TextEncoder().encode(text).byteLength;
     if (this.#pendingBytes <= maxPendingBytes) {
       this.#pending.push(text);
       return;

@@ -7,6 +7,7 @@
  */
 import assert from "node:assert/strict";
 import { cutServerConnections } from "./helpers/connection_cut.ts";
+import { maxPendingBytes } from "../signaling/session.ts";
 import { startTestServer, testConfig, type TestServer } from "./helpers/test_server.ts";
 import { sdkConnectionObject, WcsClient } from "./helpers/wcs_client.ts";
 import {
@@ -250,4 +251,28 @@ Deno.test("resume: a keepAlive session that stops answering pings is kept; a sto
     await server.stop();
   }
   assert.equal(server.services.sessions.size, 0);
+});
+
+Deno.test("resume: a detached session ends once its kept messages pass maxPendingBytes", async () => {
+  const server = await startTestServer(testConfig({ ws: { resumeWindowSec: 60 } }));
+  const clients: WcsClient[] = [];
+  try {
+    const first = await WcsClient.connect(server.wsUrl, sdkConnectionObject({ keepAlive: true }));
+    clients.push(first.client);
+    const sessionId = first.userData.sessionId as string;
+    await cutServerConnections(server.wsPort);
+    await first.client.closed;
+    const payload = "x".repeat(900 * 1024);
+    const statuses: number[] = [];
+    for (let sent = 0; sent <= maxPendingBytes + payload.length; sent += payload.length) {
+      statuses.push((await post(server, "/data/send", { sessionId, payload })).status);
+    }
+    // Accepted while kept; once over the bound the session is gone.
+    assert.equal(statuses[0], 200);
+    assert.equal(statuses.at(-1), 404);
+    assert.deepEqual(await sessionIds(server), []);
+  } finally {
+    await Promise.all(clients.map((c) => c.close()));
+    await server.stop();
+  }
 });
