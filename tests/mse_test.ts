@@ -88,6 +88,10 @@ class MediaTransport {
     return transport;
   }
 
+  get state(): number {
+    return this.#socket.readyState;
+  }
+
   get records(): MseRecord[] {
     return this.messages.flatMap(parseRecords);
   }
@@ -198,6 +202,7 @@ function remux(
 }
 
 Deno.test("MSE: an RTMP stream plays as SDK records (configs, then a keyframe) that decode as H.264 + AAC", async () => {
+  let left: MediaTransport | undefined;
   await withServer(async (server) => {
     const publisher = publishRtmp(`rtmp://127.0.0.1:${server.rtmpPort}/live/mse`, 30);
     const { client, userData } = await WcsClient.connect(server.wsUrl);
@@ -253,6 +258,11 @@ Deno.test("MSE: an RTMP stream plays as SDK records (configs, then a keyframe) t
       } finally {
         await Deno.remove(file);
       }
+      // A second play of the session, left playing: the server's stop ends it.
+      left = (await playMse(server, client, userData.authToken as string, "mse")).transport;
+      const [second] = await client.next("notifyStreamStatusEvent") as [Record<string, unknown>];
+      assert.equal(second.status, "PLAYING");
+      await waitFor("the second play's media", () => left!.messages.length > 0 || undefined);
       client.send("stopStream", { mediaSessionId });
       const [stopped] = await client.next("notifyStreamStatusEvent") as [Record<string, unknown>];
       assert.equal(stopped.status, "STOPPED");
@@ -260,12 +270,15 @@ Deno.test("MSE: an RTMP stream plays as SDK records (configs, then a keyframe) t
       const closed = await transport.closed;
       assert.equal(closed.code, 1000);
       assert.deepEqual(await (await server.post("/stream/find", { mediaSessionId })).json(), []);
+      assert.equal(left.state, WebSocket.OPEN);
     } finally {
       await transport?.close();
-      await client.close();
       await stopPublisher(publisher);
     }
   });
+  // The server closed the media socket of the play it ended when it stopped.
+  assert.ok(left);
+  assert.equal((await left.closed).code, 1000);
 });
 
 Deno.test("MSE: WSPlayer plays end FAILED with the reason; a media socket with an unknown authToken is closed", async () => {

@@ -140,19 +140,23 @@ export class MsePlayer implements RegisteredStream {
     transport.closed.then(() => this.terminate(transportClosedInfo));
     this.#status = "PLAYING";
     this.#options.client.status("PLAYING", "", muteFields(this.source));
-    this.#reader = this.#options.frames.reader(undefined, "other");
+    this.#reader = this.#options.frames.reader(undefined, "mse");
     this.#pump();
   }
 
   /** Ends the play: stops reading, closes the transport, reports the final status. */
   terminate(info: string): Promise<void> {
-    if (this.#status === "ENDED") return Promise.resolve();
+    if (this.#status === "ENDED") {
+      return this.#transport?.closed.then(() => {}) ?? Promise.resolve();
+    }
     this.#status = "ENDED";
     clearTimeout(this.#timer);
     this.#reader?.close();
-    this.#transport?.close(info === slowClientInfo ? closePolicy : closeNormal, info);
+    const transport = this.#transport;
+    transport?.close(info === slowClientInfo ? closePolicy : closeNormal, info);
     this.#options.client.status(finalStatus(info, "STOPPED"), info, muteFields(this.source));
-    return Promise.resolve();
+    // The socket is gone within its close timeout, so a stopping server leaves none behind.
+    return transport ? transport.closed.then(() => {}) : Promise.resolve();
   }
 
   /** Delivers a stream event (e.g. one sent by REST) to this player's client. */
