@@ -11,9 +11,11 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 /**
  * The core/ files media/ may import. Each is a leaf: errors (typed errors), log (the
  * logger), ids (identifiers), paths (containing a path in a folder), redact (hiding
- * secrets in URIs and text, used by log), limits (capped counters), accept_loop (a TCP
- * accept loop no accept error ends, shared by the signaling and RTMP listeners) with the
- * descriptor guard it asks (fd_guard, fd_limit, libc) import no registry.
+ * secrets in URIs and text, used by log), limits (capped counters), metrics (the Prometheus
+ * counters media updates), accept_loop (a TCP accept loop no accept error ends, shared by
+ * the signaling and RTMP listeners) with the descriptor guard it asks (fd_guard, fd_limit,
+ * libc) and the TLS handshake deadline and socket shutdown it uses (tls_handshake,
+ * socket_shutdown) import no registry.
  */
 const coreLeaves = new Set([
   "errors.ts",
@@ -26,6 +28,9 @@ const coreLeaves = new Set([
   "fd_guard.ts",
   "fd_limit.ts",
   "libc.ts",
+  "metrics.ts",
+  "tls_handshake.ts",
+  "socket_shutdown.ts",
 ]);
 
 /** Every .ts file under `dir`, recursively. */
