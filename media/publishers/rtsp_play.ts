@@ -27,6 +27,11 @@ import type { Stream, StreamReader } from "../stream.ts";
 export const senderReportIntervalMs = 2000;
 /** Bytes of the interleaved frame header (`$`, channel, 16-bit length). */
 const interleavedHeaderBytes = 4;
+/**
+ * Most bytes of one write to a TCP player: a keyframe goes in several, so a player's buffer
+ * stays this size rather than its largest frame's.
+ */
+export const tcpWriteBytes = 32 * 1024;
 
 /** Where a track's packets go. */
 export type RtspTrackTransport =
@@ -83,6 +88,28 @@ function framePackets(frame: MediaFrame, packetizer: Packetizer): readonly Frame
   return packets;
 }
 
+/** A frame on its way to a TCP player: its packets from `next` on. */
+interface PendingFrame {
+  readonly out: OutTrack;
+  readonly packets: readonly FramePacket[];
+  next: number;
+  /** RTP timestamp of the frame. */
+  readonly timestamp: number;
+  /** RTP clock over the track's clock. */
+  readonly clockRatio: number;
+  /** The sender report to send first, after its 4 free bytes. */
+  report?: Uint8Array;
+}
+
+/** Fills the interleaved header (`$`, channel, length) of the `length` bytes at `at`. */
+function interleave(buf: Uint8Array, at: number, length: number, channel: number): void {
+  const payloadLength = length - interleavedHeaderBytes;
+  buf[at] = 0x24;
+  buf[at + 1] = channel;
+  buf[at + 2] = payloadLength >> 8;
+  buf[at + 3] = payloadLength & 0xff;
+}
+
 function randomUint32(): number {
   return crypto.getRandomValues(new Uint32Array(1))[0];
 }
@@ -122,6 +149,8 @@ export class RtspPlay {
   /** Stream time (s) and NTP time (s) of the first frame sent: the sender reports' anchor. */
   #originPtsSec = NaN;
   #originNtpSec = 0;
+  /** The buffer of a TCP player's writes (see #chunk). */
+  readonly #scratch = new Uint8Array(tcpWriteBytes);
 
   /** `cname`: the canonical name of the session, in every sender report. */
   constructor(stream: Stream, conn: RtspServerConn, cname: string) {
@@ -222,17 +251,25 @@ export class RtspPlay {
   }
 
   /**
-   * Sends the reader's frames until it is drained; over TCP one write per frame, waiting for
-   * it, so a slow client's reader fills and drops instead of the socket's queue growing.
+   * Sends the reader's frames until it is drained; over TCP in writes of at most
+   * `tcpWriteBytes`, each waited for, so a slow client's reader fills and drops instead of
+   * the socket's queue growing.
    */
   #pump(reader: StreamReader): Promise<void> {
     const { promise, resolve, reject } = Promise.withResolvers<void>();
     let frame = this.#first;
     this.#first = undefined;
+    let pending: PendingFrame | undefined;
     const pump = (): void => {
       try {
         for (;;) {
           if (reader !== this.#reader) return resolve();
+          if (pending) {
+            const chunk = this.#chunk(pending);
+            if (pending.next === pending.packets.length) pending = undefined;
+            this.#conn.write(chunk).then(pump, reject);
+            return;
+          }
           frame ??= reader.poll(pump);
           if (frame === undefined) {
             if (reader.drained) {
@@ -242,12 +279,8 @@ export class RtspPlay {
             }
             return;
           }
-          const bytes = this.#packets(frame);
+          pending = this.#begin(frame);
           frame = undefined;
-          if (bytes) {
-            this.#conn.write(bytes).then(pump, reject);
-            return;
-          }
         }
       } catch (err) {
         reject(err);
@@ -257,8 +290,11 @@ export class RtspPlay {
     return promise;
   }
 
-  /** Sends a frame's packets over UDP, or returns the bytes to write on the connection. */
-  #packets(frame: MediaFrame): Uint8Array | undefined {
+  /**
+   * Starts a frame: its sender report when one is due, then its packets, sent at once over
+   * UDP, or returned to be written in chunks over TCP.
+   */
+  #begin(frame: MediaFrame): PendingFrame | undefined {
     const out = this.#tracks.get(frame.trackId);
     if (!out) return undefined;
     const packets = framePackets(frame, out.packetizer);
@@ -268,67 +304,86 @@ export class RtspPlay {
       this.#originPtsSec = ptsSec;
       this.#originNtpSec = Date.now() / 1000 + ntpUnixOffsetSec;
     }
-    const timestamp = (out.timestampBase + Math.round(ptsSec * out.rtpClock)) >>> 0;
-    const clockRatio = out.rtpClock / out.track.clockRate;
-    let report: Uint8Array | undefined;
+    const pending: PendingFrame = {
+      out,
+      packets,
+      next: 0,
+      timestamp: (out.timestampBase + Math.round(ptsSec * out.rtpClock)) >>> 0,
+      clockRatio: out.rtpClock / out.track.clockRate,
+    };
     const nowMs = performance.now();
     if (nowMs - out.lastReportMs >= senderReportIntervalMs) {
       // Before the first packet too, so a client aligns the tracks from the start.
       out.lastReportMs = nowMs;
-      report = writeSenderReport({
+      pending.report = writeSenderReport({
         ssrc: out.ssrc,
         ntpSec: this.#originNtpSec + (ptsSec - this.#originPtsSec),
-        rtpTimestamp: timestamp,
+        rtpTimestamp: pending.timestamp,
         packets: out.packets,
         octets: out.octets,
         cname: this.#cname,
       }, interleavedHeaderBytes);
     }
-    // One buffer for the frame: each packet behind its interleaved header.
-    let size = report?.length ?? 0;
-    for (const p of packets) size += interleavedHeaderBytes + rtpHeaderBytes + p.payload.length;
-    const bytes = new Uint8Array(size);
-    let at = 0;
-    if (report) {
-      bytes.set(report);
-      this.#frame(out, bytes, 0, report.length, true);
-      at = report.length;
+    const transport = out.transport;
+    if (transport.protocol === "tcp") return pending;
+    if (pending.report) {
+      transport.pair.send(
+        pending.report.subarray(interleavedHeaderBytes),
+        true,
+        transport.clientPorts[1],
+        transport.address,
+      );
     }
     for (const p of packets) {
-      const length = interleavedHeaderBytes + rtpHeaderBytes + p.payload.length;
-      writeRtpHeader(bytes, at + interleavedHeaderBytes, {
-        marker: p.marker,
-        payloadType: out.payloadType,
-        sequenceNumber: out.sequenceNumber,
-        timestamp: (timestamp + Math.round(p.offset * clockRatio)) >>> 0,
-        ssrc: out.ssrc,
-      });
-      bytes.set(p.payload, at + interleavedHeaderBytes + rtpHeaderBytes);
-      this.#frame(out, bytes, at, length, false);
-      out.sequenceNumber = (out.sequenceNumber + 1) & 0xffff;
-      out.packets++;
-      out.octets += p.payload.length;
-      at += length;
+      const packet = new Uint8Array(rtpHeaderBytes + p.payload.length);
+      this.#writePacket(pending, p, packet, 0);
+      transport.pair.send(packet, false, transport.clientPorts[0], transport.address);
     }
-    return out.transport.protocol === "tcp" ? bytes : undefined;
+    return undefined;
   }
 
   /**
-   * The packet at `at` (`length` bytes, its first 4 free): sent by UDP now, or given its
-   * interleaved header for the connection.
+   * The next interleaved bytes of a TCP frame: its report and as many packets as fit in the
+   * player's buffer. The buffer is reused: the pump writes again only once the connection
+   * took the last bytes, and a buffer per frame and player was most of a player's memory.
    */
-  #frame(out: OutTrack, bytes: Uint8Array, at: number, length: number, rtcp: boolean): void {
-    const transport = out.transport;
-    if (transport.protocol === "udp") {
-      const port = transport.clientPorts[rtcp ? 1 : 0];
-      const packet = bytes.subarray(at + interleavedHeaderBytes, at + length);
-      transport.pair.send(packet, rtcp, port, transport.address);
-      return;
+  #chunk(pending: PendingFrame): Uint8Array {
+    const { out, packets } = pending;
+    const transport = out.transport as { interleaved: [number, number] };
+    const buf = this.#scratch;
+    let at = 0;
+    if (pending.report) {
+      const report = pending.report;
+      pending.report = undefined;
+      buf.set(report);
+      interleave(buf, 0, report.length, transport.interleaved[1]);
+      at = report.length;
     }
-    const payloadLength = length - interleavedHeaderBytes;
-    bytes[at] = 0x24;
-    bytes[at + 1] = transport.interleaved[rtcp ? 1 : 0];
-    bytes[at + 2] = payloadLength >> 8;
-    bytes[at + 3] = payloadLength & 0xff;
+    while (pending.next < packets.length) {
+      const p = packets[pending.next];
+      const length = interleavedHeaderBytes + rtpHeaderBytes + p.payload.length;
+      if (at + length > buf.length) break;
+      this.#writePacket(pending, p, buf, at + interleavedHeaderBytes);
+      interleave(buf, at, length, transport.interleaved[0]);
+      at += length;
+      pending.next++;
+    }
+    return buf.subarray(0, at);
+  }
+
+  /** Writes the RTP packet of `p` at `at` of `buf` and counts it. */
+  #writePacket(pending: PendingFrame, p: FramePacket, buf: Uint8Array, at: number): void {
+    const out = pending.out;
+    writeRtpHeader(buf, at, {
+      marker: p.marker,
+      payloadType: out.payloadType,
+      sequenceNumber: out.sequenceNumber,
+      timestamp: (pending.timestamp + Math.round(p.offset * pending.clockRatio)) >>> 0,
+      ssrc: out.ssrc,
+    });
+    buf.set(p.payload, at + rtpHeaderBytes);
+    out.sequenceNumber = (out.sequenceNumber + 1) & 0xffff;
+    out.packets++;
+    out.octets += p.payload.length;
   }
 }
