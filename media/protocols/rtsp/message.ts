@@ -99,13 +99,17 @@ export function writeRequest(req: RtspRequest): Uint8Array {
   return out;
 }
 
+/** Bytes a parser starts with; it grows, up to `parserCapacityBytes`, when a message needs it. */
+export const parserInitialBytes = 8 * 1024;
+
 /**
  * Splits the byte stream of an RTSP connection into messages and interleaved frames. Bytes
- * are copied into one buffer of `parserCapacityBytes`, so a peer cannot make it grow; a
+ * are copied into one buffer that grows up to `parserCapacityBytes` and no further, so a
+ * peer cannot make it grow beyond that (an idle connection holds `parserInitialBytes`); a
  * malformed stream is a ParseError (the connection cannot be resynchronised after one).
  */
 export class RtspStreamParser {
-  #buf = new Uint8Array(parserCapacityBytes);
+  #buf = new Uint8Array(parserInitialBytes);
   #start = 0;
   #end = 0;
 
@@ -120,8 +124,16 @@ export class RtspStreamParser {
       this.#buf.copyWithin(0, this.#start, this.#end);
       this.#end -= this.#start;
       this.#start = 0;
-      if (this.#end + chunk.length > this.#buf.length) {
+      const needed = this.#end + chunk.length;
+      if (needed > parserCapacityBytes) {
         throw new ParseError("RTSP message larger than the parser's capacity");
+      }
+      if (needed > this.#buf.length) {
+        const grown = new Uint8Array(
+          Math.min(parserCapacityBytes, Math.max(needed, this.#buf.length * 2)),
+        );
+        grown.set(this.#buf.subarray(0, this.#end));
+        this.#buf = grown;
       }
     }
     this.#buf.set(chunk, this.#end);

@@ -84,3 +84,23 @@ Deno.test("requests are written with CRLFs and a Content-Length for a body; line
     ParseError,
   );
 });
+
+Deno.test("the parser starts small and grows for a big message, within its capacity", () => {
+  const parser = new RtspStreamParser();
+  const body = "x".repeat(200 * 1024);
+  const message =
+    `ANNOUNCE rtsp://h/a RTSP/1.0\r\nCSeq: 1\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
+  const bytes = new TextEncoder().encode(message);
+  for (let at = 0; at < bytes.length; at += 16 * 1024) {
+    parser.push(bytes.subarray(at, at + 16 * 1024));
+  }
+  const request = parser.next();
+  assert.equal(request?.kind, "request");
+  assert.equal(request.kind === "request" && request.body.length, body.length);
+  // Past the capacity (one largest message plus one read) it refuses.
+  const full = new RtspStreamParser();
+  full.push(new TextEncoder().encode("DESCRIBE rtsp://h/a RTSP/1.0\r\n"));
+  assert.throws(() => {
+    for (let i = 0; i < 40; i++) full.push(new Uint8Array(16 * 1024).fill(0x41));
+  }, ParseError);
+});

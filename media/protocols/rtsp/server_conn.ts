@@ -12,7 +12,7 @@ import { type InterleavedFrame, type RtspServerRequest, RtspStreamParser } from 
 import { type RtspReply, writeResponse } from "./response.ts";
 
 /** Bytes read from the socket at once. */
-export const serverReadChunkBytes = 16 * 1024;
+export const serverReadChunkBytes = 4 * 1024;
 /** Time a started request has to arrive whole, in ms. */
 export const requestTimeoutMs = 5000;
 /** Time a write may wait for the client to read, in ms. */
