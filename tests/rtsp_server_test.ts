@@ -167,3 +167,39 @@ Deno.test("RTSP server with users: ffmpeg with the password in the URL decodes (
     await server.stop();
   }
 });
+
+Deno.test("RTSP server: an H.265 + Opus VOD goes out as H.265 (RFC 7798) and Opus, decoded by ffmpeg over TCP", async () => {
+  const config = testConfig();
+  await Deno.mkdir(config.folders.media, { recursive: true });
+  const path = `${config.folders.media}/hevc.mp4`;
+  const made = await new Deno.Command("ffmpeg", {
+    args: [
+      ...["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25"],
+      ...["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000", "-t", "20"],
+      ...["-c:v", "libx265", "-preset", "ultrafast", "-x265-params", "log-level=error:keyint=25"],
+      ...["-pix_fmt", "yuv420p", "-c:a", "libopus", "-b:a", "64k", path],
+    ],
+  }).output();
+  assert.ok(made.success, new TextDecoder().decode(made.stderr));
+  const server = await startTestServer(config);
+  try {
+    const res = await server.post("/vod/startup", {
+      uri: "vod-live://hevc.mp4",
+      localStreamName: "hevc",
+    });
+    assert.equal(res.status, 200);
+    const url = `${server.rtspUrl}/hevc`;
+    const streams = await probeRtsp(url);
+    assert.deepEqual(streams.map((s) => [s.codec_name, s.width]), [["hevc", 320], [
+      "opus",
+      undefined,
+    ]]);
+    const decoded = await decodeWithFfmpeg(url, "tcp", decodeSeconds);
+    assert.equal(decoded.errors, "");
+    assert.ok(decoded.video >= 70, `${decoded.video} pictures`);
+    // 20 ms Opus packets over 3 s.
+    assert.ok(decoded.audio >= 140, `${decoded.audio} audio frames`);
+  } finally {
+    await server.stop();
+  }
+});
