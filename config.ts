@@ -59,6 +59,9 @@ export const configSchema = z.strictObject({
     rtsp: port.default(554).describe(
       "RTSP server: every published stream played at `rtsp://host:port/<stream>`.",
     ),
+    srt: port.default(8890).describe(
+      "Shared SRT port (UDP): callers publish with stream id `#!::r=<name>,m=publish` (or `<name>`, `publish:<name>`) and play any stream with `#!::r=<name>,m=request` (or `read:<name>`), as MPEG-TS.",
+    ),
   }).prefault({}),
   tls: z.strictObject({
     certFile: z.string().min(1).optional().describe("PEM certificate chain file for WSS."),
@@ -226,6 +229,9 @@ export const configSchema = z.strictObject({
     ),
     rtsp: z.ipv4().or(z.ipv6()).optional().describe(
       "Address of the RTSP server's listener when it differs from `bind`.",
+    ),
+    srt: z.ipv4().or(z.ipv6()).optional().describe(
+      "Address of the shared SRT port when it differs from `bind`.",
     ),
     media: z.ipv4().or(z.ipv6()).optional().describe(
       "Address WebRTC media (UDP) binds when it differs from `bind`.",

@@ -16,6 +16,7 @@ import { type RunningRtmpServer, startRtmpServer } from "./media/providers/rtmp_
 import { createHlsHandler } from "./media/publishers/hls/hls_http.ts";
 import { HlsListener } from "./media/publishers/hls/hls_listener.ts";
 import { type RunningRtspServer, startRtspServer } from "./media/publishers/rtsp_server.ts";
+import { type RunningSrtServer, startSrtServer } from "./core/srt_server.ts";
 
 /** A started server. */
 export interface RunningServer {
@@ -34,6 +35,10 @@ export interface RunningServer {
   readonly hlsPort: number;
   /** Port of the RTSP server. */
   readonly rtspPort: number;
+  /** Port of the shared SRT listener (publish and play by stream id). */
+  readonly srtPort: number;
+  /** The shared SRT listener: its handshake counters and publishers. */
+  readonly srt: RunningSrtServer;
   /** Stops accepting, lets in-flight requests finish, closes every listener. */
   stop(): Promise<void>;
 }
@@ -49,6 +54,7 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
     rtmp?: RunningRtmpServer;
     hls?: HlsListener;
     rtsp?: RunningRtspServer;
+    srt?: RunningSrtServer;
   } = {};
   const restHandler = createRestHandler({
     services,
@@ -86,6 +92,7 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
   let rtmp: RunningRtmpServer;
   let hls: HlsListener | undefined;
   let rtsp: RunningRtspServer;
+  let srt: RunningSrtServer;
   try {
     wsPort = await signaling.listen({ hostname: wsHost, port: config.ports.ws });
     const { certFile, keyFile } = config.tls;
@@ -100,6 +107,8 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
     listeners.rtmp = rtmp;
     rtsp = startRtspServer(services);
     listeners.rtsp = rtsp;
+    srt = await startSrtServer(services);
+    listeners.srt = srt;
     const hlsHost = config.binds.hls ?? config.bind;
     hls = await HlsListener.start({
       hostname: hlsHost,
@@ -118,6 +127,7 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
   } catch (err) {
     await listeners.rtmp?.close();
     await listeners.rtsp?.close();
+    await listeners.srt?.close();
     await signaling.stop();
     await rest.shutdown();
     throw err;
@@ -134,6 +144,8 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
     rtmpPort: rtmp.port,
     hlsPort: hls.port,
     rtspPort: rtsp.port,
+    srtPort: srt.port,
+    srt,
     stop() {
       stopped ??= (async () => {
         stopMemoryTrim();
@@ -153,6 +165,7 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
         await services.rtsp.closeAll();
         await services.whip.closeAll();
         await services.mpegts.closeAll();
+        await srt.close();
         await services.pushes.closeAll();
         await services.rtmpPulls.closeAll();
         await rtmp.close();

@@ -10,6 +10,7 @@ export type ReaderKind =
   | "webrtc"
   | "rtmp"
   | "rtsp"
+  | "srt"
   | "mse"
   | "hls"
   | "recorder"

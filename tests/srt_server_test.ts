@@ -1,0 +1,123 @@
+/**
+ * The shared SRT port, checked the way a user would with ffmpeg (libsrt): a caller publishing
+ * with `#!::r=cam,m=publish` makes a stream whose snapshot decodes; a caller with
+ * `m=request` reads a VOD stream's H.264 + AAC as MPEG-TS without a decode error; an unknown
+ * stream (1404) and a name already published (1409) are refused at the handshake.
+ * (Debian's ffmpeg 5.1 does not URL-decode `streamid`: it is written raw.)
+ */
+import assert from "node:assert/strict";
+import { Buffer } from "node:buffer";
+import type { StreamRecord } from "../core/records.ts";
+import { run } from "../media/formats/test_fixtures.ts";
+import { makeClip, pngSize, probe, waitFor } from "./helpers/media_fixtures.ts";
+import { testConfig, type TestServer, withServer } from "./helpers/test_server.ts";
+
+/** The SRT address of `server` asking for `streamId`, ffmpeg in caller mode with 200 ms latency. */
+function srtUrl(server: TestServer, streamId: string): string {
+  return `srt://127.0.0.1:${server.srtPort}?mode=caller&latency=200000&streamid=${streamId}`;
+}
+
+/** ffmpeg publishing `seconds` of 640x360 25 fps H.264 and AAC to `url`. */
+function publish(url: string, seconds: number): Deno.ChildProcess {
+  return new Deno.Command("ffmpeg", {
+    args: [
+      ...["-v", "error", "-re", "-f", "lavfi", "-i", "testsrc=size=640x360:rate=25"],
+      ...["-f", "lavfi", "-i", "sine=f=440", "-t", String(seconds)],
+      ...["-c:v", "libx264", "-preset", "veryfast", "-g", "25", "-c:a", "aac"],
+      ...["-f", "mpegts", url],
+    ],
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+}
+
+/** Stops an ffmpeg (ended or not) and waits for it. */
+async function stop(child: Deno.ChildProcess): Promise<void> {
+  try {
+    child.kill();
+  } catch {
+    // it has ended already
+  }
+  await child.output();
+}
+
+/** The record of the published stream `name`, if any. */
+async function findStream(server: TestServer, name: string): Promise<StreamRecord | undefined> {
+  const res = await server.post("/stream/find", { name });
+  if (res.status !== 200) {
+    await res.body?.cancel();
+    return undefined;
+  }
+  const found = await res.json() as StreamRecord[];
+  return found.find((s) => s.name === name && s.published);
+}
+
+Deno.test("SRT port: publish by stream id (snapshot decodes), a name in use and an unknown stream are refused", async () => {
+  await withServer(async (server) => {
+    const sender = publish(srtUrl(server, "#!::r=cam,m=publish"), 20);
+    try {
+      const stream = await waitFor("stream cam", () => findStream(server, "cam"));
+      assert.equal(stream.mediaProvider, "MPEGTS");
+      assert.equal(stream.hasVideo && stream.hasAudio, true);
+      const snapshot = await server.post("/stream/snapshot", { streamName: "cam" });
+      const png = await snapshot.json();
+      assert.equal(snapshot.status, 200, JSON.stringify(png));
+      assert.deepEqual(pngSize(new Uint8Array(Buffer.from(png.data, "base64"))), {
+        width: 640,
+        height: 360,
+      });
+
+      const second = await publish(srtUrl(server, "publish:cam"), 2).output();
+      assert.notEqual(second.code, 0, "a second publisher of cam cannot connect");
+      const unknown = await new Deno.Command("ffmpeg", {
+        args: ["-v", "error", "-i", srtUrl(server, "#!::r=nothing,m=request"), "-f", "null", "-"],
+        stdout: "null",
+        stderr: "piped",
+      }).output();
+      assert.notEqual(unknown.code, 0, "an unknown stream cannot be read");
+      const { rejected } = server.srt.stats();
+      assert.ok((rejected[1409] ?? 0) >= 1, `1409 counted: ${JSON.stringify(rejected)}`);
+      assert.ok((rejected[1404] ?? 0) >= 1, `1404 counted: ${JSON.stringify(rejected)}`);
+      assert.equal((await findStream(server, "cam"))?.mediaSessionId, stream.mediaSessionId);
+    } finally {
+      await stop(sender);
+    }
+    await waitFor(
+      "cam unpublished",
+      async () => await findStream(server, "cam") ? undefined : true,
+    );
+  });
+});
+
+Deno.test("SRT port: m=request reads a VOD stream's H.264 + AAC as MPEG-TS, decoding without error", async () => {
+  const config = testConfig();
+  await Deno.mkdir(config.folders.media, { recursive: true });
+  await makeClip(`${config.folders.media}/clip.mp4`, { seconds: 30, audio: "aac" });
+  await withServer(async (server) => {
+    const res = await server.post("/vod/startup", {
+      uri: "vod-live://clip.mp4",
+      localStreamName: "vod",
+    });
+    assert.equal(res.status, 200, await res.text());
+    const out = `${config.folders.records}/srt_play.ts`;
+    await Deno.mkdir(config.folders.records, { recursive: true });
+    const read = await new Deno.Command("ffmpeg", {
+      args: [
+        ...["-v", "error", "-i", srtUrl(server, "#!::r=vod,m=request")],
+        ...["-t", "3", "-c", "copy", "-f", "mpegts", out],
+      ],
+      stdout: "null",
+      stderr: "piped",
+    }).output();
+    assert.equal(new TextDecoder().decode(read.stderr), "", "ffmpeg reads without error");
+    assert.equal(read.code, 0);
+    const { streams } = await probe(out);
+    assert.deepEqual(streams.map((s) => [s.codec_type, s.codec_name, s.width, s.height]), [
+      ["video", "h264", 320, 240],
+      ["audio", "aac", undefined, undefined],
+    ]);
+    assert.ok(Number(streams[0].nb_read_frames) >= 70, `${streams[0].nb_read_frames} pictures`);
+    const { err } = await run("ffmpeg", ["-v", "error", "-i", out, "-f", "null", "-"]);
+    assert.equal(err.trim(), "", "the recording decodes without error");
+  }, config);
+});
