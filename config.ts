@@ -306,7 +306,7 @@ export const configSchema = z.strictObject({
       "Sender addresses MPEG-TS receivers accept (`10.0.0.5`, `10.0.0.0/8`, comma-separated in the environment); others' datagrams are dropped and counted, SRT callers refused; empty accepts any.",
     ),
     srtPassphrase: z.string().min(10).max(79).optional().describe(
-      "Passphrase SRT callers of MPEG-TS receivers must encrypt with (10 to 79 characters); a caller with another one, or none, is refused at the handshake. Unset: callers send in the clear.",
+      "Passphrase SRT callers of MPEG-TS receivers and of the shared SRT port (`ports.srt`) must encrypt with (10 to 79 characters); a caller with another one, or none, is refused at the handshake. Unset: callers send in the clear.",
     ),
   }).prefault({}).refine((m) => m.portMin <= m.portMax, {
     message: "portMin must not exceed portMax",

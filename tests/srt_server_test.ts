@@ -2,7 +2,8 @@
  * The shared SRT port, checked the way a user would with ffmpeg (libsrt): a caller publishing
  * with `#!::r=cam,m=publish` makes a stream whose snapshot decodes; a caller with
  * `m=request` reads a VOD stream's H.264 + AAC as MPEG-TS without a decode error; an unknown
- * stream (1404) and a name already published (1409) are refused at the handshake.
+ * stream (1404), a name already published (1409) and a wrong passphrase (10) are refused at
+ * the handshake; Opus audio is played as AAC.
  * (Debian's ffmpeg 5.1 does not URL-decode `streamid`: it is written raw.)
  */
 import assert from "node:assert/strict";
@@ -41,6 +42,26 @@ async function stop(child: Deno.ChildProcess): Promise<void> {
   await child.output();
 }
 
+/**
+ * ffmpeg reading `seconds` of `url` into the MPEG-TS file `out` (stream copy); resolves with
+ * what it wrote on stderr at `-v error` and its exit code.
+ */
+async function read(url: string, out: string, seconds: number) {
+  const result = await new Deno.Command("ffmpeg", {
+    args: ["-v", "error", "-i", url, "-t", String(seconds), "-c", "copy", "-f", "mpegts", out],
+    stdout: "null",
+    stderr: "piped",
+  }).output();
+  return { code: result.code, errors: new TextDecoder().decode(result.stderr) };
+}
+
+/** Codec name of each stream of `path`, as ffprobe sees them, and the decoded picture count. */
+async function codecsOf(path: string): Promise<{ codecs: string[]; pictures: number }> {
+  const { streams } = await probe(path);
+  const video = streams.find((s) => s.codec_type === "video");
+  return { codecs: streams.map((s) => s.codec_name), pictures: Number(video?.nb_read_frames) };
+}
+
 /** The record of the published stream `name`, if any. */
 async function findStream(server: TestServer, name: string): Promise<StreamRecord | undefined> {
   const res = await server.post("/stream/find", { name });
@@ -52,7 +73,8 @@ async function findStream(server: TestServer, name: string): Promise<StreamRecor
   return found.find((s) => s.name === name && s.published);
 }
 
-Deno.test("SRT port: publish by stream id (snapshot decodes), a name in use and an unknown stream are refused", async () => {
+Deno.test("SRT port: publish by stream id (snapshot decodes, read:<name> plays it back), a name in use and an unknown stream are refused", async () => {
+  const config = testConfig();
   await withServer(async (server) => {
     const sender = publish(srtUrl(server, "#!::r=cam,m=publish"), 20);
     try {
@@ -66,6 +88,14 @@ Deno.test("SRT port: publish by stream id (snapshot decodes), a name in use and 
         width: 640,
         height: 360,
       });
+
+      await Deno.mkdir(config.folders.records, { recursive: true });
+      const out = `${config.folders.records}/cam.ts`;
+      const played = await read(srtUrl(server, "read:cam"), out, 2);
+      assert.equal(played.errors, "", "ffmpeg reads the live stream without error");
+      const live = await codecsOf(out);
+      assert.deepEqual(live.codecs, ["h264", "aac"]);
+      assert.ok(live.pictures >= 40, `${live.pictures} pictures in 2 s`);
 
       const second = await publish(srtUrl(server, "publish:cam"), 2).output();
       assert.notEqual(second.code, 0, "a second publisher of cam cannot connect");
@@ -86,13 +116,14 @@ Deno.test("SRT port: publish by stream id (snapshot decodes), a name in use and 
       "cam unpublished",
       async () => await findStream(server, "cam") ? undefined : true,
     );
-  });
+  }, config);
 });
 
-Deno.test("SRT port: m=request reads a VOD stream's H.264 + AAC as MPEG-TS, decoding without error", async () => {
+Deno.test("SRT port: m=request reads a VOD stream's H.264 + AAC as MPEG-TS without error, an Opus VOD's audio as AAC", async () => {
   const config = testConfig();
   await Deno.mkdir(config.folders.media, { recursive: true });
   await makeClip(`${config.folders.media}/clip.mp4`, { seconds: 30, audio: "aac" });
+  await makeClip(`${config.folders.media}/opus.mp4`, { seconds: 30, audio: "opus" });
   await withServer(async (server) => {
     const res = await server.post("/vod/startup", {
       uri: "vod-live://clip.mp4",
@@ -101,16 +132,9 @@ Deno.test("SRT port: m=request reads a VOD stream's H.264 + AAC as MPEG-TS, deco
     assert.equal(res.status, 200, await res.text());
     const out = `${config.folders.records}/srt_play.ts`;
     await Deno.mkdir(config.folders.records, { recursive: true });
-    const read = await new Deno.Command("ffmpeg", {
-      args: [
-        ...["-v", "error", "-i", srtUrl(server, "#!::r=vod,m=request")],
-        ...["-t", "3", "-c", "copy", "-f", "mpegts", out],
-      ],
-      stdout: "null",
-      stderr: "piped",
-    }).output();
-    assert.equal(new TextDecoder().decode(read.stderr), "", "ffmpeg reads without error");
-    assert.equal(read.code, 0);
+    const vod = await read(srtUrl(server, "#!::r=vod,m=request"), out, 3);
+    assert.equal(vod.errors, "", "ffmpeg reads without error");
+    assert.equal(vod.code, 0);
     const { streams } = await probe(out);
     assert.deepEqual(streams.map((s) => [s.codec_type, s.codec_name, s.width, s.height]), [
       ["video", "h264", 320, 240],
@@ -119,5 +143,37 @@ Deno.test("SRT port: m=request reads a VOD stream's H.264 + AAC as MPEG-TS, deco
     assert.ok(Number(streams[0].nb_read_frames) >= 70, `${streams[0].nb_read_frames} pictures`);
     const { err } = await run("ffmpeg", ["-v", "error", "-i", out, "-f", "null", "-"]);
     assert.equal(err.trim(), "", "the recording decodes without error");
+
+    const opus = await server.post("/vod/startup", {
+      uri: "vod-live://opus.mp4",
+      localStreamName: "opusvod",
+    });
+    assert.equal(opus.status, 200, await opus.text());
+    const converted = `${config.folders.records}/opus_as_aac.ts`;
+    const played = await read(srtUrl(server, "#!::r=opusvod,m=request"), converted, 2);
+    assert.equal(played.errors, "", "ffmpeg reads the converted stream without error");
+    assert.deepEqual((await codecsOf(converted)).codecs, ["h264", "aac"], "Opus goes out as AAC");
   }, config);
+});
+
+Deno.test("SRT port with mpegts.srtPassphrase: a plain stream id publishes with the passphrase, a wrong one is refused", async () => {
+  const passphrase = "correct-horse-battery";
+  await withServer(async (server) => {
+    const wrong = await publish(`${srtUrl(server, "guarded")}&passphrase=wrong-horse-battery`, 2)
+      .output();
+    assert.notEqual(wrong.code, 0, "a wrong passphrase cannot connect");
+    assert.ok((server.srt.stats().rejected[10] ?? 0) >= 1, "refused as a bad secret (10)");
+    assert.equal(await findStream(server, "guarded"), undefined, "no stream");
+    const sender = publish(`${srtUrl(server, "guarded")}&passphrase=${passphrase}&pbkeylen=32`, 20);
+    try {
+      const stream = await waitFor("stream guarded", () => findStream(server, "guarded"));
+      assert.equal(stream.mediaProvider, "MPEGTS");
+      assert.equal(
+        server.srt.publisher("guarded")?.stream?.tracks.map((t) => t.codec).join(),
+        "H264,AAC",
+      );
+    } finally {
+      await stop(sender);
+    }
+  }, testConfig({ mpegts: { srtPassphrase: passphrase } }));
 });
