@@ -3,13 +3,15 @@
  * with `#!::r=cam,m=publish` makes a stream whose snapshot decodes; a caller with
  * `m=request` reads a VOD stream's H.264 + AAC as MPEG-TS without a decode error; an unknown
  * stream (1404), a name already published (1409) and a wrong passphrase (10) are refused at
- * the handshake; Opus audio is played as AAC.
+ * the handshake; a player that stops reading is dropped without slowing another; Opus audio
+ * is played as AAC.
  * (Debian's ffmpeg 5.1 does not URL-decode `streamid`: it is written raw.)
  */
 import assert from "node:assert/strict";
 import { Buffer } from "node:buffer";
 import type { StreamRecord } from "../core/records.ts";
 import { run } from "../media/formats/test_fixtures.ts";
+import type { Stream } from "../media/stream.ts";
 import { makeClip, pngSize, probe, waitFor } from "./helpers/media_fixtures.ts";
 import { testConfig, type TestServer, withServer } from "./helpers/test_server.ts";
 
@@ -48,7 +50,20 @@ async function stop(child: Deno.ChildProcess): Promise<void> {
  */
 async function read(url: string, out: string, seconds: number) {
   const result = await new Deno.Command("ffmpeg", {
-    args: ["-v", "error", "-i", url, "-t", String(seconds), "-c", "copy", "-f", "mpegts", out],
+    args: [
+      "-v",
+      "error",
+      "-y",
+      "-i",
+      url,
+      "-t",
+      String(seconds),
+      "-c",
+      "copy",
+      "-f",
+      "mpegts",
+      out,
+    ],
     stdout: "null",
     stderr: "piped",
   }).output();
@@ -119,7 +134,7 @@ Deno.test("SRT port: publish by stream id (snapshot decodes, read:<name> plays i
   }, config);
 });
 
-Deno.test("SRT port: m=request reads a VOD stream's H.264 + AAC as MPEG-TS without error, an Opus VOD's audio as AAC", async () => {
+Deno.test("SRT port: m=request reads a VOD stream's H.264 + AAC as MPEG-TS without error, a frozen player is dropped without slowing another, an Opus VOD's audio comes as AAC", async () => {
   const config = testConfig();
   await Deno.mkdir(config.folders.media, { recursive: true });
   await makeClip(`${config.folders.media}/clip.mp4`, { seconds: 30, audio: "aac" });
@@ -143,6 +158,26 @@ Deno.test("SRT port: m=request reads a VOD stream's H.264 + AAC as MPEG-TS witho
     assert.ok(Number(streams[0].nb_read_frames) >= 70, `${streams[0].nb_read_frames} pictures`);
     const { err } = await run("ffmpeg", ["-v", "error", "-i", out, "-f", "null", "-"]);
     assert.equal(err.trim(), "", "the recording decodes without error");
+
+    // A player that stops reading (SIGSTOP: no ACK, no keepalive) slows no other player and
+    // is dropped by the peer idle timeout (5 s).
+    const vodStream = server.services.streams.published("vod") as Stream;
+    const frozen = new Deno.Command("ffmpeg", {
+      args: ["-v", "error", "-i", srtUrl(server, "#!::r=vod,m=request"), "-f", "null", "-"],
+      stdout: "null",
+      stderr: "null",
+    }).spawn();
+    try {
+      await waitFor("the player attached", () => vodStream.readerCount === 1 || undefined);
+      frozen.kill("SIGSTOP");
+      const other = await read(srtUrl(server, "#!::r=vod,m=request"), out, 3);
+      assert.equal(other.errors, "", "the other player reads without error");
+      assert.ok((await codecsOf(out)).pictures >= 70, "the other player got 3 s of pictures");
+      await waitFor("the frozen player dropped", () => vodStream.readerCount === 0 || undefined);
+    } finally {
+      frozen.kill("SIGKILL");
+      await frozen.status;
+    }
 
     const opus = await server.post("/vod/startup", {
       uri: "vod-live://opus.mp4",

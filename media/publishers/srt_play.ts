@@ -11,7 +11,8 @@ import type { Logger } from "../../core/log.ts";
 import type { CodecEngine } from "../engine/engine.ts";
 import { TsMuxer } from "../formats/mpegts/muxer.ts";
 import type { SrtConnection } from "../protocols/srt/connection.ts";
-import { Stream } from "../stream.ts";
+import { Stream, type StreamReader } from "../stream.ts";
+import type { MediaFrame } from "../frame.ts";
 import type { StreamDirectory } from "../stream_record.ts";
 import { aacStreamFor } from "./rtmp_aac_stream.ts";
 
@@ -46,13 +47,46 @@ export async function playSrt(
   const muxer = new TsMuxer({ tracks });
   const muxed = new Set(tracks.map((t) => t.id));
   const reader = stream.reader(undefined, "srt");
+  // Ending the connection wakes a reader that waits for a frame.
   connection.closed.then(() => reader.close());
   try {
-    for await (const frame of reader) {
-      if (muxed.has(frame.trackId)) connection.send(muxer.mux(frame));
-    }
+    await sendFrames(
+      reader,
+      connection,
+      (frame) => muxed.has(frame.trackId) ? muxer.mux(frame) : undefined,
+    );
   } finally {
     reader.close();
     await connection.close();
   }
+}
+
+/**
+ * Sends the reader's frames (as `packets` makes them) on `connection` until the reader is
+ * drained. A callback loop on `poll` rather than an await per frame: sending never waits, so
+ * no promise per frame is needed.
+ */
+function sendFrames(
+  reader: StreamReader,
+  connection: SrtConnection,
+  packets: (frame: MediaFrame) => Uint8Array | undefined,
+): Promise<void> {
+  const { promise, resolve, reject } = Promise.withResolvers<void>();
+  const pump = (): void => {
+    try {
+      for (;;) {
+        const frame = reader.poll(pump);
+        if (frame === undefined) {
+          if (reader.drained) resolve();
+          return;
+        }
+        const bytes = packets(frame);
+        if (bytes) connection.send(bytes);
+      }
+    } catch (err) {
+      reject(err);
+    }
+  };
+  pump();
+  return promise;
 }
