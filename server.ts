@@ -65,6 +65,7 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
       ...(listeners.rtmp ? { rtmp: listeners.rtmp.limitsSnapshot() } : {}),
       ...(listeners.hls ? { hls: { restarts: listeners.hls.restarts } } : {}),
       ...(listeners.rtsp ? { rtsp: listeners.rtsp.limitsSnapshot() } : {}),
+      ...(listeners.srt ? { srt: listeners.srt.figures() } : {}),
     }),
   });
   const restRequests = new InflightTracker();

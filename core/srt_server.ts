@@ -45,8 +45,11 @@ export interface SrtServerDeps {
 export interface RunningSrtServer {
   /** The port listened on (the ephemeral one when configured as 0). */
   readonly port: number;
-  /** Handshakes accepted and refused (by reject code), malformed datagrams. */
-  stats(): SrtListenerStats;
+  /**
+   * Handshakes accepted and refused (by reject code), malformed datagrams, and the publishers
+   * and players connected now, for `/health`.
+   */
+  figures(): SrtListenerStats & { publishers: number; players: number };
   /** The publisher of `name` on this port, if any (for tests and figures). */
   publisher(name: string): MpegtsIngest | undefined;
   /** Stops listening: every publisher's stream ends, every player is closed. */
@@ -197,7 +200,7 @@ export async function startSrtServer(deps: SrtServerDeps): Promise<RunningSrtSer
   log.info("listening", { service: "srt", address: hostname, port: listener.port });
   return {
     port: listener.port,
-    stats: () => listener.stats,
+    figures: () => ({ ...listener.stats, publishers: publishers.size, players: players.size }),
     publisher: (name) => publishers.get(name),
     async close() {
       closing = true;

@@ -120,9 +120,11 @@ Deno.test("SRT port: publish by stream id (snapshot decodes, read:<name> plays i
         stderr: "piped",
       }).output();
       assert.notEqual(unknown.code, 0, "an unknown stream cannot be read");
-      const { rejected } = server.srt.stats();
-      assert.ok((rejected[1409] ?? 0) >= 1, `1409 counted: ${JSON.stringify(rejected)}`);
-      assert.ok((rejected[1404] ?? 0) >= 1, `1404 counted: ${JSON.stringify(rejected)}`);
+      const health = await (await fetch(`${server.restUrl}/health`)).json();
+      const { rejected, publishers } = health.limits.listeners.srt;
+      assert.ok(rejected["1409"] >= 1, `1409 counted in /health: ${JSON.stringify(rejected)}`);
+      assert.ok(rejected["1404"] >= 1, `1404 counted in /health: ${JSON.stringify(rejected)}`);
+      assert.equal(publishers, 1);
       assert.equal((await findStream(server, "cam"))?.mediaSessionId, stream.mediaSessionId);
     } finally {
       await stop(sender);
@@ -197,7 +199,7 @@ Deno.test("SRT port with mpegts.srtPassphrase: a plain stream id publishes with 
     const wrong = await publish(`${srtUrl(server, "guarded")}&passphrase=wrong-horse-battery`, 2)
       .output();
     assert.notEqual(wrong.code, 0, "a wrong passphrase cannot connect");
-    assert.ok((server.srt.stats().rejected[10] ?? 0) >= 1, "refused as a bad secret (10)");
+    assert.ok((server.srt.figures().rejected[10] ?? 0) >= 1, "refused as a bad secret (10)");
     assert.equal(await findStream(server, "guarded"), undefined, "no stream");
     const sender = publish(`${srtUrl(server, "guarded")}&passphrase=${passphrase}&pbkeylen=32`, 20);
     try {
