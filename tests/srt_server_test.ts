@@ -10,7 +10,7 @@
 import assert from "node:assert/strict";
 import { Buffer } from "node:buffer";
 import type { StreamRecord } from "../core/records.ts";
-import { run } from "../media/formats/test_fixtures.ts";
+import { fixture, run } from "../media/formats/test_fixtures.ts";
 import type { Stream } from "../media/stream.ts";
 import { makeClip, pngSize, probe, waitFor } from "./helpers/media_fixtures.ts";
 import { testConfig, type TestServer, withServer } from "./helpers/test_server.ts";
@@ -140,7 +140,7 @@ Deno.test("SRT port: m=request reads a VOD stream's H.264 + AAC as MPEG-TS witho
   const config = testConfig();
   await Deno.mkdir(config.folders.media, { recursive: true });
   await makeClip(`${config.folders.media}/clip.mp4`, { seconds: 30, audio: "aac" });
-  await makeClip(`${config.folders.media}/opus.mp4`, { seconds: 30, audio: "opus" });
+  await makeClip(`${config.folders.media}/opus.mp4`, { seconds: 10, audio: "opus" });
   await withServer(async (server) => {
     const res = await server.post("/vod/startup", {
       uri: "vod-live://clip.mp4",
@@ -213,4 +213,31 @@ Deno.test("SRT port with mpegts.srtPassphrase: a plain stream id publishes with 
       await stop(sender);
     }
   }, testConfig({ mpegts: { srtPassphrase: passphrase } }));
+});
+
+Deno.test("SRT port: an H.265 + AAC publisher is played back as H.265 + AAC", async () => {
+  const config = testConfig();
+  await Deno.mkdir(config.folders.records, { recursive: true });
+  const clip = await fixture("h265_aac", "ts");
+  await withServer(async (server) => {
+    const sender = new Deno.Command("ffmpeg", {
+      args: [
+        ...["-v", "error", "-re", "-stream_loop", "-1", "-i", clip, "-t", "20", "-c", "copy"],
+        ...["-f", "mpegts", srtUrl(server, "#!::r=hevc,m=publish")],
+      ],
+      stdout: "null",
+      stderr: "null",
+    }).spawn();
+    try {
+      await waitFor("stream hevc", () => findStream(server, "hevc"));
+      const out = `${config.folders.records}/hevc.ts`;
+      const played = await read(srtUrl(server, "#!::r=hevc,m=request"), out, 2);
+      assert.equal(played.errors, "", "ffmpeg reads without error");
+      const { codecs, pictures } = await codecsOf(out);
+      assert.deepEqual(codecs, ["hevc", "aac"]);
+      assert.ok(pictures >= 40, `${pictures} pictures in 2 s`);
+    } finally {
+      await stop(sender);
+    }
+  }, config);
 });
