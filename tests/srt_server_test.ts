@@ -3,7 +3,7 @@
  * with `#!::r=cam,m=publish` makes a stream whose snapshot decodes; a caller with
  * `m=request` reads a VOD stream's H.264 + AAC as MPEG-TS without a decode error; an unknown
  * stream (1404), a name already published (1409) and a wrong passphrase (10) are refused at
- * the handshake; a player that stops reading is dropped without slowing another; Opus audio
+ * the handshake, as is a publisher outside `mpegts.allowedList` (1403); a player that stops reading is dropped without slowing another; Opus audio
  * is played as AAC.
  * (Debian's ffmpeg 5.1 does not URL-decode `streamid`: it is written raw.)
  */
@@ -239,5 +239,15 @@ Deno.test("SRT port: an H.265 + AAC publisher is played back as H.265 + AAC", as
     } finally {
       await stop(sender);
     }
+  }, config);
+});
+
+Deno.test("SRT port: a publisher outside mpegts.allowedList is refused at the handshake (1403), no stream", async () => {
+  const config = testConfig({ mpegts: { allowedList: ["10.0.0.0/8"] } });
+  await withServer(async (server) => {
+    const refused = await publish(srtUrl(server, "#!::r=outside,m=publish"), 2).output();
+    assert.notEqual(refused.code, 0, "the publisher cannot connect");
+    assert.ok((server.srt.figures().rejected[1403] ?? 0) >= 1, "refused as forbidden (1403)");
+    assert.equal(await findStream(server, "outside"), undefined, "no stream");
   }, config);
 });
