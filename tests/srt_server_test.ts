@@ -3,8 +3,8 @@
  * with `#!::r=cam,m=publish` makes a stream whose snapshot decodes; a caller with
  * `m=request` reads a VOD stream's H.264 + AAC as MPEG-TS without a decode error; an unknown
  * stream (1404), a name already published (1409) and a wrong passphrase (10) are refused at
- * the handshake, as is a publisher outside `mpegts.allowedList` (1403); a player that stops reading is dropped without slowing another; Opus audio
- * is played as AAC.
+ * the handshake, as is a publisher outside `mpegts.allowedList` (1403); a player that stops
+ * reading is dropped without slowing another; Opus audio is played as AAC; H.265 goes through.
  * (Debian's ffmpeg 5.1 does not URL-decode `streamid`: it is written raw.)
  */
 import assert from "node:assert/strict";
