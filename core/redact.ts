@@ -9,10 +9,19 @@
 export const redactedMark = "***";
 
 /** Query parameter names (lowercase) whose values are secrets. */
-const secretParams = new Set(["token", "key", "password", "pass", "secret", "auth", "aclauth"]);
+const secretParams = new Set([
+  "token",
+  "key",
+  "password",
+  "pass",
+  "passphrase",
+  "secret",
+  "auth",
+  "aclauth",
+]);
 
 /** Longer names ending in a secret name after a separator (`access_token`, `api-key`). */
-const secretParamSuffix = /[_.-](token|key|password|pass|secret|auth)$/;
+const secretParamSuffix = /[_.-](token|key|password|pass|passphrase|secret|auth)$/;
 
 /** Scheme, then the authority's userinfo up to its last `@` (passwords may hold an `@`). */
 const userinfoPattern = /^([a-z][a-z0-9+.-]*:\/\/)([^/?#]*)@/i;

@@ -15,6 +15,10 @@ Deno.test("redactUri hides the userinfo password and secret query values", () =>
     redactUri("rtmp://h/a/s?access_token=x&secret=y&password=z#t"),
     "rtmp://h/a/s?access_token=***&secret=***&password=***#t",
   );
+  assert.equal(
+    redactUri("srt://host:9000?streamid=cam&passphrase=0123456789&latency=200"),
+    "srt://host:9000?streamid=cam&passphrase=***&latency=200",
+  );
   assert.equal(redactUri("rtsp://user@host/x?keyframe=1"), "rtsp://user@host/x?keyframe=1");
   assert.equal(redactUri("rtsp://host/x"), "rtsp://host/x");
   assert.equal(redactUri("not a uri: with colon"), "not a uri: with colon");

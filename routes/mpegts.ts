@@ -2,21 +2,22 @@
 import { z } from "zod";
 import { filterRecords } from "../core/filter.ts";
 import { mpegtsRecord, sfuStats } from "../core/records.ts";
-import { findFilter, noParams, operation, requiredString } from "./operation.ts";
+import { findFilter, noParams, operation, plainString, requiredString } from "./operation.ts";
 
 /** Operations of the mpegts and sfu groups. */
 export const mpegtsOperations = [
   operation({
     path: "/mpegts/startup",
     summary:
-      "Open an MPEG-TS receiver (SRT or UDP) on a port of its own that publishes a local stream.",
+      "Open an MPEG-TS receiver (SRT or UDP) on a port of its own that publishes a local stream; with `uri` (srt://host:port?streamid=..&passphrase=..&latency=ms), pull from that SRT listener instead.",
     body: z.object({
       localStreamName: requiredString,
       transport: z.enum(["srt", "udp"]).meta({ examples: ["udp"] }),
+      uri: plainString.optional(),
     }),
     response: mpegtsRecord,
-    handle: ({ localStreamName, transport }, { services }) =>
-      services.mpegts.startup(localStreamName, transport),
+    handle: ({ localStreamName, transport, uri }, { services }) =>
+      services.mpegts.startup(localStreamName, transport, uri),
   }),
   operation({
     path: "/mpegts/find",

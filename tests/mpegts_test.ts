@@ -587,3 +587,64 @@ Deno.test("MPEG-TS over UDP: a sender with other codecs on the port makes a new 
     assert.equal((await findStream(server, "switch"))?.mediaSessionId, started.localMediaSessionId);
   }, config);
 });
+
+Deno.test("MPEG-TS pulled over SRT from an ffmpeg listener (with a passphrase); bad uris are 400", async () => {
+  const port = portRange(1).portMin;
+  const passphrase = "pull-passphrase-1";
+  const listener = new Deno.Command("ffmpeg", {
+    args: [
+      ...["-v", "error", "-re", "-f", "lavfi", "-i", "testsrc=size=640x360:rate=25"],
+      ...["-f", "lavfi", "-i", "sine=f=440", "-t", "20"],
+      ...["-c:v", "libx264", "-preset", "veryfast", "-g", "25", "-c:a", "aac", "-f", "mpegts"],
+      `srt://127.0.0.1:${port}?mode=listener&latency=200000&passphrase=${passphrase}`,
+    ],
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+  try {
+    await withServer(async (server) => {
+      for (
+        const [transport, uri] of [
+          ["udp", `srt://127.0.0.1:${port}`],
+          ["srt", "srt://127.0.0.1"],
+          ["srt", `rtmp://127.0.0.1:${port}`],
+          ["srt", `srt://127.0.0.1:${port}?passphrase=short`],
+        ]
+      ) {
+        const res = await server.post("/mpegts/startup", { localStreamName: "x", transport, uri });
+        const body = await res.json();
+        assert.equal(res.status, 400, JSON.stringify(body));
+        assert.equal(body.field, "uri");
+      }
+      const res = await server.post("/mpegts/startup", {
+        localStreamName: "pulled",
+        transport: "srt",
+        uri: `srt://127.0.0.1:${port}?passphrase=${passphrase}&latency=200`,
+      });
+      const record = await res.json() as MpegtsRecord;
+      assert.equal(res.status, 200, JSON.stringify(record));
+      assert.equal(record.uri.includes(passphrase), false, record.uri);
+      assert.match(record.uri, new RegExp(`^srt://127\\.0\\.0\\.1:${port}`));
+      await waitFor(
+        "the pulled stream",
+        () => server.services.mpegts.get("pulled")?.stream,
+        15_000,
+      );
+      const png = await waitFor("a snapshot of the pulled stream", async () => {
+        const shot = await server.post("/stream/snapshot", { streamName: "pulled" });
+        const body = await shot.json();
+        return shot.status === 200 ? body as { data: string } : undefined;
+      }, 15_000);
+      assert.deepEqual(pngSize(new Uint8Array(Buffer.from(png.data, "base64"))), {
+        width: 640,
+        height: 360,
+      });
+      assert.equal((await findReceiver(server, "pulled"))?.status, "PROCESSED_LOCAL");
+      const end = await server.post("/mpegts/terminate", { localStreamName: "pulled" });
+      assert.equal(end.status, 200, await end.text());
+      assert.equal(await findStream(server, "pulled"), undefined);
+    });
+  } finally {
+    await stopSender(listener);
+  }
+});
