@@ -15,6 +15,7 @@ Deno.test("defaults: loopback bind, WCS ports, folders, no hooks backend", () =>
     hls: 8082,
     rtmp: 1935,
     rtsp: 554,
+    srt: 8890,
   });
   assert.deepEqual(config.folders, { media: "content", records: "records", logs: "logs" });
   assert.equal(config.log.level, "info");
