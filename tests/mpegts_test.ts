@@ -13,6 +13,12 @@ import { fixture, run, tempPath } from "../media/formats/test_fixtures.ts";
 import { TsDemuxer } from "../media/formats/mpegts/demuxer.ts";
 import { TsMuxer } from "../media/formats/mpegts/muxer.ts";
 import type { MediaFrame } from "../media/frame.ts";
+import {
+  makeTsClip,
+  requireSrtTools,
+  srtLiveTransmitSend,
+  stopPeer,
+} from "../media/protocols/srt/interop_fixtures.ts";
 import { pngSize, probe, waitFor } from "./helpers/media_fixtures.ts";
 import { testConfig, type TestServer, withServer } from "./helpers/test_server.ts";
 
@@ -647,4 +653,37 @@ Deno.test("MPEG-TS pulled over SRT from an ffmpeg listener (with a passphrase); 
   } finally {
     await stopSender(listener);
   }
+});
+
+Deno.test("MPEG-TS over SRT from srt-live-transmit with a passphrase: the stream decodes", async () => {
+  requireSrtTools();
+  const passphrase = "live-transmit-phrase";
+  const clip = await tempPath(`slt-${crypto.randomUUID()}.ts`);
+  await makeTsClip(clip, 20);
+  const config = testConfig({ mpegts: { ...portRange(1), srtPassphrase: passphrase } });
+  await withServer(async (server) => {
+    const res = await server.post("/mpegts/startup", { localStreamName: "slt", transport: "srt" });
+    const record = await res.json() as MpegtsRecord;
+    assert.equal(res.status, 200, JSON.stringify(record));
+    const sender = srtLiveTransmitSend(
+      clip,
+      `srt://127.0.0.1:${portOf(record)}?latency=200&passphrase=${passphrase}`,
+    );
+    try {
+      await waitFor("the stream", () => server.services.mpegts.get("slt")?.stream, 15_000);
+      const png = await waitFor("a snapshot", async () => {
+        const shot = await server.post("/stream/snapshot", { streamName: "slt" });
+        const body = await shot.json();
+        return shot.status === 200 ? body as { data: string } : undefined;
+      }, 15_000);
+      assert.deepEqual(pngSize(new Uint8Array(Buffer.from(png.data, "base64"))), {
+        width: 640,
+        height: 360,
+      });
+      const stream = (await findStream(server, "slt"))!;
+      assert.deepEqual([stream.videoCodec, stream.audioCodec], ["H264", "AAC"]);
+    } finally {
+      await stopPeer(sender);
+    }
+  }, config);
 });

@@ -162,7 +162,11 @@ export function srtLiveTransmitSend(clip: string, url: string): Peer {
   const sender = spawn("srt-live-transmit", ["-chunk:1316", "file://con", url], feeder.stdout);
   const done = feeder.status.then(async ({ code }) => {
     await new Promise((resolve) => setTimeout(resolve, srtLiveTransmitDrainMs));
-    sender.processes[0].kill("SIGTERM");
+    try {
+      sender.processes[0].kill("SIGTERM");
+    } catch {
+      // stopped already (stopPeer)
+    }
     const { stderr } = await sender.done;
     return { code, stderr };
   });
