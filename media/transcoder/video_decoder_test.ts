@@ -361,10 +361,11 @@ Deno.test("native decoder: input it cannot take is dropped up to a keyframe, nev
     });
     for (const frame of burst) decoder.push(frame);
     assert.ok(decoder.dropped > 0, "the burst overflowed the pending writes");
-    // Until ffmpeg has decoded what it took of the burst (no picture for 300 ms).
+    // Until ffmpeg has decoded what it took of the burst (no picture for 1 s: with 300 ms a
+    // busy machine's pauses let the paced clip start while ffmpeg still worked on the burst).
     for (let seen = -1; seen !== pictures.length;) {
       seen = pictures.length;
-      await delay(300);
+      await delay(1000);
     }
     const decodedBefore = pictures.length;
     for (const [i, frame] of shifted(source.frames, 4 * clipSpan).entries()) {
