@@ -12,6 +12,12 @@ import { startNginxRtmp } from "./helpers/nginx_rtmp.ts";
 import { meanRgb, ok, refused, snapshotPixels } from "./helpers/rest_checks.ts";
 import { testConfig, type TestServer, withServer } from "./helpers/test_server.ts";
 
+/**
+ * The default 1280x720 output at 15 fps rather than 30: half the encoding, so the suite keeps
+ * its pace on a loaded 2-core machine (the A/V sync test keeps 30 fps).
+ */
+const lighter = { fps: 15 };
+
 /** Inputs: a solid colour and a tone each. */
 const inputs = [
   { name: "red", colour: "red", toneHz: 300, rgb: [255, 0, 0] },
@@ -124,7 +130,8 @@ async function recordAudio(
   await ok(server, "/stream/startRecording", { mediaSessionId: stream.mediaSessionId });
   await new Promise((r) => setTimeout(r, ms));
   await ok(server, "/stream/stopRecording", { mediaSessionId: stream.mediaSessionId });
-  const file = files().find((f) => !before.has(f))!;
+  // The file opens at the first keyframe, which a loaded machine's encoder may be late with.
+  const file = await waitFor("the recording", () => files().find((f) => !before.has(f)), 15_000);
   const path = `${recordsFolder}/${file}`;
   const info = await probe(path);
   assert.deepEqual(info.streams.map((s) => s.codec_type).sort(), ["audio", "video"]);
@@ -136,7 +143,7 @@ async function recordAudio(
 }
 
 Deno.test("three VOD inputs: tiles, tones, mute, level, remove, refusals", async () => {
-  const config = testConfig();
+  const config = testConfig({ mixer: lighter });
   await clips(config.folders.media);
   await withServer(async (server) => {
     await ok(server, "/mixer/startup", { uri: "mixer://m1", localStreamName: "mix" });
@@ -234,7 +241,7 @@ Deno.test("three VOD inputs: tiles, tones, mute, level, remove, refusals", async
 });
 
 Deno.test("auto-mixing: <login>#<room> streams make the room's mixer, which ends with them", async () => {
-  const config = testConfig({ mixer: { autoMixing: true } });
+  const config = testConfig({ mixer: { ...lighter, autoMixing: true } });
   await clips(config.folders.media);
   await withServer(async (server) => {
     for (const [login, clip] of [["alice", "red"], ["bob", "blue"]]) {
@@ -265,7 +272,7 @@ Deno.test("auto-mixing: <login>#<room> streams make the room's mixer, which ends
 });
 
 Deno.test("a mixer pushed to nginx-rtmp is read back by ffprobe as h264 1280x720 + aac", async () => {
-  const config = testConfig();
+  const config = testConfig({ mixer: lighter });
   await clips(config.folders.media);
   const nginx = await startNginxRtmp();
   try {
@@ -305,7 +312,7 @@ async function png(path: string, colour: string, size: string): Promise<void> {
 }
 
 Deno.test("custom layouts from a folder, reloaded; stream watermark; background; WCS layout class", async () => {
-  const config = testConfig();
+  const config = testConfig({ mixer: lighter });
   await clips(config.folders.media);
   const layouts = `${config.folders.media}/layouts`;
   await Deno.mkdir(layouts);
@@ -400,7 +407,7 @@ Deno.test("custom layouts from a folder, reloaded; stream watermark; background;
 });
 
 Deno.test("load test: 2 mixers x 3 streams start, and stop ends every mixer and subprocess", async () => {
-  const config = testConfig();
+  const config = testConfig({ mixer: lighter });
   await clips(config.folders.media);
   await withServer(async (server) => {
     for (const input of inputs) {
@@ -580,7 +587,13 @@ Deno.test("A/V sync: inputs at 30 and 25 fps, started apart, keep picture and so
     await ok(server, "/stream/startRecording", { mediaSessionId: stream.mediaSessionId });
     await new Promise((r) => setTimeout(r, 7000));
     await ok(server, "/stream/stopRecording", { mediaSessionId: stream.mediaSessionId });
-    const [file] = [...Deno.readDirSync(config.folders.records)].map((e) => e.name);
+    const file = await waitFor("the recording", () => {
+      try {
+        return [...Deno.readDirSync(config.folders.records)][0]?.name;
+      } catch {
+        return undefined; // made with the file
+      }
+    }, 15_000);
     const path = `${config.folders.records}/${file}`;
     // Grid of two: a on the left half, b on the right.
     for (const [name, x0, hz] of [["a", 0, 1000], ["b", 8, 2500]] as const) {
@@ -602,7 +615,7 @@ Deno.test("A/V sync: inputs at 30 and 25 fps, started apart, keep picture and so
 });
 
 Deno.test("MCU mode: each input gets the mix without its own sound, ended with it", async () => {
-  const config = testConfig({ mixer: { mcuAudio: true } });
+  const config = testConfig({ mixer: { ...lighter, mcuAudio: true } });
   await clips(config.folders.media);
   await withServer(async (server) => {
     await ok(server, "/mixer/startup", { uri: "mixer://m", localStreamName: "mix" });
@@ -618,8 +631,7 @@ Deno.test("MCU mode: each input gets the mix without its own sound, ended with i
     const red = toneLevel(heardByRed, 300, 48000);
     const blue = toneLevel(heardByRed, 800, 48000);
     assert.ok(blue > 10 * red, `red hears itself at ${red}, blue at ${blue}`);
-    const pixels = await snapshotPixels(server, "mix-red");
-    assert.deepEqual([pixels.width, pixels.height], [1280, 720]);
+    await showing(server, "mix-red", "the MCU output's picture", []);
 
     await ok(server, "/mixer/remove", { uri: "mixer://m", remoteStreamName: "red" });
     assert.equal(await streamNamed(server, "mix-red"), undefined);
@@ -630,7 +642,7 @@ Deno.test("MCU mode: each input gets the mix without its own sound, ended with i
 });
 
 Deno.test("an audio-only mixer decodes no video: one ffmpeg per input's sound and one encoder", async () => {
-  const config = testConfig();
+  const config = testConfig({ mixer: lighter });
   await clips(config.folders.media);
   await withServer(async (server) => {
     for (const name of ["red", "blue"]) {

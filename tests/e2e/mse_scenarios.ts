@@ -6,13 +6,13 @@
  * namespace as root (`mse_test.ts` re-executes this file there).
  */
 import assert from "node:assert/strict";
-import { createRequire } from "node:module";
-import { chromium, type Page } from "playwright-core";
+import type { Page } from "playwright-core";
 // Importing the package's manifest makes Deno install the package (and so its bundle).
 import websdkPackage from "@flashphoner/websdk/package.json" with { type: "json" };
 import { publishRtmp, stopPublisher } from "../helpers/ffmpeg_rtmp.ts";
 import { startTestServer, type TestServer } from "../helpers/test_server.ts";
-import { chromiumArgs, netnsEnv } from "./netns.ts";
+import { startBrowser } from "./browser.ts";
+import { netnsEnv } from "./netns.ts";
 import { call } from "./webrtc_driver.ts";
 
 /** Longest wait for a state in the page, in ms. */
@@ -134,30 +134,13 @@ Deno.test("Web SDK MSE player in Chromium", async (t) => {
     throw new Error(`run through tests/e2e/mse_test.ts (needs a loopback-only netns)`);
   }
   assert.equal(websdkPackage.version, "2.0.276");
-  const bundle = await Deno.readFile(
-    createRequire(import.meta.url).resolve("@flashphoner/websdk/flashphoner.js"),
-  );
-  const html = await Deno.readFile(new URL("./webrtc_page.html", import.meta.url));
   const server = await startTestServer();
-  const pages = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, (req) => {
-    const path = new URL(req.url).pathname;
-    if (path === "/") return new Response(html, { headers: { "Content-Type": "text/html" } });
-    if (path === "/flashphoner.js") {
-      return new Response(bundle, { headers: { "Content-Type": "text/javascript" } });
-    }
-    return new Response("not found", { status: 404 });
-  });
-  const profile = await Deno.makeTempDir({ prefix: "mse-chromium-" });
-  const context = await chromium.launchPersistentContext(profile, {
-    executablePath: "/usr/bin/chromium",
-    headless: true,
-    args: chromiumArgs,
-  });
+  const browser = await startBrowser(
+    "mse-chromium-",
+    new URL("./webrtc_page.html", import.meta.url),
+  );
   try {
-    const page = await context.newPage();
-    page.on("pageerror", (err) => console.error("[page error]", err.message));
-    await page.goto(`http://127.0.0.1:${pages.addr.port}/`);
-    await page.evaluate(() => (globalThis as unknown as { sdkReady: Promise<boolean> }).sdkReady);
+    const page = await browser.open();
     await call(page, "openSession", "s", server.wsUrl);
 
     await t.step("an RTMP stream (ffmpeg, H.264 + AAC) plays with MSE", async () => {
@@ -195,9 +178,7 @@ Deno.test("Web SDK MSE player in Chromium", async (t) => {
       );
     });
   } finally {
-    await context.close();
-    await Deno.remove(profile, { recursive: true });
+    await browser.close();
     await server.stop();
-    await pages.shutdown();
   }
 });

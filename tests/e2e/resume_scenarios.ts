@@ -10,13 +10,12 @@
  * resumed session. Peers that outlive the socket keep playing (tests/session_resume_test.ts).
  */
 import assert from "node:assert/strict";
-import { createRequire } from "node:module";
-import { chromium } from "playwright-core";
 // Importing the package's manifest makes Deno install the package (and so its bundle).
 import websdkPackage from "@flashphoner/websdk/package.json" with { type: "json" };
 import { cutServerConnections } from "../helpers/connection_cut.ts";
 import { startTestServer, testConfig } from "../helpers/test_server.ts";
-import { chromiumArgs, netnsEnv } from "./netns.ts";
+import { startBrowser } from "./browser.ts";
+import { netnsEnv } from "./netns.ts";
 
 /** Longest wait for a state in the page, in ms. */
 const pageWaitMs = 15_000;
@@ -44,30 +43,13 @@ Deno.test("Web SDK 2.0.276 session resumption in Chromium", async (t) => {
     throw new Error(`run through tests/e2e/resume_test.ts (needs a loopback-only netns)`);
   }
   assert.equal(websdkPackage.version, "2.0.276");
-  const bundle = await Deno.readFile(
-    createRequire(import.meta.url).resolve("@flashphoner/websdk/flashphoner.js"),
-  );
-  const html = await Deno.readFile(new URL("./resume_page.html", import.meta.url));
   const server = await startTestServer(testConfig({ ws: { resumeWindowSec: 30 } }));
-  const pages = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, (req) => {
-    const path = new URL(req.url).pathname;
-    if (path === "/") return new Response(html, { headers: { "Content-Type": "text/html" } });
-    if (path === "/flashphoner.js") {
-      return new Response(bundle, { headers: { "Content-Type": "text/javascript" } });
-    }
-    return new Response("not found", { status: 404 });
-  });
-  const profile = await Deno.makeTempDir({ prefix: "resume-chromium-" });
-  const context = await chromium.launchPersistentContext(profile, {
-    executablePath: "/usr/bin/chromium",
-    headless: true,
-    args: chromiumArgs,
-  });
+  const browser = await startBrowser(
+    "resume-chromium-",
+    new URL("./resume_page.html", import.meta.url),
+  );
   try {
-    const page = await context.newPage();
-    page.on("pageerror", (err) => console.error("[page error]", err.message));
-    await page.goto(`http://127.0.0.1:${pages.addr.port}/`);
-    await page.evaluate(() => (globalThis as unknown as PageApi).sdkReady);
+    const page = await browser.open();
     const api = <A extends unknown[], R>(fn: (api: PageApi, ...args: A) => R, ...args: A) =>
       page.evaluate(
         ([source, args]) => {
@@ -165,9 +147,7 @@ Deno.test("Web SDK 2.0.276 session resumption in Chromium", async (t) => {
       console.log(`bench: orphaned player ended ${Date.now() - started} ms after the resume`);
     });
   } finally {
-    await context.close();
-    await Deno.remove(profile, { recursive: true });
+    await browser.close();
     await server.stop();
-    await pages.shutdown();
   }
 });

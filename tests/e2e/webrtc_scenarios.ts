@@ -6,15 +6,15 @@
  * namespace as root; `webrtc_test.ts` re-executes this file there. One Chromium, two pages.
  */
 import assert from "node:assert/strict";
-import { createRequire } from "node:module";
-import { chromium, type Page } from "playwright-core";
+import type { Page } from "playwright-core";
 // Importing the package's manifest makes Deno install the package (and so its bundle).
 import websdkPackage from "@flashphoner/websdk/package.json" with { type: "json" };
 import { openPeerCount } from "../../media/protocols/webrtc/peer.ts";
 import { publishRtmp, stopPublisher } from "../helpers/ffmpeg_rtmp.ts";
 import { startGstRtsp } from "../helpers/gst_rtsp.ts";
 import { startTestServer, type TestServer } from "../helpers/test_server.ts";
-import { chromiumArgs, netnsEnv } from "./netns.ts";
+import { startBrowser } from "./browser.ts";
+import { netnsEnv } from "./netns.ts";
 import { call, type InboundStats } from "./webrtc_driver.ts";
 
 /** POSTs to the REST API and asserts 200 (reading the body, so no response is left open). */
@@ -88,33 +88,14 @@ Deno.test("WebRTC publish and play with the Web SDK in Chromium", async (t) => {
     throw new Error(`run through tests/e2e/webrtc_test.ts (needs a loopback-only netns)`);
   }
   assert.equal(websdkPackage.version, "2.0.276");
-  const bundle = await Deno.readFile(
-    createRequire(import.meta.url).resolve("@flashphoner/websdk/flashphoner.js"),
-  );
-  const html = await Deno.readFile(new URL("./webrtc_page.html", import.meta.url));
   const server = await startTestServer();
-  const pages = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, (req) => {
-    const path = new URL(req.url).pathname;
-    if (path === "/") return new Response(html, { headers: { "Content-Type": "text/html" } });
-    if (path === "/flashphoner.js") {
-      return new Response(bundle, { headers: { "Content-Type": "text/javascript" } });
-    }
-    return new Response("not found", { status: 404 });
-  });
-  const profile = await Deno.makeTempDir({ prefix: "webrtc-chromium-" });
-  const context = await chromium.launchPersistentContext(profile, {
-    executablePath: "/usr/bin/chromium",
-    headless: true,
-    args: chromiumArgs,
-  });
+  const browser = await startBrowser(
+    "webrtc-chromium-",
+    new URL("./webrtc_page.html", import.meta.url),
+  );
   try {
-    const [a, b] = [await context.newPage(), await context.newPage()];
-    for (const page of [a, b]) {
-      page.on("pageerror", (err) => console.error("[page error]", err.message));
-      await page.goto(`http://127.0.0.1:${pages.addr.port}/`);
-      await page.evaluate(() => (globalThis as unknown as { sdkReady: Promise<boolean> }).sdkReady);
-      await call(page, "openSession", "s", server.wsUrl);
-    }
+    const [a, b] = [await browser.open(), await browser.open()];
+    for (const page of [a, b]) await call(page, "openSession", "s", server.wsUrl);
 
     await t.step("16 publishes in a row all reach PUBLISHING", async () => {
       // About 1 in 13 of these ended "Failed by ICE timeout" on a loaded machine while werift
@@ -553,9 +534,7 @@ Deno.test("WebRTC publish and play with the Web SDK in Chromium", async (t) => {
       },
     );
   } finally {
-    await context.close();
-    await Deno.remove(profile, { recursive: true });
+    await browser.close();
     await server.stop();
-    await pages.shutdown();
   }
 });

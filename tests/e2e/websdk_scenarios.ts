@@ -4,13 +4,12 @@
  * file there (`deno test -A tests/e2e/websdk_scenarios.ts`). One Chromium for every step.
  */
 import assert from "node:assert/strict";
-import { createRequire } from "node:module";
-import { chromium } from "playwright-core";
 // Importing the package's manifest makes Deno install the package (and so its bundle).
 import websdkPackage from "@flashphoner/websdk/package.json" with { type: "json" };
 import { startHookBackend } from "../helpers/hook_backend.ts";
 import { startTestServer, testConfig } from "../helpers/test_server.ts";
-import { chromiumArgs, netnsEnv } from "./netns.ts";
+import { startBrowser } from "./browser.ts";
+import { netnsEnv } from "./netns.ts";
 
 /** Longest wait for a state in the page, in ms. */
 const pageWaitMs = 10_000;
@@ -27,10 +26,6 @@ Deno.test("Web SDK 2.0.276 in Chromium", async (t) => {
     throw new Error(`run through tests/e2e/websdk_test.ts (needs a loopback-only netns)`);
   }
   assert.equal(websdkPackage.version, "2.0.276");
-  const bundle = await Deno.readFile(
-    createRequire(import.meta.url).resolve("@flashphoner/websdk/flashphoner.js"),
-  );
-  const html = await Deno.readFile(new URL("./websdk_page.html", import.meta.url));
 
   let dataStatus = 200;
   const backend = await startHookBackend((call) => {
@@ -44,26 +39,13 @@ Deno.test("Web SDK 2.0.276 in Chromium", async (t) => {
     return { status: 200 };
   });
   const server = await startTestServer(testConfig({ hooks: { url: backend.url } }));
-  const pages = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, (req) => {
-    const path = new URL(req.url).pathname;
-    if (path === "/") return new Response(html, { headers: { "Content-Type": "text/html" } });
-    if (path === "/flashphoner.js") {
-      return new Response(bundle, { headers: { "Content-Type": "text/javascript" } });
-    }
-    return new Response("not found", { status: 404 });
-  });
-  const pageOrigin = `http://127.0.0.1:${pages.addr.port}`;
-  const profile = await Deno.makeTempDir({ prefix: "websdk-chromium-" });
-  const context = await chromium.launchPersistentContext(profile, {
-    executablePath: "/usr/bin/chromium",
-    headless: true,
-    args: chromiumArgs,
-  });
+  const browser = await startBrowser(
+    "websdk-chromium-",
+    new URL("./websdk_page.html", import.meta.url),
+  );
+  const pageOrigin = browser.origin;
   try {
-    const page = await context.newPage();
-    page.on("pageerror", (err) => console.error("[page error]", err.message));
-    await page.goto(`${pageOrigin}/`);
-    await page.evaluate(() => (globalThis as unknown as { sdkReady: Promise<boolean> }).sdkReady);
+    const page = await browser.open();
 
     const open = (key: string, custom: Record<string, unknown> = {}) =>
       page.evaluate(
@@ -205,10 +187,8 @@ Deno.test("Web SDK 2.0.276 in Chromium", async (t) => {
       assert.deepEqual(listed.filter((r: { custom: { deny?: boolean } }) => r.custom.deny), []);
     });
   } finally {
-    await context.close();
-    await Deno.remove(profile, { recursive: true });
+    await browser.close();
     await server.stop();
-    await pages.shutdown();
     await backend.close();
   }
 });

@@ -6,14 +6,15 @@
  */
 import assert from "node:assert/strict";
 import { createRequire } from "node:module";
-import { chromium, type Page } from "playwright-core";
+import type { Page } from "playwright-core";
 // Importing the manifests makes Deno install the packages (and so the browser modules).
 import whipWhepPackage from "whip-whep/package.json" with { type: "json" };
 import websdkPackage from "@flashphoner/websdk/package.json" with { type: "json" };
 import type { StreamRecord } from "../../core/records.ts";
 import { makeClip } from "../helpers/media_fixtures.ts";
 import { startTestServer, testConfig, type TestServer } from "../helpers/test_server.ts";
-import { chromiumArgs, netnsEnv } from "./netns.ts";
+import { startBrowser } from "./browser.ts";
+import { netnsEnv } from "./netns.ts";
 
 /** Longest wait for a state in the page or the server, in ms. */
 const waitMs = 15_000;
@@ -69,31 +70,22 @@ Deno.test("WHIP/WHEP with whip-whep in Chromium, the Web SDK and aiortc", async 
   assert.equal(whipWhepPackage.version, "1.2.0");
   assert.equal(websdkPackage.version, "2.0.276");
   const require = createRequire(import.meta.url);
-  const files: Record<string, Uint8Array<ArrayBuffer>> = {
-    "/": await Deno.readFile(new URL("./whip_page.html", import.meta.url)),
+  const files = {
     "/whip.js": await Deno.readFile(require.resolve("whip-whep/whip.js")),
     "/whep.js": await Deno.readFile(require.resolve("whip-whep/whep.js")),
-    "/flashphoner.js": await Deno.readFile(require.resolve("@flashphoner/websdk/flashphoner.js")),
   };
   const config = testConfig();
   await Deno.mkdir(config.folders.media, { recursive: true });
   await makeClip(`${config.folders.media}/clip.mp4`, { seconds: 20, audio: "aac" });
   const server = await startTestServer(config);
-  const pages = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, (req) => {
-    const path = new URL(req.url).pathname;
-    const body = files[path];
-    if (!body) return new Response("not found", { status: 404 });
-    const type = path === "/" ? "text/html" : "text/javascript";
-    return new Response(body, { headers: { "Content-Type": type } });
-  });
-  const profile = await Deno.makeTempDir({ prefix: "whip-chromium-" });
-  const context = await chromium.launchPersistentContext(profile, {
-    executablePath: "/usr/bin/chromium",
-    headless: true,
-    args: chromiumArgs,
-  });
+  const browser = await startBrowser(
+    "whip-chromium-",
+    new URL("./whip_page.html", import.meta.url),
+    files,
+  );
   try {
-    const page = await context.newPage();
+    // Opened here rather than by `browser.open`: the listeners must be on before it loads.
+    const page = await browser.context.newPage();
     // whip-whep trickles candidates in the background; a refused PATCH surfaces here.
     const pageErrors: string[] = [];
     const patches: number[] = [];
@@ -105,7 +97,7 @@ Deno.test("WHIP/WHEP with whip-whep in Chromium, the Web SDK and aiortc", async 
         pageErrors.push(`${res.request().method()} ${path}: ${res.status()}`);
       }
     });
-    await page.goto(`http://127.0.0.1:${pages.addr.port}/`);
+    await page.goto(`${browser.origin}/`);
     await page.waitForFunction(() => g.pageReady === true);
 
     await t.step("Chromium publishes over WHIP (whip-whep): a stream with its codecs", async () => {
@@ -214,9 +206,7 @@ Deno.test("WHIP/WHEP with whip-whep in Chromium, the Web SDK and aiortc", async 
       await until(() => streams(server), (list) => list.length === 0, "no streams left");
     });
   } finally {
-    await context.close();
-    await Deno.remove(profile, { recursive: true });
+    await browser.close();
     await server.stop();
-    await pages.shutdown();
   }
 });
