@@ -13,10 +13,11 @@ import { meanRgb, ok, refused, snapshotPixels } from "./helpers/rest_checks.ts";
 import { testConfig, type TestServer, withServer } from "./helpers/test_server.ts";
 
 /**
- * The default 1280x720 output at 15 fps rather than 30: half the encoding, so the suite keeps
- * its pace on a loaded 2-core machine (the A/V sync test keeps 30 fps).
+ * A 640x360 output at 15 fps rather than the default 1280x720 at 30: an eighth of the
+ * encoding, so the suite keeps its pace on a loaded 2-core machine (the nginx push checks
+ * the configured size; the A/V sync test keeps the default).
  */
-const lighter = { fps: 15 };
+const lighter = { width: 640, height: 360, fps: 15 };
 
 /** Inputs: a solid colour and a tone each. */
 const inputs = [
@@ -63,7 +64,7 @@ function assertColour(
 
 /**
  * Waits until a snapshot of `name` shows every colour of `checks` ([x, y, rgb]) and is
- * `size` (default 1280x720). A snapshot refused meanwhile (no keyframe yet, the encoder
+ * `size` (default 640x360, the `lighter` output). A snapshot refused meanwhile (no keyframe yet, the encoder
  * behind on a loaded machine) is tried again.
  */
 async function showing(
@@ -71,7 +72,7 @@ async function showing(
   name: string,
   what: string,
   checks: [number, number, readonly number[]][],
-  size: [number, number] = [1280, 720],
+  size: [number, number] = [640, 360],
 ): Promise<void> {
   await waitFor(what, async () => {
     const pixels = await snapshotPixels(server, name).catch(() => undefined);
@@ -180,11 +181,11 @@ Deno.test("three VOD inputs: tiles, tones, mute, level, remove, refusals", async
       const found = await streamNamed(server, "mix");
       return found && found.fps > 0 ? found : undefined;
     }, 20_000);
-    assert.deepEqual([stream.width, stream.height], [1280, 720]);
+    assert.deepEqual([stream.width, stream.height], [640, 360]);
     assert.equal(record.localMediaSessionId, stream.mediaSessionId);
 
-    // Grid of three on 1280x720: two 640x360 cells on top, one centred below.
-    const tiles = [[320, 180], [960, 180], [640, 540]];
+    // Grid of three on 640x360: two 320x180 cells on top, one centred below.
+    const tiles = [[160, 90], [480, 90], [320, 270]];
     await showing(
       server,
       "mix",
@@ -226,11 +227,11 @@ Deno.test("three VOD inputs: tiles, tones, mute, level, remove, refusals", async
 
     await ok(server, "/mixer/remove", { uri: "mixer://m1", remoteStreamName: "blue" });
     await refused(server, "/mixer/remove", { uri: "mixer://m1", remoteStreamName: "blue" }, 404);
-    // Two 640x720 cells, each with a 640x360 picture in its middle.
+    // Two 320x360 cells, each with a 320x180 picture in its middle.
     await showing(server, "mix", "two tiles, letterboxed", [
-      [320, 360, inputs[0].rgb],
-      [320, 100, [0, 0, 0]],
-      [960, 360, [0, 0, 0]],
+      [160, 180, inputs[0].rgb],
+      [160, 45, [0, 0, 0]],
+      [480, 180, [0, 0, 0]],
     ]);
 
     await ok(server, "/mixer/terminate", { uri: "mixer://m1" });
@@ -257,8 +258,8 @@ Deno.test("auto-mixing: <login>#<room> streams make the room's mixer, which ends
     assert.equal(record.uri, "mixer://room1");
     assert.equal(record.localStreamName, "room1");
     await showing(server, "room1", "two tiles in room1", [
-      [320, 360, inputs[0].rgb],
-      [960, 360, inputs[2].rgb],
+      [160, 180, inputs[0].rgb],
+      [480, 180, inputs[2].rgb],
     ]);
     for (const login of ["alice", "bob"]) {
       const stream = (await streamNamed(server, `${login}#room1`))!;
@@ -271,7 +272,7 @@ Deno.test("auto-mixing: <login>#<room> streams make the room's mixer, which ends
   }, config);
 });
 
-Deno.test("a mixer pushed to nginx-rtmp is read back by ffprobe as h264 1280x720 + aac", async () => {
+Deno.test("a mixer pushed to nginx-rtmp is read back by ffprobe as h264 640x360 + aac", async () => {
   const config = testConfig({ mixer: lighter });
   await clips(config.folders.media);
   const nginx = await startNginxRtmp();
@@ -295,7 +296,7 @@ Deno.test("a mixer pushed to nginx-rtmp is read back by ffprobe as h264 1280x720
         return found?.length === 2 ? found : undefined;
       }, 20_000) as { codec_name: string; width?: number; height?: number }[];
       const video = streams.find((s) => s.codec_name === "h264");
-      assert.deepEqual([video?.width, video?.height], [1280, 720]);
+      assert.deepEqual([video?.width, video?.height], [640, 360]);
       assert.deepEqual(streams.map((s) => s.codec_name).sort(), ["aac", "h264"]);
     }, config);
   } finally {
@@ -355,10 +356,10 @@ Deno.test("custom layouts from a folder, reloaded; stream watermark; background;
       "custom",
       "red in the corner, blue in the quarter, watermark, white background",
       [
-        [160, 90, inputs[0].rgb],
-        [1100, 600, inputs[2].rgb],
-        [640 + 10 + 32, 360 + 10 + 32, [0, 255, 0]],
-        [640, 200, [255, 255, 255]],
+        [80, 45, inputs[0].rgb],
+        [550, 300, inputs[2].rgb],
+        [320 + 10 + 32, 180 + 10 + 32, [0, 255, 0]],
+        [320, 100, [255, 255, 255]],
       ],
     );
 
@@ -385,16 +386,16 @@ Deno.test("custom layouts from a folder, reloaded; stream watermark; background;
     // A file that stops parsing leaves the layout as it was; a fixed one is taken.
     await Deno.writeTextFile(`${layouts}/side.json`, "{");
     await new Promise((r) => setTimeout(r, 1000));
-    await showing(server, "custom", "the layout kept", [[160, 90, inputs[0].rgb]]);
+    await showing(server, "custom", "the layout kept", [[80, 45, inputs[0].rgb]]);
     await Deno.writeTextFile(
       `${layouts}/side.json`,
       JSON.stringify({ regions: [quarter, corner] }),
     );
-    await showing(server, "custom", "the regions swapped", [[1100, 600, inputs[0].rgb], [
-      160,
-      90,
-      inputs[2].rgb,
-    ]]);
+    // Blue's watermark (64x64 at 10,10 of its tile) now covers the corner's middle.
+    await showing(server, "custom", "the regions swapped", [
+      [550, 300, inputs[0].rgb],
+      [120, 60, inputs[2].rgb],
+    ]);
     await ok(server, "/mixer/terminate", { uri: "mixer://l1" });
 
     await ok(server, "/mixer/startup", {
@@ -464,7 +465,7 @@ Deno.test("load test: 2 mixers x 3 streams start, and stop ends every mixer and 
 });
 
 Deno.test("wasm engine: audio mixing is refused naming hasAudio; a video-only mixer shows its tiles", async () => {
-  const config = testConfig({ media: { engine: "wasm" } });
+  const config = testConfig({ media: { engine: "wasm" }, mixer: lighter });
   await clips(config.folders.media);
   await withServer(async (server) => {
     await refused(server, "/mixer/startup", { uri: "mixer://w" }, 400, /hasAudio/);
@@ -478,8 +479,8 @@ Deno.test("wasm engine: audio mixing is refused naming hasAudio; a video-only mi
       await ok(server, "/mixer/add", { uri: "mixer://w", remoteStreamName: name });
     }
     await showing(server, "mix", "red and blue side by side", [
-      [320, 360, inputs[0].rgb],
-      [960, 360, inputs[2].rgb],
+      [160, 180, inputs[0].rgb],
+      [480, 180, inputs[2].rgb],
     ]);
     const [record] = await mixers(server);
     assert.equal(record.hasAudio, false);
