@@ -210,6 +210,11 @@ export class AudioMixer {
     return this.#scratch;
   }
 
+  /** Sample frames mixed so far: where the next mixed frame starts on the output timeline. */
+  get position(): number {
+    return this.#tick * (this.#frameSamples / this.#channels);
+  }
+
   /** Queues interleaved PCM of input `id`, in the input's rate and channels. */
   push(id: string, samples: Int16Array | Float32Array): void {
     const input = this.#input(id);

@@ -491,7 +491,9 @@ export class Mixer {
     if (input.offset === undefined || input.audioStartSec === undefined) return;
     const newestSec = input.audioStartSec + input.decodedFrames / sampleRate;
     const playAt = newestSec * pipelineVideoClockHz + input.offset;
-    const aheadFrames = Math.round((playAt - this.#nowPts()) * sampleRate / pipelineVideoClockHz);
+    // Measured from the mixed position, not the wall clock: when the event loop stalls, the
+    // mixing and the buffer fall behind together and nothing is cut or padded.
+    const aheadFrames = Math.round(playAt * sampleRate / pipelineVideoClockHz) - audio.position;
     audio.align(input.name, aheadFrames, Math.round(audioAlignToleranceMs * sampleRate / 1000));
   }
 
