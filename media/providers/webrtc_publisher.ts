@@ -62,6 +62,11 @@ export interface WebRtcPublisherOptions {
   log?: Logger;
   /** Time the browser has to connect and send media; `mediaStartTimeoutMs` by default. */
   mediaStartTimeoutMs?: number;
+  /**
+   * A peer its owner negotiates (a SIP call's sendrecv peer): the publisher then only reads
+   * the transceivers given to `receiveOn`, and `answer` is not used.
+   */
+  peer?: Peer;
 }
 
 /** What the publisher needs of its players. */
@@ -158,7 +163,12 @@ export class WebRtcPublisher extends Stream {
       srRtpTimestamp: 0,
       lastTimestamp: 0,
     }));
-    this.#peer = new Peer(options.address, options.codecs);
+    this.#peer = options.peer ?? new Peer(options.address, options.codecs);
+  }
+
+  /** Receives the media of `transceivers` of the owner's peer (see `peer` in the options). */
+  receiveOn(transceivers: readonly RTCRtpTransceiver[]): void {
+    for (const transceiver of transceivers) this.#bind(transceiver);
   }
 
   /** The codec of the first track of `kind`, if the stream has one. */

@@ -128,3 +128,29 @@ function toNegotiated(
   });
   return { kind, codec, params };
 }
+
+/** Payload types of the server's own offer (an incoming SIP call), as Chrome numbers them. */
+const offerPayloadTypes = { opus: 111, h264: 102 } as const;
+
+/**
+ * The codecs of the server's offer to a browser (an incoming SIP call): Opus, and H.264
+ * (packetization-mode 1, constrained baseline) when `video`.
+ */
+export function serverOfferCodecs(video: boolean): NegotiatedCodec[] {
+  const codecs = [toNegotiated("audio", "OPUS", {
+    name: "opus",
+    clockRate: 48000,
+    channels: 2,
+    payloadType: offerPayloadTypes.opus,
+    fmtp: "minptime=10;useinbandfec=1",
+  }, [])];
+  if (video) {
+    codecs.push(toNegotiated("video", "H264", {
+      name: "H264",
+      clockRate: 90000,
+      payloadType: offerPayloadTypes.h264,
+      fmtp: `level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=${h264Profiles[0]}`,
+    }, videoFeedback));
+  }
+  return codecs;
+}

@@ -105,6 +105,34 @@ export class Peer {
     }
     await prepare();
     await this.pc.setLocalDescription(await this.pc.createAnswer());
+    return await this.#completeLocal();
+  }
+
+  /**
+   * Makes the server's offer (an incoming SIP call rings the browser with it), complete with
+   * every local candidate: `prepare` adds the transceivers first. The browser's answer is
+   * applied by `acceptAnswer`.
+   */
+  async offer(prepare: () => void | Promise<void>): Promise<string> {
+    await prepare();
+    await this.pc.setLocalDescription(await this.pc.createOffer());
+    return await this.#completeLocal();
+  }
+
+  /** Applies the browser's answer to `offer`; a malformed one is a ParseError. */
+  async acceptAnswer(answerSdp: string): Promise<void> {
+    try {
+      await this.pc.setRemoteDescription({ type: "answer", sdp: answerSdp });
+    } catch (err) {
+      throw new ParseError(`bad SDP answer: ${(err as Error).message}`, { cause: err });
+    }
+  }
+
+  /**
+   * Waits for the local candidates, keeps the bound ports and returns the local description
+   * filtered to the announced address.
+   */
+  async #completeLocal(): Promise<string> {
     if (this.pc.iceGatheringState !== "complete") {
       const { promise, resolve } = Promise.withResolvers<void>();
       const sub = this.pc.iceGatheringStateChange.subscribe((s) => s === "complete" && resolve());
