@@ -1,0 +1,339 @@
+/**
+ * SDP offer/answer of a SIP call (RFC 3264): the offer we send in an INVITE (G.711 audio with
+ * telephone-event, H.264 video when asked), what the far end's answer leaves us with, and
+ * our answer to the far end's offer (incoming INVITE or re-INVITE). Hold is read both ways:
+ * a direction attribute, or the older `c=0.0.0.0` (RFC 2543).
+ */
+import { BadRequestError, ParseError } from "../../../core/errors.ts";
+import {
+  attribute,
+  fmtp,
+  parseSdp,
+  rtpmap,
+  type Sdp,
+  type SdpAttribute,
+  type SdpMedia,
+  writeSdp,
+} from "../../formats/sdp/sdp.ts";
+
+/** Media directions of RFC 3264 §5.1. */
+export type MediaDirection = "sendrecv" | "sendonly" | "recvonly" | "inactive";
+
+/** What our side of a call offers or answers with. */
+export interface CallMediaOffer {
+  /** Address the far end sends media to (the `c=` line). */
+  address: string;
+  audioPort: number;
+  /** Offer H.264 video on this port when set. */
+  videoPort?: number;
+  /** Our direction (default sendrecv); sendonly puts the far end on hold. */
+  direction?: MediaDirection;
+  /** The `o=` session id (default: a random number). */
+  sessionId?: string;
+  /** The `o=` version; the caller makes it grow on each re-offer of a session (default 1). */
+  sessionVersion?: number;
+}
+
+/** The audio both sides agreed on. */
+export interface NegotiatedAudio {
+  codec: "PCMU" | "PCMA";
+  payloadType: number;
+  /** Payload type of telephone-event, when the far end takes RFC 4733 events. */
+  telephoneEventPt?: number;
+  /** Where the far end receives: RTP on `port`, RTCP on `rtcpPort` (default port + 1). */
+  remote: { host: string; port: number; rtcpPort?: number };
+  /** The far end's direction (sendonly: it holds us, recvonly: we hold it). */
+  direction: MediaDirection;
+}
+
+/** The video both sides agreed on. */
+export interface NegotiatedVideo {
+  codec: "H264";
+  payloadType: number;
+  remote: NegotiatedAudio["remote"];
+  direction: MediaDirection;
+}
+
+/** The media of a call after offer/answer. */
+export interface NegotiatedMedia {
+  audio?: NegotiatedAudio;
+  video?: NegotiatedVideo;
+}
+
+/** Static payload types of G.711 (RFC 3551). */
+const pcmuPt = 0;
+const pcmaPt = 8;
+/** Our dynamic payload types in offers. */
+const offeredTelephoneEventPt = 101;
+const offeredH264Pt = 96;
+/** DTMF events 0-15 plus flash (16), RFC 4733 §3.2. */
+const telephoneEvents = "0-16";
+/** Packet time of our audio, in milliseconds. */
+const audioPtimeMs = 20;
+/** H.264 we send and take: non-interleaved packetization, Constrained Baseline level 3.1. */
+const h264Fmtp = "packetization-mode=1;profile-level-id=42e01f";
+const directions: readonly string[] = ["sendrecv", "sendonly", "recvonly", "inactive"];
+
+function origin(o: CallMediaOffer): string {
+  const id = o.sessionId ?? String(Math.floor(Math.random() * 1e12));
+  return `- ${id} ${o.sessionVersion ?? 1} IN ${addressType(o.address)} ${o.address}`;
+}
+
+function addressType(address: string): string {
+  return address.includes(":") ? "IP6" : "IP4";
+}
+
+function description(o: CallMediaOffer, media: SdpMedia[]): Sdp {
+  return {
+    version: 0,
+    origin: origin(o),
+    sessionName: "-",
+    connection: `IN ${addressType(o.address)} ${o.address}`,
+    timing: ["0 0"],
+    bandwidths: [],
+    other: [],
+    attributes: [],
+    media,
+  };
+}
+
+function section(type: string, port: number, formats: string[], attributes: SdpAttribute[]) {
+  return { type, port, portCount: 1, protocol: "RTP/AVP", formats, bandwidths: [], attributes };
+}
+
+function audioAttributes(
+  codecs: { pt: number; name: string }[],
+  telephoneEventPt: number | undefined,
+  direction: MediaDirection,
+): SdpAttribute[] {
+  const attrs: SdpAttribute[] = codecs.map((c) => ({
+    name: "rtpmap",
+    value: `${c.pt} ${c.name}/8000`,
+  }));
+  if (telephoneEventPt !== undefined) {
+    attrs.push({ name: "rtpmap", value: `${telephoneEventPt} telephone-event/8000` });
+    attrs.push({ name: "fmtp", value: `${telephoneEventPt} ${telephoneEvents}` });
+  }
+  attrs.push({ name: "ptime", value: String(audioPtimeMs) }, { name: direction });
+  return attrs;
+}
+
+function videoAttributes(pt: number, direction: MediaDirection): SdpAttribute[] {
+  return [
+    { name: "rtpmap", value: `${pt} H264/90000` },
+    { name: "fmtp", value: `${pt} ${h264Fmtp}` },
+    { name: direction },
+  ];
+}
+
+/**
+ * Our offer: PCMU (0), PCMA (8) and telephone-event (101) audio at 20 ms, and H.264 (96) when
+ * `videoPort` is set.
+ */
+export function buildCallOffer(o: CallMediaOffer): string {
+  const direction = o.direction ?? "sendrecv";
+  const media = [
+    section(
+      "audio",
+      o.audioPort,
+      [String(pcmuPt), String(pcmaPt), String(offeredTelephoneEventPt)],
+      audioAttributes(
+        [{ pt: pcmuPt, name: "PCMU" }, { pt: pcmaPt, name: "PCMA" }],
+        offeredTelephoneEventPt,
+        direction,
+      ),
+    ),
+  ];
+  if (o.videoPort !== undefined) {
+    media.push(
+      section(
+        "video",
+        o.videoPort,
+        [String(offeredH264Pt)],
+        videoAttributes(offeredH264Pt, direction),
+      ),
+    );
+  }
+  return writeSdp(description(o, media));
+}
+
+function parse(text: string): Sdp {
+  try {
+    return parseSdp(text);
+  } catch (err) {
+    if (err instanceof ParseError) {
+      throw new BadRequestError("sdp", `malformed SDP: ${err.message}`);
+    }
+    throw err;
+  }
+}
+
+/** The encoding name of a format of a section (static types by number), upper-case. */
+function encodingOf(m: SdpMedia, format: string): { name: string; clockRate: number } | undefined {
+  if (!/^\d{1,3}$/.test(format)) return undefined;
+  const pt = Number(format);
+  const map = rtpmap(m, pt);
+  if (map) return { name: map.encoding.toUpperCase(), clockRate: map.clockRate };
+  if (pt === pcmuPt) return { name: "PCMU", clockRate: 8000 };
+  if (pt === pcmaPt) return { name: "PCMA", clockRate: 8000 };
+  return undefined;
+}
+
+/** True for plain RTP profiles (no SRTP, which the call media does not speak). */
+function plainRtp(m: SdpMedia): boolean {
+  return m.protocol === "RTP/AVP" || m.protocol === "RTP/AVPF";
+}
+
+/** Where a section's far end receives, and its direction (`c=0.0.0.0` is a hold). */
+function endpoint(
+  sdp: Sdp,
+  m: SdpMedia,
+): { remote: NegotiatedAudio["remote"]; direction: MediaDirection } {
+  const connection = m.connection ?? sdp.connection;
+  const parts = connection?.split(" ") ?? [];
+  if (parts.length < 3 || parts[0] !== "IN") {
+    throw new BadRequestError("sdp", `SDP ${m.type} section without a usable c= line`);
+  }
+  const host = parts[2].split("/")[0];
+  const flag = m.attributes.find((a) => directions.includes(a.name)) ??
+    sdp.attributes.find((a) => directions.includes(a.name));
+  let direction = (flag?.name ?? "sendrecv") as MediaDirection;
+  if (host === "0.0.0.0" || host === "::") direction = withoutReceive(direction);
+  const remote: NegotiatedAudio["remote"] = { host, port: m.port };
+  const rtcp = /^(\d{1,5})/.exec(attribute(m, "rtcp") ?? "");
+  if (rtcp) remote.rtcpPort = Number(rtcp[1]);
+  return { remote, direction };
+}
+
+/** A direction minus the far end's receiving. */
+function withoutReceive(direction: MediaDirection): MediaDirection {
+  return direction === "sendrecv" || direction === "sendonly" ? "sendonly" : "inactive";
+}
+
+/** The direction that answers `theirs` given what we want (`ours`), RFC 3264 §6.1. */
+function answerDirection(theirs: MediaDirection, ours: MediaDirection): MediaDirection {
+  const theySend = theirs === "sendrecv" || theirs === "sendonly";
+  const theyReceive = theirs === "sendrecv" || theirs === "recvonly";
+  const weSend = theyReceive && (ours === "sendrecv" || ours === "sendonly");
+  const weReceive = theySend && (ours === "sendrecv" || ours === "recvonly");
+  return weSend ? (weReceive ? "sendrecv" : "sendonly") : weReceive ? "recvonly" : "inactive";
+}
+
+interface AudioChoice {
+  codec: "PCMU" | "PCMA";
+  payloadType: number;
+  telephoneEventPt?: number;
+}
+
+/** The first G.711 format of a section (its preference order) and its telephone-event. */
+function chooseAudio(m: SdpMedia): AudioChoice | undefined {
+  let choice: AudioChoice | undefined;
+  let telephoneEventPt: number | undefined;
+  for (const format of m.formats) {
+    const enc = encodingOf(m, format);
+    if (!enc || enc.clockRate !== 8000) continue;
+    if (!choice && (enc.name === "PCMU" || enc.name === "PCMA")) {
+      choice = { codec: enc.name, payloadType: Number(format) };
+    }
+    if (enc.name === "TELEPHONE-EVENT" && telephoneEventPt === undefined) {
+      telephoneEventPt = Number(format);
+    }
+  }
+  if (choice && telephoneEventPt !== undefined) choice.telephoneEventPt = telephoneEventPt;
+  return choice;
+}
+
+/** The H.264 format of a section: packetization-mode 1 first, else any. */
+function chooseH264(m: SdpMedia): number | undefined {
+  let any: number | undefined;
+  for (const format of m.formats) {
+    const enc = encodingOf(m, format);
+    if (enc?.name !== "H264") continue;
+    const pt = Number(format);
+    if (fmtp(m, pt).get("packetization-mode") === "1") return pt;
+    any ??= pt;
+  }
+  return any;
+}
+
+/**
+ * The media of the far end's answer to our offer. No accepted G.711 audio is a
+ * BadRequestError; a rejected section (port 0) is left out; `c=0.0.0.0` reads as a hold.
+ */
+export function negotiateAnswer(answerSdp: string): NegotiatedMedia {
+  const sdp = parse(answerSdp);
+  const result: NegotiatedMedia = {};
+  for (const m of sdp.media) {
+    if (m.port === 0 || !plainRtp(m)) continue;
+    if (m.type === "audio" && !result.audio) {
+      const choice = chooseAudio(m);
+      if (choice) result.audio = { ...choice, ...endpoint(sdp, m) };
+    } else if (m.type === "video" && !result.video) {
+      const pt = chooseH264(m);
+      if (pt !== undefined) result.video = { codec: "H264", payloadType: pt, ...endpoint(sdp, m) };
+    }
+  }
+  if (!result.audio) {
+    throw new BadRequestError("sdp", "the answer accepts no G.711 audio (PCMU or PCMA)");
+  }
+  return result;
+}
+
+/**
+ * Our answer to the far end's offer: the first of its G.711 codecs with its telephone-event,
+ * H.264 when it offers it and `o.videoPort` is set; every other section rejected with port 0.
+ * Our direction answers theirs (their sendonly gets recvonly). No G.711 audio in common is a
+ * BadRequestError (a SIP 488 Not Acceptable Here).
+ */
+export function answerCallOffer(
+  offerSdp: string,
+  o: CallMediaOffer,
+): { sdp: string; media: NegotiatedMedia } {
+  const offer = parse(offerSdp);
+  const ours = o.direction ?? "sendrecv";
+  const media: NegotiatedMedia = {};
+  const sections: SdpMedia[] = offer.media.map((m) => {
+    const rejected = section(m.type, 0, m.formats.length ? m.formats : ["0"], []);
+    rejected.protocol = m.protocol;
+    if (m.port === 0 || !plainRtp(m)) return rejected;
+    if (m.type === "audio" && !media.audio) {
+      const choice = chooseAudio(m);
+      if (!choice) return rejected;
+      const far = endpoint(offer, m);
+      media.audio = { ...choice, ...far };
+      const formats = [choice.payloadType];
+      if (choice.telephoneEventPt !== undefined) formats.push(choice.telephoneEventPt);
+      const answer = section(
+        "audio",
+        o.audioPort,
+        formats.map(String),
+        audioAttributes(
+          [{ pt: choice.payloadType, name: choice.codec }],
+          choice.telephoneEventPt,
+          answerDirection(far.direction, ours),
+        ),
+      );
+      answer.protocol = m.protocol;
+      return answer;
+    }
+    if (m.type === "video" && !media.video && o.videoPort !== undefined) {
+      const pt = chooseH264(m);
+      if (pt === undefined) return rejected;
+      const far = endpoint(offer, m);
+      media.video = { codec: "H264", payloadType: pt, ...far };
+      const answer = section(
+        "video",
+        o.videoPort,
+        [String(pt)],
+        videoAttributes(pt, answerDirection(far.direction, ours)),
+      );
+      answer.protocol = m.protocol;
+      return answer;
+    }
+    return rejected;
+  });
+  if (!media.audio) {
+    throw new BadRequestError("sdp", "no G.711 audio (PCMU or PCMA) in common with the offer");
+  }
+  return { sdp: writeSdp(description(o, sections)), media };
+}

@@ -1,0 +1,237 @@
+import assert from "node:assert/strict";
+import { BadRequestError } from "../../../core/errors.ts";
+import { attribute, fmtp, parseSdp, rtpmap } from "../../formats/sdp/sdp.ts";
+import { answerCallOffer, buildCallOffer, negotiateAnswer } from "./call_sdp.ts";
+
+/** What sipp's built-in `uas` scenario answers (`-mi 127.0.0.1 -mp 6000`). */
+const sippUasAnswer = [
+  "v=0",
+  "o=user1 53655765 2353687637 IN IP4 127.0.0.1",
+  "s=-",
+  "c=IN IP4 127.0.0.1",
+  "t=0 0",
+  "m=audio 6000 RTP/AVP 0",
+  "a=rtpmap:0 PCMU/8000",
+  "",
+].join("\r\n");
+
+/** A baresip 3.x answer to our offer: PCMU and telephone-event, RTCP muxed apart. */
+const baresipAnswer = [
+  "v=0",
+  "o=- 2873397492 1542812837 IN IP4 127.0.0.1",
+  "s=-",
+  "c=IN IP4 127.0.0.1",
+  "t=0 0",
+  "a=tool:baresip 3.10.1",
+  "m=audio 5110 RTP/AVP 0 101",
+  "b=AS:80",
+  "a=rtpmap:0 PCMU/8000",
+  "a=rtpmap:101 telephone-event/8000",
+  "a=fmtp:101 0-15",
+  "a=rtcp:5111",
+  "a=sendrecv",
+  "a=label:1",
+  "a=rtcp-rsize",
+  "a=ssrc:1432769153 cname:fa8e0c3e-3c2e-4b0b-9f3c-1b4a0c1b2a6e",
+  "a=ptime:20",
+  "m=video 0 RTP/AVP 96",
+  "",
+].join("\r\n");
+
+/** A baresip offer (incoming call): PCMA first, then PCMU, with telephone-event 101. */
+const baresipOffer = [
+  "v=0",
+  "o=- 1869488419 1447296543 IN IP4 127.0.0.1",
+  "s=-",
+  "c=IN IP4 127.0.0.1",
+  "t=0 0",
+  "a=tool:baresip 3.10.1",
+  "m=audio 5100 RTP/AVP 9 8 0 101",
+  "b=AS:64",
+  "a=rtpmap:9 G722/8000",
+  "a=rtpmap:8 PCMA/8000",
+  "a=rtpmap:0 PCMU/8000",
+  "a=rtpmap:101 telephone-event/8000",
+  "a=fmtp:101 0-15",
+  "a=sendrecv",
+  "a=ptime:20",
+  "m=video 5102 RTP/AVP 97 96",
+  "a=rtpmap:97 H264/90000",
+  "a=fmtp:97 packetization-mode=0;profile-level-id=42e01f",
+  "a=rtpmap:96 H264/90000",
+  "a=fmtp:96 packetization-mode=1;profile-level-id=42e01f",
+  "a=sendrecv",
+  "m=application 5104 UDP/BFCP *",
+  "",
+].join("\r\n");
+
+Deno.test("call offer: G.711 + telephone-event at 20 ms, H.264 when video, parses back", () => {
+  const text = buildCallOffer({
+    address: "127.0.0.1",
+    audioPort: 20000,
+    videoPort: 20002,
+    sessionId: "42",
+    sessionVersion: 3,
+  });
+  const sdp = parseSdp(text);
+  assert.equal(sdp.origin, "- 42 3 IN IP4 127.0.0.1");
+  assert.equal(sdp.connection, "IN IP4 127.0.0.1");
+  const [audio, video] = sdp.media;
+  assert.deepEqual([audio.type, audio.port, audio.protocol, audio.formats], [
+    "audio",
+    20000,
+    "RTP/AVP",
+    ["0", "8", "101"],
+  ]);
+  assert.equal(rtpmap(audio, 0)?.encoding, "PCMU");
+  assert.equal(rtpmap(audio, 8)?.encoding, "PCMA");
+  assert.equal(rtpmap(audio, 101)?.encoding, "telephone-event");
+  assert.equal(audio.attributes.find((a) => a.name === "fmtp")?.value, "101 0-16");
+  assert.equal(attribute(audio, "ptime"), "20");
+  assert.ok(audio.attributes.some((a) => a.name === "sendrecv"));
+  assert.deepEqual([video.type, video.port, video.formats], ["video", 20002, ["96"]]);
+  assert.deepEqual(rtpmap(video, 96), {
+    payloadType: 96,
+    encoding: "H264",
+    clockRate: 90000,
+    channels: undefined,
+  });
+  assert.equal(fmtp(video, 96).get("packetization-mode"), "1");
+  assert.equal(fmtp(video, 96).get("profile-level-id"), "42e01f");
+  // A hold re-offer: sendonly, a higher version, no video.
+  const hold = parseSdp(
+    buildCallOffer({
+      address: "::1",
+      audioPort: 20000,
+      direction: "sendonly",
+      sessionId: "42",
+      sessionVersion: 4,
+    }),
+  );
+  assert.equal(hold.origin, "- 42 4 IN IP6 ::1");
+  assert.equal(hold.media.length, 1);
+  assert.ok(hold.media[0].attributes.some((a) => a.name === "sendonly"));
+  // Our own offer, read as if it were the answer, gives our first codec.
+  assert.deepEqual(negotiateAnswer(text), {
+    audio: {
+      codec: "PCMU",
+      payloadType: 0,
+      telephoneEventPt: 101,
+      remote: { host: "127.0.0.1", port: 20000 },
+      direction: "sendrecv",
+    },
+    video: {
+      codec: "H264",
+      payloadType: 96,
+      remote: { host: "127.0.0.1", port: 20002 },
+      direction: "sendrecv",
+    },
+  });
+});
+
+Deno.test("call answer from sipp uas and from baresip", () => {
+  assert.deepEqual(negotiateAnswer(sippUasAnswer), {
+    audio: {
+      codec: "PCMU",
+      payloadType: 0,
+      remote: { host: "127.0.0.1", port: 6000 },
+      direction: "sendrecv",
+    },
+  });
+  assert.deepEqual(negotiateAnswer(baresipAnswer), {
+    audio: {
+      codec: "PCMU",
+      payloadType: 0,
+      telephoneEventPt: 101,
+      remote: { host: "127.0.0.1", port: 5110, rtcpPort: 5111 },
+      direction: "sendrecv",
+    },
+  });
+});
+
+Deno.test("call answer: hold by direction or by c=0.0.0.0, rejected audio, no G.711", () => {
+  const held = sippUasAnswer.replace("a=rtpmap:0 PCMU/8000", "a=rtpmap:0 PCMU/8000\r\na=recvonly");
+  assert.equal(negotiateAnswer(held).audio?.direction, "recvonly");
+  const sessionLevel = sippUasAnswer.replace("t=0 0", "t=0 0\r\na=inactive");
+  assert.equal(negotiateAnswer(sessionLevel).audio?.direction, "inactive");
+  const oldHold = sippUasAnswer.replace("c=IN IP4 127.0.0.1", "c=IN IP4 0.0.0.0");
+  assert.deepEqual(negotiateAnswer(oldHold).audio?.remote, { host: "0.0.0.0", port: 6000 });
+  assert.equal(negotiateAnswer(oldHold).audio?.direction, "sendonly");
+  for (
+    const bad of [
+      sippUasAnswer.replace("m=audio 6000", "m=audio 0"),
+      sippUasAnswer.replace("RTP/AVP 0", "RTP/AVP 9").replace("0 PCMU", "9 G722"),
+      sippUasAnswer.replace("RTP/AVP", "RTP/SAVP"),
+      "v=0\r\nthis is not SDP",
+    ]
+  ) {
+    assert.throws(
+      () => negotiateAnswer(bad),
+      (e) => e instanceof BadRequestError && e.field === "sdp",
+      bad,
+    );
+  }
+});
+
+Deno.test("answer to an offer: their first G.711, their telephone-event pt, H.264 mode 1, others rejected", () => {
+  const { sdp, media } = answerCallOffer(baresipOffer, {
+    address: "127.0.0.1",
+    audioPort: 30000,
+    videoPort: 30002,
+    sessionId: "7",
+  });
+  assert.deepEqual(media, {
+    audio: {
+      codec: "PCMA",
+      payloadType: 8,
+      telephoneEventPt: 101,
+      remote: { host: "127.0.0.1", port: 5100 },
+      direction: "sendrecv",
+    },
+    video: {
+      codec: "H264",
+      payloadType: 96,
+      remote: { host: "127.0.0.1", port: 5102 },
+      direction: "sendrecv",
+    },
+  });
+  const answer = parseSdp(sdp);
+  assert.deepEqual(answer.media.map((m) => [m.type, m.port, m.protocol, m.formats]), [
+    ["audio", 30000, "RTP/AVP", ["8", "101"]],
+    ["video", 30002, "RTP/AVP", ["96"]],
+    ["application", 0, "UDP/BFCP", ["*"]],
+  ]);
+  assert.equal(rtpmap(answer.media[0], 8)?.encoding, "PCMA");
+  assert.equal(rtpmap(answer.media[0], 101)?.encoding, "telephone-event");
+  assert.ok(answer.media[0].attributes.some((a) => a.name === "sendrecv"));
+  // The answer reads back as the far end's view of it.
+  assert.equal(negotiateAnswer(sdp).audio?.codec, "PCMA");
+  // Without a video port of ours, video is rejected.
+  const audioOnly = parseSdp(
+    answerCallOffer(baresipOffer, { address: "127.0.0.1", audioPort: 30000 }).sdp,
+  );
+  assert.deepEqual(audioOnly.media.map((m) => m.port), [30000, 0, 0]);
+});
+
+Deno.test("answer to an offer: hold directions, and 488 when nothing is in common", () => {
+  const o = { address: "127.0.0.1", audioPort: 30000 };
+  const direction = (offer: string, ours?: "sendonly") =>
+    parseSdp(answerCallOffer(offer, { ...o, direction: ours }).sdp).media[0].attributes
+      .find((a) => ["sendrecv", "sendonly", "recvonly", "inactive"].includes(a.name))?.name;
+  const audio = baresipOffer.split("m=video")[0];
+  assert.equal(direction(audio.replace("a=sendrecv", "a=sendonly")), "recvonly");
+  assert.equal(direction(audio.replace("a=sendrecv", "a=recvonly")), "sendonly");
+  assert.equal(direction(audio.replace("a=sendrecv", "a=inactive")), "inactive");
+  assert.equal(direction(audio.replace("c=IN IP4 127.0.0.1", "c=IN IP4 0.0.0.0")), "recvonly");
+  assert.equal(direction(audio, "sendonly"), "sendonly");
+  assert.equal(
+    answerCallOffer(audio.replace("a=sendrecv", "a=sendonly"), o).media.audio?.direction,
+    "sendonly",
+  );
+  const g722Only = audio.replace("RTP/AVP 9 8 0 101", "RTP/AVP 9 101");
+  assert.throws(
+    () => answerCallOffer(g722Only, o),
+    (e) => e instanceof BadRequestError && /in common/.test(e.message),
+  );
+  assert.throws(() => answerCallOffer("garbage", o), BadRequestError);
+});
