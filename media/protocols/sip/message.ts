@@ -5,7 +5,7 @@
  */
 import { ParseError } from "../../../core/errors.ts";
 import { parseCSeq, parseVia } from "./headers.ts";
-import { breaksLine, parseSipUri, tokenPattern } from "./uri.ts";
+import { breaksLine, parseSipUri, splitNameAddr, tokenPattern } from "./uri.ts";
 
 /** Largest message (a datagram, or a message of a stream), in bytes; a larger one is refused. */
 export const maxSipMessageBytes = 64 * 1024;
@@ -139,6 +139,16 @@ const listHeaders = new Set([
   "warning",
 ]);
 
+/** `text` without leading and trailing SP and HT (String.trim would also take a BOM or NBSP). */
+function trimLws(text: string): string {
+  const blank = (i: number) => text[i] === " " || text[i] === "\t";
+  let from = 0;
+  let to = text.length;
+  while (from < to && blank(from)) from++;
+  while (to > from && blank(to - 1)) to--;
+  return text.slice(from, to);
+}
+
 /** The lower-case full name of a header name (compact forms expanded). */
 function headerKey(name: string): string {
   const lower = name.toLowerCase();
@@ -165,7 +175,7 @@ function splitList(value: string): string[] {
     }
   }
   out.push(value.slice(from));
-  return out.map((v) => v.trim()).filter((v) => v !== "");
+  return out.map(trimLws).filter((v) => v !== "");
 }
 
 interface HeaderEntry {
@@ -309,7 +319,7 @@ function parseHead(text: string): Head {
   let name: string | undefined;
   let value = "";
   const flush = () => {
-    if (name !== undefined) headers.add(name, value.trim());
+    if (name !== undefined) headers.add(name, trimLws(value));
   };
   for (let i = 1; i < lines.length; i++) {
     const line = lines[i];
@@ -317,7 +327,7 @@ function parseHead(text: string): Head {
     if (line[0] === " " || line[0] === "\t") {
       // RFC 3261 §7.3.1: a line starting with white space continues the previous one.
       if (name === undefined) throw new ParseError("SIP header block starts with a continuation");
-      value += ` ${line.trim()}`;
+      value += ` ${trimLws(line)}`;
       continue;
     }
     flush();
@@ -325,7 +335,7 @@ function parseHead(text: string): Head {
     if (colon <= 0) {
       throw new ParseError(`SIP header line without a name: ${JSON.stringify(line.slice(0, 60))}`);
     }
-    name = line.slice(0, colon).trimEnd();
+    name = trimLws(line.slice(0, colon));
     value = line.slice(colon + 1);
   }
   flush();
@@ -375,8 +385,15 @@ function checkHeaders(head: Head): void {
   if (head.kind === "request" && cseq.method !== head.method) {
     throw new ParseError(`CSeq method ${cseq.method} is not the request's ${head.method}`);
   }
+  for (const key of ["from", "to"]) {
+    const { uriText } = splitNameAddr(headers.get(key)!);
+    if (/^sips?:/i.test(uriText)) parseSipUri(uriText);
+  }
   const maxForwards = headers.get("max-forwards");
-  if (maxForwards !== undefined && !(/^\d{1,3}$/.test(maxForwards) && Number(maxForwards) <= 255)) {
+  // Leading zeros are allowed (RFC 4475 §3.1.1.1 sends "0068").
+  if (
+    maxForwards !== undefined && !(/^\d{1,10}$/.test(maxForwards) && Number(maxForwards) <= 255)
+  ) {
     throw new ParseError("malformed Max-Forwards");
   }
 }
@@ -395,18 +412,22 @@ function skipLineEnds(data: Uint8Array, at: number, to: number): number {
   return at;
 }
 
+/**
+ * Whether a datagram is only CR and LF bytes: a keep-alive (RFC 5626 §4.4.1 on streams, sent
+ * on UDP too by some user agents) to ignore rather than a message to refuse.
+ */
+export function isSipKeepAlive(datagram: Uint8Array): boolean {
+  return datagram.length > 0 && skipLineEnds(datagram, 0, datagram.length) === datagram.length;
+}
+
 /** Parses one datagram holding one SIP message; anything malformed is a ParseError. */
 export function parseSipMessage(datagram: Uint8Array): SipMessage {
   if (datagram.length > maxSipMessageBytes) {
     throw new ParseError(`SIP message of ${datagram.length} bytes exceeds ${maxSipMessageBytes}`);
   }
   const start = skipLineEnds(datagram, 0, datagram.length);
-  let end = headEnd(datagram, start, datagram.length);
-  // A datagram may end right after its last header line, without the empty line.
-  if (end < 0) {
-    if (datagram.length === start) throw new ParseError("empty SIP message");
-    end = datagram.length;
-  }
+  const end = headEnd(datagram, start, datagram.length);
+  if (end < 0) throw new ParseError("SIP message without the empty line ending its headers");
   const head = parseHead(utf8.decode(datagram.subarray(start, end)));
   const available = datagram.length - end;
   const length = contentLength(head) ?? available;

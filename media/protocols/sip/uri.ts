@@ -45,7 +45,6 @@ const paramSafe = new RegExp(`[${unreserved}\\[\\]/:&+$]`);
 const headerChars = new RegExp(`^(?:[${unreserved}\\[\\]/?:+$]|%[0-9A-Fa-f]{2})*$`);
 const headerSafe = new RegExp(`[${unreserved}\\[\\]/?:+$]`);
 const hostnamePattern = /^[A-Za-z0-9_](?:[A-Za-z0-9_.-]*)$/;
-const ipv6Pattern = /^[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*$/;
 /** RFC 3261 §25.1 token. */
 export const tokenPattern = /^[A-Za-z0-9\-.!%*_+`'~]+$/;
 
@@ -58,9 +57,9 @@ function hasControl(text: string): boolean {
   return false;
 }
 
-/** Whether `text` holds CR, LF or NUL, which would break a header line apart. */
+/** Whether `text` holds CR or LF, which would break a header line apart. */
 export function breaksLine(text: string): boolean {
-  return text.includes("\r") || text.includes("\n") || text.includes("\0");
+  return text.includes("\r") || text.includes("\n");
 }
 
 const utf8 = new TextDecoder("utf-8", { fatal: true });
@@ -98,9 +97,33 @@ function percentEncode(text: string, safe: RegExp): string {
   return out;
 }
 
+/** Whether `text` is an IPv6 address (RFC 4291 §2.2 text forms, an IPv4 tail included). */
+function isIpv6(text: string): boolean {
+  const halves = text.split("::");
+  if (halves.length > 2) return false;
+  const groups = halves.map((h) => (h === "" ? [] : h.split(":")));
+  const all = groups.flat();
+  let count = all.length;
+  const last = all.at(-1);
+  if (last !== undefined && last.includes(".")) {
+    if (!text.endsWith(last)) return false;
+    if (
+      !/^(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)$/.test(
+        last,
+      )
+    ) {
+      return false;
+    }
+    all.pop();
+    count++;
+  }
+  if (!all.every((g) => /^[0-9A-Fa-f]{1,4}$/.test(g))) return false;
+  return halves.length === 2 ? count <= 7 : count === 8;
+}
+
 /** Checks a host (name, IPv4, or IPv6 without brackets) and returns it. */
 function checkHost(host: string, what: string): string {
-  if (host.includes(":") ? !ipv6Pattern.test(host) : !hostnamePattern.test(host)) {
+  if (host.includes(":") ? !isIpv6(host) : !hostnamePattern.test(host)) {
     throw new ParseError(`bad host in ${what}: ${JSON.stringify(host.slice(0, 64))}`);
   }
   return host;
@@ -286,11 +309,26 @@ function readQuoted(text: string, from: number): { value: string; end: number } 
   throw new ParseError("unterminated quoted string");
 }
 
+/** A name-addr split into its parts, the URI still as text (any scheme). */
+export interface NameAddrParts {
+  displayName?: string;
+  /** The URI as written, without the angle brackets. */
+  uriText: string;
+  params: Map<string, string>;
+}
+
+/** An unquoted display name: tokens (non-ASCII letters tolerated) apart by white space. */
+const unquotedDisplayName =
+  /^(?:[A-Za-z0-9\-.!%*_+`'~]|[\u0080-\uffff])+(?:[ \t]+(?:[A-Za-z0-9\-.!%*_+`'~]|[\u0080-\uffff])+)*$/;
+/** An absolute URI of any scheme (RFC 3261 §25.1 absoluteURI), as a name-addr holds it. */
+const absoluteUri = /^[A-Za-z][A-Za-z0-9+.\-]*:[^\s"<>]+$/;
+
 /**
- * Parses a name-addr (`"Bob" <sip:bob@h>;tag=x`, `Bob <sip:bob@h>`) or an addr-spec
- * (`sip:bob@h;tag=x`, whose parameters belong to the header, RFC 3261 §20.10).
+ * Splits a name-addr (`"Bob" <sip:bob@h>;tag=x`, `Bob <tel:+1>`) or an addr-spec
+ * (`sip:bob@h;tag=x`, whose parameters belong to the header, RFC 3261 §20.10) without
+ * parsing the URI beyond checking it is an absolute URI. Malformed is a ParseError.
  */
-export function parseNameAddr(text: string): NameAddr {
+export function splitNameAddr(text: string): NameAddrParts {
   const value = text.trim();
   if (breaksLine(value)) throw new ParseError("name-addr holds a line break");
   let displayName: string | undefined;
@@ -308,22 +346,31 @@ export function parseNameAddr(text: string): NameAddr {
   if (lt >= 0) {
     if (displayName === undefined) {
       const name = value.slice(0, lt).trim();
-      if (/["<>]/.test(name)) throw new ParseError("bad display name");
+      if (name !== "" && !unquotedDisplayName.test(name)) throw new ParseError("bad display name");
       if (name !== "") displayName = name.replace(/[ \t]+/g, " ");
-    } else if (lt !== at) {
-      throw new ParseError("text between display name and <URI>");
     }
     const gt = value.indexOf(">", lt);
     if (gt < 0) throw new ParseError("unclosed <URI>");
-    uriText = value.slice(lt + 1, gt);
+    uriText = value.slice(lt + 1, gt).trim();
     rest = value.slice(gt + 1);
   } else {
     const semi = value.indexOf(";");
-    uriText = semi < 0 ? value : value.slice(0, semi);
+    uriText = (semi < 0 ? value : value.slice(0, semi)).trim();
     rest = semi < 0 ? "" : value.slice(semi);
   }
-  const uri = parseSipUri(uriText);
+  if (!absoluteUri.test(uriText)) throw new ParseError("name-addr without an absolute URI");
   const params = parseHeaderParams(rest, "name-addr");
+  return displayName === undefined ? { uriText, params } : { displayName, uriText, params };
+}
+
+/**
+ * Parses a name-addr (`"Bob" <sip:bob@h>;tag=x`, `Bob <sip:bob@h>`) or an addr-spec
+ * (`sip:bob@h;tag=x`, whose parameters belong to the header, RFC 3261 §20.10) whose URI is a
+ * sip: or sips: one.
+ */
+export function parseNameAddr(text: string): NameAddr {
+  const { displayName, uriText, params } = splitNameAddr(text);
+  const uri = parseSipUri(uriText);
   return displayName === undefined ? { uri, params } : { displayName, uri, params };
 }
 
