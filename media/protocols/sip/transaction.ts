@@ -42,6 +42,15 @@ export interface TransactionTimers {
 /** RFC 3261's values. */
 export const defaultTransactionTimers: TransactionTimers = { t1Ms: 500, t2Ms: 4000, t4Ms: 5000 };
 
+/**
+ * Most server transactions held at once (each lives up to 64*T1 after its answer); a new
+ * request beyond is answered "503 Service Unavailable" without a transaction, so a flood
+ * cannot grow the table without bound.
+ */
+export const maxSipServerTransactions = 8192;
+/** Retry-After of that 503, in seconds. */
+const overloadRetryAfterS = 5;
+
 /** How long a server INVITE transaction waits for the UA's first answer before "100 Trying". */
 export const tryingDelayMs = 200;
 
@@ -231,15 +240,23 @@ export class SipTransactions implements ServerSide {
   readonly #t: TransactionTimers;
   readonly #clients = new Map<string, ClientTx>();
   readonly #servers = new Map<string, ServerTx>();
+  readonly #maxServers: number;
   #closed = false;
+  /** New requests answered 503 because the server transactions were at their cap. */
+  refusedRequests = 0;
 
+  /**
+   * Takes `transport.onMessage`. `timers` shortens RFC 3261's (tests);
+   * `maxServerTransactions` defaults to maxSipServerTransactions.
+   */
   constructor(
     transport: SipTransport,
-    o: { log: Logger; timers?: Partial<TransactionTimers> },
+    o: { log: Logger; timers?: Partial<TransactionTimers>; maxServerTransactions?: number },
   ) {
     this.#transport = transport;
     this.#log = o.log;
     this.#t = { ...defaultTransactionTimers, ...o.timers };
+    this.#maxServers = o.maxServerTransactions ?? maxSipServerTransactions;
     transport.onMessage = (message, from) => this.#onMessage(message, from);
   }
 
@@ -495,6 +512,21 @@ export class SipTransactions implements ServerSide {
     if (existing) {
       // A retransmission: the last answer again (§17.2.1, §17.2.2), or nothing yet.
       if (existing.last) this.#sendServer(existing, existing.last);
+      return;
+    }
+    if (this.#servers.size >= this.#maxServers) {
+      if (this.refusedRequests++ % 1000 === 0) {
+        this.#log.warn("SIP server transactions at their cap; answering 503", {
+          max: this.#maxServers,
+          refused: this.refusedRequests,
+        });
+      }
+      const res = buildResponse(req, 503, "Service Unavailable", {
+        toTag: newTag(),
+        headers: [["Retry-After", String(overloadRetryAfterS)]],
+      });
+      this.#transport.send(res, responsePeer(parseVia(req.headers.get("Via")!), from))
+        .catch((err) => this.#log.debug("SIP response not sent", { err }));
       return;
     }
     const tx = new ServerTx(req, from, key, this);

@@ -17,9 +17,16 @@ const encoder = new TextEncoder();
 const fastTimers: Partial<TransactionTimers> = { t1Ms: 20, t2Ms: 80, t4Ms: 50 };
 
 /** A transaction layer on its own transport on 127.0.0.1. */
-async function openLayer(timers: Partial<TransactionTimers> = fastTimers) {
+async function openLayer(
+  timers: Partial<TransactionTimers> = fastTimers,
+  maxServerTransactions?: number,
+) {
   const transport = await SipTransport.open({ hostname: "127.0.0.1", port: 0, log: silentLogger });
-  const layer = new SipTransactions(transport, { log: silentLogger, timers });
+  const layer = new SipTransactions(transport, {
+    log: silentLogger,
+    timers,
+    maxServerTransactions,
+  });
   return {
     transport,
     layer,
@@ -364,6 +371,28 @@ Deno.test("UDP: a request without the magic cookie (RFC 2543) is matched by Call
     assert.equal(calls, 1);
   } finally {
     await far.close();
+    await b.close();
+  }
+});
+
+Deno.test("UDP: a new request beyond the server transactions' cap is answered 503", async () => {
+  const a = await openLayer();
+  const b = await openLayer(fastTimers, 1);
+  try {
+    let calls = 0;
+    b.layer.onRequest = () => calls++; // never answers: the first transaction stays
+    const to = peerOf(b.transport, "UDP");
+    const first = a.layer.request(makeRequest("OPTIONS", a.transport.port, to), to);
+    await until(() => calls === 1);
+    const second = await a.layer.request(makeRequest("OPTIONS", a.transport.port, to), to)
+      .response;
+    assert.equal(second.status, 503);
+    assert.equal(second.headers.get("Retry-After"), "5");
+    assert.equal(b.layer.refusedRequests, 1);
+    assert.equal(calls, 1);
+    await assert.rejects(first.response, (err: Error) => err.name === "SipTimeoutError");
+  } finally {
+    await a.close();
     await b.close();
   }
 });

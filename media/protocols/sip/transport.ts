@@ -44,6 +44,8 @@ export interface SipTransportOptions {
   advertisedHost?: string;
   /** Idle time after which a TCP connection is closed, in ms (default sipTcpIdleMs). */
   tcpIdleMs?: number;
+  /** Most TCP connections held at once (default maxSipTcpConnections). */
+  maxTcpConnections?: number;
 }
 
 /**
@@ -206,9 +208,8 @@ function badRequestAnswer(
       headers: [["Warning", `399 - "${reason}"`]],
     });
     return { response, topVia };
-  } catch (err) {
-    if (err instanceof ParseError) return undefined;
-    throw err;
+  } catch {
+    return undefined;
   }
 }
 
@@ -237,7 +238,7 @@ export class SipTransport {
   /** Every open connection (two with one peer when both connected at once). */
   readonly #open = new Set<Connection>();
   readonly #connecting = new Map<string, Promise<Connection>>();
-  readonly #cap = new Cap("SIP TCP connections", maxSipTcpConnections);
+  readonly #cap: Cap;
   #acceptLoop?: Promise<void>;
   #closing?: Promise<void>;
 
@@ -253,6 +254,7 @@ export class SipTransport {
     this.#udp = udp;
     this.#listener = listener;
     this.#tcpIdleMs = o.tcpIdleMs ?? sipTcpIdleMs;
+    this.#cap = new Cap("SIP TCP connections", o.maxTcpConnections ?? maxSipTcpConnections);
   }
 
   /** Binds UDP and TCP on `hostname:port` (port 0: a free port both can take). */
@@ -314,8 +316,13 @@ export class SipTransport {
     try {
       message = parseSipMessage(data);
     } catch (err) {
-      if (!(err instanceof ParseError)) throw err;
-      this.#malformed(from, err.message);
+      // Whatever the parser throws stays here: an exception out of a socket's event handler
+      // would end the process.
+      this.#malformed(from, (err as Error).message);
+      if (!(err instanceof ParseError)) {
+        this.#log.error("SIP parser failed", { err });
+        return;
+      }
       const answer = badRequestAnswer(data, err);
       if (answer) {
         this.#sendQuietly(answer.response, responsePeer(answer.topVia, from));

@@ -70,12 +70,13 @@ class RawUdp {
 }
 
 /** A transport on 127.0.0.1 whose received messages are queued. */
-async function openTransport(tcpIdleMs?: number) {
+async function openTransport(tcpIdleMs?: number, maxTcpConnections?: number) {
   const transport = await SipTransport.open({
     hostname: "127.0.0.1",
     port: 0,
     log: silentLogger,
     tcpIdleMs,
+    maxTcpConnections,
   });
   const messages: { message: SipMessage; from: SipPeer }[] = [];
   transport.onMessage = (message, from) => messages.push({ message, from });
@@ -272,6 +273,57 @@ Deno.test("TCP: a send to a port nobody listens on rejects with SipTransportErro
     assert.deepEqual((error as Error)?.name, "SipTransportError");
     assert.deepEqual(transport.stats.tcpConnections, 0);
   } finally {
+    await transport.close();
+  }
+});
+
+Deno.test("TCP: connections beyond the cap are refused (closed at once), the others served", async () => {
+  const { transport, messages } = await openTransport(undefined, 1);
+  const first = await Deno.connect({ hostname: "127.0.0.1", port: transport.port });
+  const second = await Deno.connect({ hostname: "127.0.0.1", port: transport.port });
+  try {
+    assert.deepEqual(await second.read(new Uint8Array(100)), null);
+    assert.deepEqual(transport.stats.tcpConnections, 1);
+    const { port } = first.localAddr as Deno.NetAddr;
+    await first.write(encoder.encode(optionsText(`SIP/2.0/TCP 127.0.0.1:${port};branch=z9hG4bKc`)));
+    await until(() => messages.length === 1);
+  } finally {
+    first.close();
+    second.close();
+    await transport.close();
+  }
+});
+
+Deno.test("UDP: 2,000 mutated requests never end the receive loop", async () => {
+  const { transport, messages } = await openTransport();
+  const far = await RawUdp.open();
+  try {
+    const base = encoder.encode(
+      optionsText(`SIP/2.0/UDP 127.0.0.1:${far.port};branch=z9hG4bKfuzz;rport`),
+    );
+    let state = 7;
+    const random = () => {
+      state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
+      return state / 2 ** 32;
+    };
+    for (let i = 0; i < 2000; i++) {
+      const data = base.slice(0, 1 + Math.floor(random() * base.length));
+      for (let flips = 1 + Math.floor(random() * 4); flips > 0; flips--) {
+        data[Math.floor(random() * data.length)] = Math.floor(random() * 256);
+      }
+      far.send(data, transport.port);
+      if (i % 100 === 0) await new Promise((r) => setTimeout(r, 1));
+    }
+    // A pause lets the burst drain, so the kernel does not drop the last one.
+    await new Promise((r) => setTimeout(r, 100));
+    far.send(
+      optionsText(`SIP/2.0/UDP 127.0.0.1:${far.port};branch=z9hG4bKok`, "1 OPTIONS", "last@test"),
+      transport.port,
+    );
+    await until(() => messages.some((m) => m.message.headers.get("Call-ID") === "last@test"), 5000);
+    assert.ok(transport.stats.malformed > 0);
+  } finally {
+    await far.close();
     await transport.close();
   }
 });
