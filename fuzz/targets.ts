@@ -33,6 +33,16 @@ import {
   parseTransport,
 } from "../media/protocols/rtsp/headers.ts";
 import { RtspStreamParser } from "../media/protocols/rtsp/message.ts";
+import { authorizationFor } from "../media/protocols/sip/digest.ts";
+import { parseCSeq, parseVia } from "../media/protocols/sip/headers.ts";
+import {
+  maxSipMessageBytes,
+  parseSipMessage,
+  serializeSipMessage,
+  type SipMessage,
+  SipStreamParser,
+} from "../media/protocols/sip/message.ts";
+import { parseNameAddr, parseSipUri } from "../media/protocols/sip/uri.ts";
 import { RtmpMediaReceiver } from "../media/providers/rtmp_receiver.ts";
 import {
   ControlType,
@@ -184,6 +194,86 @@ function parseRtspHeaders(message: ReturnType<RtspStreamParser["next"]>): void {
   }
 }
 
+/** Headers of name-addr values a SIP user agent reads. */
+const sipAddressHeaders = [
+  "from",
+  "to",
+  "contact",
+  "route",
+  "record-route",
+  "refer-to",
+  "referred-by",
+];
+
+/**
+ * A SIP message read as the user agent reads it: Request-URI, Vias, CSeq, addresses, digest
+ * challenges and SDP body, each tried (the first refusal is thrown once all ran). A message
+ * that parsed must serialise to bytes that parse again: failing that is a crash.
+ */
+function readSipMessage(message: SipMessage): void {
+  const { headers } = message;
+  let failure: unknown;
+  const attempt = (read: () => unknown) => {
+    try {
+      read();
+    } catch (err) {
+      if (!(err instanceof ParseError)) throw err;
+      failure ??= err;
+    }
+  };
+  const written = serializeSipMessage(message);
+  if (written.length <= maxSipMessageBytes) {
+    try {
+      parseSipMessage(written);
+    } catch (err) {
+      throw new Error(`a parsed SIP message does not parse once written: ${err}`);
+    }
+  }
+  if (message.kind === "request" && /^sips?:/i.test(message.uri)) {
+    attempt(() => parseSipUri(message.uri));
+  }
+  attempt(() => headers.getAll("via").forEach((via) => parseVia(via)));
+  attempt(() => parseCSeq(headers.get("cseq") ?? ""));
+  for (const name of sipAddressHeaders) {
+    for (const value of headers.getAll(name)) {
+      if (value !== "*") attempt(() => parseNameAddr(value));
+    }
+  }
+  for (
+    const value of [...headers.getAll("www-authenticate"), ...headers.getAll("proxy-authenticate")]
+  ) {
+    attempt(() => authorizationFor(value, { user: "u", password: "p" }, "INVITE", "sip:b@h", 1));
+  }
+  if (headers.get("content-type")?.startsWith("application/sdp")) {
+    attempt(() => parseSdp(decoder.decode(message.body)));
+  }
+  if (failure) throw failure;
+}
+
+/** SIP bytes as a datagram, then as a TCP stream in socket-sized reads. */
+function sipInput(input: Uint8Array): void {
+  let failure: unknown;
+  try {
+    readSipMessage(parseSipMessage(input));
+  } catch (err) {
+    if (!(err instanceof ParseError)) throw err;
+    failure = err;
+  }
+  const parser = new SipStreamParser();
+  try {
+    for (const read of reads(input)) {
+      for (const message of parser.push(read)) readSipMessage(message);
+      if (parser.buffered > maxSipMessageBytes + read.length) {
+        throw new Error(`the SIP stream parser holds ${parser.buffered} bytes`);
+      }
+    }
+  } catch (err) {
+    if (!(err instanceof ParseError)) throw err;
+    failure ??= err;
+  }
+  if (failure) throw failure;
+}
+
 /** The AU header layout of the camera's AAC (fmtp of fuzz/corpus/sdp). */
 const aacLayout = auHeaderLayout(
   new Map([["sizelength", "13"], ["indexlength", "3"], ["indexdeltalength", "3"]]),
@@ -241,6 +331,11 @@ export const targets: readonly FuzzTarget[] = [
         for (let m = parser.next(); m; m = parser.next()) parseRtspHeaders(m);
       }
     },
+  },
+  {
+    name: "sip",
+    maxBytes: 64_000,
+    run: sipInput,
   },
   {
     name: "rtmp_chunks",

@@ -685,3 +685,20 @@ Deno.test("stream: no Content-Length, oversized headers or body are ParseErrors,
   const bad = new SipStreamParser();
   assert.throws(() => bad.push(enc.encode("GARBAGE\r\n\r\n")), ParseError);
 });
+
+Deno.test("messages captured from sipp and baresip (fuzz/corpus/sip) parse and round trip", () => {
+  const dir = new URL("../../../fuzz/corpus/sip/", import.meta.url);
+  const names = [...Deno.readDirSync(dir)].map((e) => e.name).filter((n) =>
+    /^(sipp|baresip)_/.test(n)
+  );
+  assert.ok(names.length >= 12);
+  for (const name of names) {
+    const m = parseSipMessage(Deno.readFileSync(new URL(name, dir)));
+    assertSameMessage(parseSipMessage(serializeSipMessage(m)), m);
+    for (const via of m.headers.getAll("via")) parseVia(via);
+    parseNameAddr(m.headers.get("from")!);
+    parseNameAddr(m.headers.get("to")!);
+    const contact = m.headers.get("contact");
+    if (contact !== undefined) parseNameAddr(contact);
+  }
+});
