@@ -297,6 +297,9 @@ export class SipTransactions implements ServerSide {
     const invite = this.#clients.get(`${tx.branch}|INVITE`);
     if (!invite || invite !== tx) throw new Error("no pending INVITE transaction to cancel");
     await invite.answered;
+    // A second cancel() shares the first one's CANCEL.
+    const pending = this.#clients.get(`${tx.branch}|CANCEL`);
+    if (pending) return await pending.response;
     if (invite.state !== "proceeding") {
       throw new Error(
         "the INVITE transaction ended (answered or failed) before it could be cancelled",
