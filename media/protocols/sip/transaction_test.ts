@@ -342,6 +342,41 @@ Deno.test("UDP: a retransmitted request reaches the handler once and gets the la
   }
 });
 
+Deno.test("UDP: without rport the response goes to the sent-by port, with rport to the source port", async () => {
+  const b = await openLayer();
+  const atSentBy: SipResponse[] = [];
+  const atSource: SipResponse[] = [];
+  const sentBy = await rawUdp((data) => atSentBy.push(parseSipMessage(data) as SipResponse));
+  const source = await rawUdp((data) => atSource.push(parseSipMessage(data) as SipResponse));
+  try {
+    b.layer.onRequest = (_req, tx) => void tx.respond(200, "OK");
+    const text = (rport: string, callId: string) =>
+      [
+        `OPTIONS sip:bob@127.0.0.1:${b.transport.port} SIP/2.0`,
+        `Via: SIP/2.0/UDP 127.0.0.1:${sentBy.port};branch=${newBranch()}${rport}`,
+        "From: <sip:alice@127.0.0.1>;tag=p",
+        "To: <sip:bob@127.0.0.1>",
+        `Call-ID: ${callId}`,
+        "CSeq: 1 OPTIONS",
+        "Content-Length: 0",
+        "",
+        "",
+      ].join("\r\n");
+    // RFC 3261 §18.2.2: the sent-by port; RFC 3581: the source port when rport is asked.
+    source.send(encoder.encode(text("", "plain@test")), b.transport.port);
+    await until(() => atSentBy.length === 1);
+    source.send(encoder.encode(text(";rport", "rport@test")), b.transport.port);
+    await until(() => atSource.length === 1);
+    assert.equal(atSentBy[0].headers.get("Call-ID"), "plain@test");
+    assert.equal(atSource[0].headers.get("Call-ID"), "rport@test");
+    assert.match(atSource[0].headers.get("Via")!, new RegExp(`;rport=${source.port}`));
+  } finally {
+    await sentBy.close();
+    await source.close();
+    await b.close();
+  }
+});
+
 Deno.test("UDP: a request without the magic cookie (RFC 2543) is matched by Call-ID, CSeq and From tag", async () => {
   const b = await openLayer();
   const answers: SipResponse[] = [];

@@ -327,3 +327,34 @@ Deno.test("UDP: 2,000 mutated requests never end the receive loop", async () => 
     await transport.close();
   }
 });
+
+Deno.test("TCP: a response whose connection closed goes to the Via's received address and sent-by port", async () => {
+  const { transport, messages } = await openTransport();
+  // The far end's listener, named as sent-by; its request comes from another connection.
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const sentByPort = (listener.addr as Deno.NetAddr).port;
+  const client = await Deno.connect({ hostname: "127.0.0.1", port: transport.port });
+  let accepted: Deno.Conn | undefined;
+  try {
+    await client.write(
+      encoder.encode(optionsText(`SIP/2.0/TCP 127.0.0.1:${sentByPort};branch=z9hG4bKgone`)),
+    );
+    await until(() => messages.length === 1);
+    client.close();
+    await until(() => transport.stats.tcpConnections === 0);
+    const { message, from } = messages[0];
+    assert.ok(message.kind === "request");
+    const sent = transport.send(buildResponse(message, 200, "OK"), from);
+    accepted = await listener.accept();
+    await sent;
+    const buf = new Uint8Array(4096);
+    const n = await accepted.read(buf);
+    const answer = parseSipMessage(buf.subarray(0, n!));
+    assert.ok(answer.kind === "response");
+    assert.deepEqual(answer.status, 200);
+  } finally {
+    accepted?.close();
+    listener.close();
+    await transport.close();
+  }
+});
