@@ -268,7 +268,10 @@ export class SipTransactions implements ServerSide {
   /**
    * Starts a client transaction: a top Via (transport, our host:port, a new branch, rport)
    * and Max-Forwards (70, when absent) are written into `req`, which is then sent and,
-   * over UDP, retransmitted. 1xx go to `onProvisional`; `response` settles with the final.
+   * over UDP, retransmitted. 1xx go to `onProvisional`; `response` settles with the final,
+   * or rejects after 64*T1 without one (timers B, F). An INVITE that got a provisional
+   * answer waits for its final without a timer (RFC 3261 §17.1.1.2: timer B runs while
+   * Calling only); the UA bounds the ringing with `cancel`.
    */
   request(
     req: SipRequest,
