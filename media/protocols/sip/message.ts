@@ -197,11 +197,8 @@ export class SipHeaders {
     }
     if (breaksLine(value)) throw new ParseError(`SIP header ${name} holds a line break`);
     const key = headerKey(name);
-    return {
-      key,
-      name: canonicalNames.get(key) ?? (key === name.toLowerCase() ? name : key),
-      value,
-    };
+    // Compact forms all have a canonical full name; other names stay as written.
+    return { key, name: canonicalNames.get(key) ?? name, value };
   }
 
   /** Appends a value (earlier values of the name stay, in order). */
