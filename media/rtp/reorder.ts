@@ -55,6 +55,16 @@ export class RtpReorderBuffer {
     this.#held++;
   }
 
+  /** Packets held behind a gap. */
+  get held(): number {
+    return this.#held;
+  }
+
+  /** Gives up waiting: delivers everything held, in order, counting the holes as lost. */
+  flush(): void {
+    this.#flushAll();
+  }
+
   /** Forgets the expected sequence (a new session starts its own numbering). */
   reset(): void {
     this.#slots.fill(undefined);

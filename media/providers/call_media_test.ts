@@ -1,0 +1,340 @@
+import assert from "node:assert/strict";
+import dgram from "node:dgram";
+import { ServiceUnavailableError } from "../../core/errors.ts";
+import { silentLogger } from "../../core/log.ts";
+import { DtmfDetector, goertzelPower } from "../codecs/dtmf_tone.ts";
+import { g711Decode, g711Encode } from "../codecs/g711.ts";
+import type { CodecEngine } from "../engine/engine.ts";
+import { createEngine } from "../engine/select.ts";
+import type { MediaFrame } from "../frame.ts";
+import {
+  answerCallOffer,
+  buildCallOffer,
+  negotiateAnswer,
+  type NegotiatedMedia,
+} from "../protocols/sip/call_sdp.ts";
+import { writeRtpHeader } from "../rtp/rtp_writer.ts";
+import { Stream } from "../stream.ts";
+import { CallMedia } from "./call_media.ts";
+import { PortPool } from "./port_pool.ts";
+
+const host = "127.0.0.1";
+/** A range per test file run, away from other suites' ports. */
+const rangeBase = 43000 + Math.floor(Math.random() * 50) * 40;
+const pool = new PortPool(rangeBase, rangeBase + 29);
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+async function until(what: string, test: () => boolean, timeoutMs = 5000): Promise<void> {
+  const end = performance.now() + timeoutMs;
+  while (!test()) {
+    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await sleep(20);
+  }
+}
+
+/** A 1 kHz tone of `seconds` as a WAV file in a temporary folder. */
+async function toneFile(dir: string, seconds: number): Promise<string> {
+  const path = `${dir}/tone.wav`;
+  const out = await new Deno.Command("ffmpeg", {
+    args: [
+      ...["-v", "error", "-f", "lavfi", "-i", `sine=frequency=1000:duration=${seconds}`],
+      ...["-ac", "1", "-ar", "44100", "-y", path],
+    ],
+  }).output();
+  assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+  return path;
+}
+
+/** What one side received. */
+class Received {
+  frames: MediaFrame[] = [];
+  digits: string[] = [];
+  sink = (frame: MediaFrame) => this.frames.push({ ...frame, data: frame.data.slice() });
+
+  pcm(codec: "PCMU" | "PCMA" = "PCMU"): Int16Array {
+    const bytes = new Uint8Array(this.frames.reduce((n, f) => n + f.data.length, 0));
+    let at = 0;
+    for (const f of this.frames) {
+      bytes.set(f.data, at);
+      at += f.data.length;
+    }
+    return g711Decode(codec, bytes);
+  }
+}
+
+interface Pair {
+  a: CallMedia;
+  b: CallMedia;
+  atA: Received;
+  atB: Received;
+  mediaA: NegotiatedMedia;
+  mediaB: NegotiatedMedia;
+  engine: CodecEngine;
+  close(): Promise<void>;
+}
+
+/** A calls B: A offers, B answers, both start. `bPort` overrides the port B's SDP names. */
+async function call(options: { bPort?: number; start?: boolean } = {}): Promise<Pair> {
+  const engine = createEngine("native");
+  const open = () =>
+    CallMedia.open({
+      hostname: host,
+      ports: pool,
+      video: false,
+      engine,
+      log: silentLogger,
+      rtcpIntervalMs: 300,
+    });
+  const a = await open();
+  const b = await open();
+  const offer = buildCallOffer({ address: a.address, audioPort: a.audioPort });
+  const answer = answerCallOffer(offer, {
+    address: b.address,
+    audioPort: options.bPort ?? b.audioPort,
+  });
+  const mediaA = negotiateAnswer(answer.sdp);
+  const mediaB = answer.media;
+  const atA = new Received();
+  const atB = new Received();
+  a.onDtmf = (d) => atA.digits.push(d);
+  b.onDtmf = (d) => atB.digits.push(d);
+  if (options.start !== false) {
+    a.start(mediaA, atA.sink);
+    b.start(mediaB, atB.sink);
+  }
+  return {
+    a,
+    b,
+    atA,
+    atB,
+    mediaA,
+    mediaB,
+    engine,
+    async close() {
+      await a.close();
+      await b.close();
+      await engine.close();
+    },
+  };
+}
+
+Deno.test("call media: a sound injected at A arrives at B as PCMU frames with the tone", async () => {
+  const dir = await Deno.makeTempDir();
+  const p = await call();
+  try {
+    assert.equal(p.mediaA.audio?.codec, "PCMU");
+    await p.a.injectSound(await toneFile(dir, 1));
+    await sleep(100);
+    const frames = p.atB.frames;
+    assert.ok(frames.length >= 45 && frames.length <= 52, `${frames.length} frames`);
+    assert.ok(frames.every((f) => f.codec === "PCMU" && f.trackId === 0 && f.data.length === 160));
+    for (let i = 1; i < frames.length; i++) assert.equal(frames[i].pts - frames[i - 1].pts, 160);
+    assert.deepEqual(p.b.tracks.map((t) => [t.id, t.kind, t.codec, t.clockRate]), [
+      [0, "audio", "PCMU", 8000],
+    ]);
+    const pcm = p.atB.pcm();
+    const rms = Math.sqrt(pcm.reduce((n, s) => n + s * s, 0) / pcm.length);
+    assert.ok(rms > 1000, `rms ${rms}`);
+    const tone = goertzelPower(pcm, 1000, 8000);
+    assert.ok(tone > 100 * goertzelPower(pcm, 700, 8000), "1 kHz dominates");
+    assert.ok(2 * Math.sqrt(tone) / pcm.length > 0.8 * rms * Math.SQRT2, "most energy at 1 kHz");
+    assert.equal(p.a.stats.packetsSent, frames.length);
+    assert.equal(p.b.stats.packetsReceived, frames.length);
+    assert.equal(p.b.stats.packetsLost, 0);
+    assert.ok(p.b.stats.jitterMs < 20, `jitter ${p.b.stats.jitterMs}`);
+    // RTCP ran both ways: B reported on A's audio, A measured the round trip.
+    await until("a round trip from RTCP", () => p.a.stats.roundTripMs !== undefined, 2000);
+    assert.equal(p.a.stats.remotePacketsLost, 0);
+    assert.ok(p.a.stats.roundTripMs! < 100, `rtt ${p.a.stats.roundTripMs}`);
+  } finally {
+    await p.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("call media: RFC 2833 digits arrive once each, in order", async () => {
+  const p = await call();
+  try {
+    assert.equal(p.mediaA.audio?.telephoneEventPt, 101);
+    await p.a.sendDtmf("123#", "RFC2833");
+    await until("four digits", () => p.atB.digits.length === 4);
+    await sleep(100);
+    assert.deepEqual(p.atB.digits, ["1", "2", "3", "#"]);
+    assert.equal(p.b.stats.dtmfReceived, 4);
+    assert.equal(p.atB.frames.length, 0, "events are not audio frames");
+    // Each key: 2 updates + 3 end packets.
+    assert.equal(p.a.stats.packetsSent, 20);
+    await assert.rejects(() => p.a.sendDtmf("12x", "RFC2833"), /0-9/);
+  } finally {
+    await p.close();
+  }
+});
+
+Deno.test("call media: INBAND digits are tones in the call's codec, found by the Goertzel detector", async () => {
+  const p = await call();
+  try {
+    await p.a.sendDtmf("159*", "INBAND");
+    await sleep(100);
+    const keys: string[] = [];
+    new DtmfDetector((k) => keys.push(k)).push(p.atB.pcm());
+    assert.deepEqual(keys, ["1", "5", "9", "*"]);
+    assert.deepEqual(p.atB.digits, [], "no RFC 2833 events");
+  } finally {
+    await p.close();
+  }
+});
+
+Deno.test("call media: without telephone-event RFC 2833 is refused", async () => {
+  const p = await call({ start: false });
+  try {
+    const audio = { ...p.mediaA.audio!, telephoneEventPt: undefined };
+    p.a.start({ audio }, () => {});
+    await assert.rejects(() => p.a.sendDtmf("1", "RFC2833"), /telephone-event/);
+  } finally {
+    await p.close();
+  }
+});
+
+Deno.test("call media: symmetric RTP sends back to where the far end's RTP comes from", async () => {
+  // B's SDP names a port nobody listens on; B's media really comes from its own port.
+  const p = await call({ bPort: rangeBase + 34 });
+  try {
+    await p.a.sendDtmf("1", "RFC2833");
+    await sleep(50);
+    assert.deepEqual(p.atB.digits, [], "A sent to the SDP's port");
+    await p.b.sendDtmf("9", "RFC2833");
+    await until("B's digit at A", () => p.atA.digits.length === 1);
+    await p.a.sendDtmf("2", "RFC2833");
+    await until("A's digit at B after the latch", () => p.atB.digits.length === 1);
+    assert.deepEqual(p.atB.digits, ["2"]);
+  } finally {
+    await p.close();
+  }
+});
+
+Deno.test("call media: hold — nothing is sent while the far end is sendonly or inactive", async () => {
+  const p = await call();
+  try {
+    p.a.update({ audio: { ...p.mediaA.audio!, direction: "sendonly" } });
+    await p.a.sendDtmf("1", "INBAND");
+    assert.equal(p.a.stats.packetsSent, 0);
+    p.a.update({ audio: { ...p.mediaA.audio!, direction: "sendrecv" } });
+    await p.a.sendDtmf("1", "INBAND");
+    assert.ok(p.a.stats.packetsSent >= 7);
+    // B holds A (A is recvonly from B's view): what A still sends is dropped at B.
+    const before = p.atB.frames.length;
+    p.b.update({ audio: { ...p.mediaB.audio!, direction: "recvonly" } });
+    await p.a.sendDtmf("1", "INBAND");
+    assert.equal(p.atB.frames.length, before);
+  } finally {
+    await p.close();
+  }
+});
+
+Deno.test("call media: a stream's audio is sent in 20 ms packets; A-law is recoded to the call's μ-law", async () => {
+  const p = await call();
+  const source = new Stream({
+    name: "src",
+    mediaSessionId: "src",
+    tracks: [{
+      id: 0,
+      kind: "audio",
+      codec: "PCMA",
+      clockRate: 8000,
+      sampleRate: 8000,
+      channels: 1,
+    }],
+    mediaProvider: "test",
+    stopProvider: () => Promise.resolve(),
+  });
+  try {
+    p.a.send(source);
+    // 400 ms of a 1 kHz tone in A-law frames of 80 ms, pushed in real time.
+    const tone = Int16Array.from({ length: 3200 }, (_, i) => 8000 * Math.sin(2 * Math.PI * i / 8));
+    for (let i = 0; i < 5; i++) {
+      source.push({
+        trackId: 0,
+        codec: "PCMA",
+        pts: i * 640,
+        dts: i * 640,
+        keyframe: true,
+        data: g711Encode("PCMA", tone.subarray(i * 640, (i + 1) * 640)),
+      });
+      await sleep(80);
+    }
+    await sleep(150);
+    p.a.stopSending();
+    const pcm = p.atB.pcm("PCMU");
+    assert.ok(pcm.length >= 2880 && pcm.length <= 3200, `${pcm.length} samples`);
+    assert.ok(p.atB.frames.every((f) => f.data.length === 160));
+    assert.ok(goertzelPower(pcm, 1000, 8000) > 100 * goertzelPower(pcm, 600, 8000));
+  } finally {
+    source.end();
+    await p.close();
+  }
+});
+
+Deno.test("call media: reordering, loss and an SSRC change mid-call give continuous pts", async () => {
+  const p = await call({ start: false });
+  const received = new Received();
+  p.b.start(p.mediaB, received.sink);
+  const socket = dgram.createSocket("udp4");
+  await new Promise<void>((r) => socket.bind(0, host, () => r()));
+  const send = (seq: number, ts: number, ssrc: number, pt = 0) => {
+    const packet = new Uint8Array(12 + 160).fill(0xff, 12);
+    writeRtpHeader(packet, 0, {
+      marker: false,
+      payloadType: pt,
+      sequenceNumber: seq,
+      timestamp: ts,
+      ssrc,
+    });
+    socket.send(packet, p.b.audioPort, host);
+  };
+  try {
+    // Deno's node:dgram sends a socket's first burst in reverse order: a first datagram (not
+    // RTP, ignored) goes alone.
+    socket.send(Uint8Array.of(1, 2, 3), p.b.audioPort, host);
+    await sleep(50);
+    // Source 1: 65534, 65535, 1 (0 lost), 3 before 2; then source 2 far away in time stamps.
+    for (const seq of [65534, 65535, 1, 3, 2]) send(seq, 1000 + ((seq + 2) & 0xffff) * 160, 11);
+    await sleep(150);
+    for (let seq = 500; seq < 503; seq++) send(seq, 9_000_000 + (seq - 500) * 160, 22);
+    send(9, 0, 22, 96); // an unnegotiated payload type is ignored
+    await until("eight frames", () => received.frames.length === 8);
+    const pts = received.frames.map((f) => f.pts);
+    assert.deepEqual(pts.slice(0, 5), [0, 160, 480, 640, 800]);
+    // Source 2 carries on after the wall-clock gap (150 ms = 1200 samples at least).
+    assert.ok(pts[5] >= 800 + 1200 && pts[5] < 800 + 4000, `pts ${pts[5]}`);
+    assert.deepEqual([pts[6] - pts[5], pts[7] - pts[6]], [160, 160]);
+    assert.equal(p.b.stats.packetsLost, 1);
+    assert.equal(p.b.stats.packetsReceived, 8);
+  } finally {
+    await new Promise<void>((r) => socket.close(() => r()));
+    await p.close();
+  }
+});
+
+Deno.test("call media: an exhausted port range is a ServiceUnavailableError, and close frees it", async () => {
+  const engine = createEngine("native");
+  const small = new PortPool(rangeBase + 36, rangeBase + 37);
+  const o = { hostname: host, ports: small, video: false, engine, log: silentLogger };
+  const first = await CallMedia.open(o);
+  try {
+    assert.equal(first.audioPort, rangeBase + 36);
+    await assert.rejects(() => CallMedia.open(o), ServiceUnavailableError);
+    await assert.rejects(
+      () =>
+        CallMedia.open({ ...o, ports: new PortPool(rangeBase + 36, rangeBase + 39), video: true }),
+      ServiceUnavailableError,
+    );
+  } finally {
+    await first.close();
+  }
+  const again = await CallMedia.open(o);
+  await again.close();
+  await engine.close();
+});
