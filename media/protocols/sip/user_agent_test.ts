@@ -31,7 +31,7 @@ function startAgent(t1Ms?: number): Promise<SipUserAgent> {
   });
 }
 
-function accountFor(peer: SipUserAgent, login = "alice"): SipAccount {
+function accountFor(peer: { port: number }, login = "alice"): SipAccount {
   return { login, domain: "127.0.0.1", port: peer.port };
 }
 
@@ -321,6 +321,225 @@ Deno.test("bad input: a malformed callee or account field throws, naming it; a C
     await call.hangup();
     assert.equal((await end).by, "local");
   } finally {
+    await ua.close();
+  }
+});
+
+/** The value of a header in a message's text. */
+function headerOf(message: string, name: string): string | undefined {
+  const line = message.split("\r\n").find((l) =>
+    l.toLowerCase().startsWith(`${name.toLowerCase()}:`)
+  );
+  return line?.slice(name.length + 1).trim();
+}
+
+/** A response to a request received as text: Via, From, To (tagged), Call-ID, CSeq copied. */
+function responseTo(
+  request: string,
+  status: string,
+  extra: string[] = [],
+  body = "",
+): string {
+  const lines = request.split("\r\n");
+  const vias = lines.filter((l) => /^via:/i.test(l));
+  const to = headerOf(request, "To")!;
+  return [
+    `SIP/2.0 ${status}`,
+    ...vias,
+    `From: ${headerOf(request, "From")}`,
+    `To: ${to.includes(";tag=") ? to : `${to};tag=rawpeer`}`,
+    `Call-ID: ${headerOf(request, "Call-ID")}`,
+    `CSeq: ${headerOf(request, "CSeq")}`,
+    ...extra,
+    ...(body ? ["Content-Type: application/sdp"] : []),
+    `Content-Length: ${new TextEncoder().encode(body).length}`,
+    "",
+    body,
+  ].join("\r\n");
+}
+
+Deno.test("a 401 to our INVITE is answered once with digest credentials; a second 401 ends the call", async () => {
+  const ua = await startAgent();
+  const peer = await rawSocket();
+  try {
+    const call = ua.invite({
+      account: { login: "alice", password: "pw", domain: "127.0.0.1", port: peer.port },
+      callee: "bob",
+      sdp: offerSdp,
+    });
+    const end = endOf(call);
+    const challenge = 'WWW-Authenticate: Digest realm="test", nonce="n0nce", algorithm=MD5';
+    const first = await peer.next(/^INVITE /);
+    await peer.send(responseTo(first, "401 Unauthorized", [challenge]), ua.port);
+    assert.match(await peer.next(/^ACK /), /CSeq: 1 ACK/);
+    const second = await peer.next(/^INVITE /);
+    assert.equal(headerOf(second, "CSeq"), "2 INVITE");
+    assert.equal(headerOf(second, "Call-ID"), headerOf(first, "Call-ID"));
+    assert.equal(headerOf(second, "From"), headerOf(first, "From"));
+    assert.match(
+      headerOf(second, "Authorization") ?? "",
+      /^Digest .*username="alice".*nonce="n0nce"/,
+    );
+    await peer.send(responseTo(second, "401 Unauthorized", [challenge]), ua.port);
+    assert.deepEqual(await end, { by: "remote", status: 401, reason: "Unauthorized" });
+    await peer.next(/^ACK /);
+    assert.equal(peer.received.filter((m) => m.startsWith("INVITE ")).length, 0);
+  } finally {
+    await peer.close();
+    await ua.close();
+  }
+});
+
+Deno.test("an outbound proxy gets every request; the Record-Route of the 2xx routes the ACK and BYE", async () => {
+  const ua = await startAgent();
+  const proxy = await rawSocket();
+  try {
+    const call = ua.invite({
+      account: {
+        login: "alice",
+        domain: "pbx.example",
+        outboundProxy: `127.0.0.1:${proxy.port}`,
+        visibleName: "Alice A",
+        contactParams: "line=7",
+      },
+      callee: "bob",
+      sdp: offerSdp,
+    });
+    const invite = await proxy.next(/^INVITE /);
+    assert.match(invite, /^INVITE sip:bob@pbx\.example SIP\/2\.0\r\n/);
+    assert.equal(
+      headerOf(invite, "From")?.replace(/;tag=.*/, ""),
+      '"Alice A" <sip:alice@pbx.example>',
+    );
+    assert.equal(headerOf(invite, "Contact"), `<sip:alice@127.0.0.1:${ua.port};line=7>`);
+    assert.equal(headerOf(invite, "Supported"), "timer");
+    const up = new Promise<string>((resolve) => call.onEstablished = resolve);
+    await proxy.send(
+      responseTo(invite, "200 OK", [
+        `Record-Route: <sip:127.0.0.1:${proxy.port};lr>`,
+        "Contact: <sip:bob@192.0.2.9:5070>",
+      ], answerSdp),
+      ua.port,
+    );
+    assert.equal(await up, answerSdp);
+    const ack = await proxy.next(/^ACK /);
+    assert.match(ack, /^ACK sip:bob@192\.0\.2\.9:5070 SIP\/2\.0\r\n/);
+    assert.equal(headerOf(ack, "Route"), `<sip:127.0.0.1:${proxy.port};lr>`);
+    const hungUp = call.hangup();
+    const bye = await proxy.next(/^BYE /);
+    assert.match(bye, /^BYE sip:bob@192\.0\.2\.9:5070 SIP\/2\.0\r\n/);
+    assert.equal(headerOf(bye, "CSeq"), "2 BYE");
+    assert.match(headerOf(bye, "To") ?? "", /;tag=rawpeer$/);
+    await proxy.send(responseTo(bye, "200 OK"), ua.port);
+    await hungUp;
+    assert.equal(call.lastStatus, 200);
+  } finally {
+    await proxy.close();
+    await ua.close();
+  }
+});
+
+Deno.test("session timer: a far-end refresher that does not refresh gets a BYE at expiry", async () => {
+  const ua = await startAgent();
+  const peer = await rawSocket();
+  try {
+    const call = ua.invite({ account: accountFor(peer), callee: "bob", sdp: offerSdp });
+    const invite = await peer.next(/^INVITE /);
+    const end = endOf(call);
+    await peer.send(
+      responseTo(invite, "200 OK", [
+        `Contact: <sip:bob@127.0.0.1:${peer.port}>`,
+        "Session-Expires: 1;refresher=uas",
+        "Require: timer",
+      ], answerSdp),
+      ua.port,
+    );
+    await peer.next(/^ACK /);
+    const started = Date.now();
+    const bye = await peer.next(/^BYE /);
+    assert.ok(Date.now() - started >= 800, "the BYE waits for the session's expiry");
+    await peer.send(responseTo(bye, "200 OK"), ua.port);
+    assert.deepEqual(await end, { by: "timeout", reason: "Session Expired" });
+  } finally {
+    await peer.close();
+    await ua.close();
+  }
+});
+
+Deno.test("session timer: with refresher=uac the caller refreshes by re-INVITE and the call stays up", async () => {
+  await withAgents(async (a, b) => {
+    const incoming = new Promise<SipCall>((resolve) => b.onIncomingCall = resolve);
+    const out = a.invite({
+      account: accountFor(b),
+      callee: "bob",
+      sdp: offerSdp,
+      headers: [["Session-Expires", "2;refresher=uac"]],
+    });
+    const inc = await incoming;
+    const refreshes: string[] = [];
+    inc.onReinvite = (sdp) => (refreshes.push(sdp), answerSdp);
+    const up = new Promise<void>((resolve) => out.onEstablished = () => resolve());
+    await inc.answer(answerSdp);
+    await up;
+    await new Promise((resolve) => setTimeout(resolve, 2500));
+    assert.ok(refreshes.length >= 1, "a refresh came within the interval");
+    assert.equal(refreshes[0], offerSdp);
+    assert.equal(out.state, "ESTABLISHED");
+    assert.equal(inc.state, "ESTABLISHED");
+  });
+});
+
+Deno.test("a call over TCP between two agents", async () => {
+  await withAgents(async (a, b) => {
+    const incoming = new Promise<SipCall>((resolve) => b.onIncomingCall = resolve);
+    const out = a.invite({
+      account: { ...accountFor(b), transport: "TCP" },
+      callee: "bob",
+      sdp: offerSdp,
+    });
+    const inc = await incoming;
+    assert.match(inc.lastMessageText ?? "", /\r\nVia: SIP\/2\.0\/TCP /);
+    assert.match(
+      inc.lastMessageText ?? "",
+      /\r\nContact: <sip:alice@127\.0\.0\.1:\d+;transport=tcp>/,
+    );
+    const up = new Promise<void>((resolve) => out.onEstablished = () => resolve());
+    await inc.answer(answerSdp);
+    await up;
+    const ended = endOf(out);
+    await inc.hangup();
+    assert.deepEqual(await ended, { by: "remote", status: 200, reason: "BYE" });
+  });
+});
+
+Deno.test("a registration is refreshed before it expires, reported once, and removed on close", async () => {
+  const ua = await startAgent();
+  const registrar = await rawSocket();
+  try {
+    const statuses: unknown[] = [];
+    const registration = ua.register(
+      { login: "alice", domain: "127.0.0.1", port: registrar.port, registerExpiresSec: 60 },
+      (s) => statuses.push(s),
+    );
+    const first = await registrar.next(/^REGISTER /);
+    assert.match(first, /^REGISTER sip:127\.0\.0\.1:\d+ SIP\/2\.0\r\n/);
+    assert.equal(headerOf(first, "Expires"), "60");
+    await registrar.send(responseTo(first, "200 OK", ["Expires: 2"]), ua.port);
+    const refresh = await registrar.next(/^REGISTER /);
+    assert.equal(headerOf(refresh, "Call-ID"), headerOf(first, "Call-ID"));
+    assert.equal(headerOf(refresh, "CSeq"), "2 REGISTER");
+    await registrar.send(responseTo(refresh, "200 OK", ["Expires: 60"]), ua.port);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    assert.deepEqual(statuses, [{ registered: true, status: 200, reason: "OK" }]);
+    assert.equal(registration.registered, true);
+    const closing = registration.close();
+    const removal = await registrar.next(/^REGISTER /);
+    assert.equal(headerOf(removal, "Expires"), "0");
+    await registrar.send(responseTo(removal, "200 OK"), ua.port);
+    await closing;
+    assert.equal(registration.registered, false);
+  } finally {
+    await registrar.close();
     await ua.close();
   }
 });
