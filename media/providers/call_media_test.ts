@@ -338,3 +338,73 @@ Deno.test("call media: an exhausted port range is a ServiceUnavailableError, and
   await again.close();
   await engine.close();
 });
+
+Deno.test("call media: sipp's -rtp_echo sends our tone and our RFC 2833 digits back", async () => {
+  const dir = await Deno.makeTempDir();
+  const sippMediaPort = rangeBase + 30;
+  // sipp echoes RTP on its -mp port from startup, with no call: the media phase alone.
+  const sipp = new Deno.Command("sipp", {
+    args: [
+      ...["-sn", "uas", "-rtp_echo", "-mp", String(sippMediaPort)],
+      ...["-p", String(45000 + Math.floor(Math.random() * 1000)), "-i", host, "-mi", host],
+      "-nostdin",
+    ],
+    stdin: "null",
+    stdout: "null",
+    stderr: "null",
+  }).spawn();
+  const engine = createEngine("native");
+  const media = await CallMedia.open({
+    hostname: host,
+    ports: pool,
+    video: false,
+    engine,
+    log: silentLogger,
+  });
+  try {
+    // The answer of peers/sipp/uas_echo_dtmf.xml.
+    const answer = [
+      "v=0",
+      "o=user1 53655765 2353687637 IN IP4 127.0.0.1",
+      "s=-",
+      "c=IN IP4 127.0.0.1",
+      "t=0 0",
+      `m=audio ${sippMediaPort} RTP/AVP 0 8 101`,
+      "a=rtpmap:0 PCMU/8000",
+      "a=rtpmap:8 PCMA/8000",
+      "a=rtpmap:101 telephone-event/8000",
+      "a=fmtp:101 0-15",
+      "a=sendrecv",
+      "",
+    ].join("\r\n");
+    const received = new Received();
+    media.onDtmf = (d) => received.digits.push(d);
+    media.start(negotiateAnswer(answer), received.sink);
+    // Until sipp listens, what we send is lost: a short tone at a time until one comes back.
+    const deadline = performance.now() + 10_000;
+    while (received.frames.length === 0) {
+      assert.ok(performance.now() < deadline, "no echo from sipp");
+      await media.sendDtmf("0", "INBAND");
+      await sleep(50);
+    }
+    await sleep(100);
+    received.frames.length = 0;
+    await media.injectSound(await toneFile(dir, 1));
+    await sleep(200);
+    const pcm = received.pcm();
+    assert.ok(received.frames.length >= 45, `${received.frames.length} frames echoed`);
+    const rms = Math.sqrt(pcm.reduce((n, s) => n + s * s, 0) / pcm.length);
+    assert.ok(rms > 1000, `rms ${rms}`);
+    assert.ok(goertzelPower(pcm, 1000, 8000) > 100 * goertzelPower(pcm, 700, 8000));
+    received.digits.length = 0;
+    await media.sendDtmf("123#", "RFC2833");
+    await until("the echoed digits", () => received.digits.length === 4);
+    assert.deepEqual(received.digits, ["1", "2", "3", "#"]);
+  } finally {
+    await media.close();
+    await engine.close();
+    sipp.kill("SIGTERM");
+    await sipp.status;
+    await Deno.remove(dir, { recursive: true });
+  }
+});
