@@ -433,7 +433,8 @@ export class SipCallSession implements SipCall {
             reason: "Request Timeout",
           });
         } else {
-          this.#end({ by: "error", reason: (err as Error).message });
+          // RFC 3261 §8.1.3.1: a transport failure reads as 503 Service Unavailable.
+          this.#end({ by: "error", status: 503, reason: (err as Error).message });
         }
         return;
       }

@@ -130,13 +130,14 @@ export class SipRegistrationSession implements SipRegistration {
       this.#failed(408, `Request Timeout (${(err as Error).message})`);
       return;
     }
-    if (this.#closed) return;
     if (response.status >= 300) {
       this.#failed(response.status, response.reason);
       return;
     }
-    const granted = this.#granted(response);
+    // Registered even when closed meanwhile: close() then removes the binding.
     this.#registered = true;
+    if (this.#closed) return;
+    const granted = this.#granted(response);
     this.#failures = 0;
     this.#report({ registered: true, status: response.status, reason: response.reason });
     const refreshSec = Math.max(1, Math.min(granted / 2, granted - refreshMarginSec));

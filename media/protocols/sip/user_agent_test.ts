@@ -253,7 +253,7 @@ function rawRequest(method: string, ua: SipUserAgent, from: number, toTag?: stri
   ].join("\r\n");
 }
 
-Deno.test("requests of an unknown dialog are 481, OPTIONS 200 with Allow, INVITE without handler 480", async () => {
+Deno.test("requests of an unknown dialog are 481, OPTIONS 200 with Allow, INVITE without handler 480, without Contact 400", async () => {
   const ua = await startAgent();
   const raw = await rawSocket();
   try {
@@ -271,6 +271,11 @@ Deno.test("requests of an unknown dialog are 481, OPTIONS 200 with Allow, INVITE
     assert.match(await raw.next(/^SIP\/2\.0 405 /), /\r\nAllow: /);
     await raw.send(rawRequest("INVITE", ua, raw.port), ua.port);
     assert.match(await raw.next(/^SIP\/2\.0 480 /), /CSeq: 7 INVITE/);
+    // An INVITE that cannot make a dialog (no Contact) is a 400, not a crash.
+    ua.onIncomingCall = () => assert.fail("no call for a malformed INVITE");
+    await raw.send(rawRequest("INVITE", ua, raw.port).replace(/Contact: [^\r]*\r\n/, ""), ua.port);
+    assert.match(await raw.next(/^SIP\/2\.0 400 /), /CSeq: 7 INVITE/);
+    assert.equal(ua.calls.size, 0);
   } finally {
     await raw.close();
     await ua.close();
@@ -540,6 +545,60 @@ Deno.test("a registration is refreshed before it expires, reported once, and rem
     assert.equal(registration.registered, false);
   } finally {
     await registrar.close();
+    await ua.close();
+  }
+});
+
+Deno.test("CANCEL race: a 200 arriving after our CANCEL is ACKed, then ended with BYE", async () => {
+  const ua = await startAgent();
+  const peer = await rawSocket();
+  try {
+    const call = ua.invite({ account: accountFor(peer), callee: "bob", sdp: offerSdp });
+    const invite = await peer.next(/^INVITE /);
+    const ringing = new Promise<void>((resolve) => call.onProgress = () => resolve());
+    await peer.send(responseTo(invite, "180 Ringing"), ua.port);
+    await ringing;
+    const end = endOf(call);
+    const hungUp = call.hangup();
+    const cancel = await peer.next(/^CANCEL /);
+    await peer.send(responseTo(cancel, "200 OK"), ua.port);
+    // The callee answered before it saw the CANCEL.
+    await peer.send(
+      responseTo(invite, "200 OK", [`Contact: <sip:bob@127.0.0.1:${peer.port}>`], answerSdp),
+      ua.port,
+    );
+    assert.match(await peer.next(/^ACK /), /CSeq: 1 ACK/);
+    const bye = await peer.next(/^BYE /);
+    await peer.send(responseTo(bye, "200 OK"), ua.port);
+    await hungUp;
+    assert.deepEqual(await end, { by: "local", status: 200, reason: "Cancelled" });
+  } finally {
+    await peer.close();
+    await ua.close();
+  }
+});
+
+Deno.test("an answer never ACKed rejects, sends BYE and ends the call with 408", async () => {
+  const ua = await startAgent(50);
+  const peer = await rawSocket();
+  try {
+    const incoming = new Promise<SipCall>((resolve) => ua.onIncomingCall = resolve);
+    await peer.send(
+      rawRequest("INVITE", ua, peer.port).replace(
+        "Content-Length: 0\r\n\r\n",
+        `Content-Type: application/sdp\r\nContent-Length: ${offerSdp.length}\r\n\r\n${offerSdp}`,
+      ),
+      ua.port,
+    );
+    const call = await incoming;
+    const end = endOf(call);
+    await assert.rejects(call.answer(answerSdp), /ACK/);
+    assert.deepEqual(await end, { by: "timeout", status: 408, reason: "ACK Timeout" });
+    const bye = await peer.next(/^BYE /);
+    assert.match(bye, new RegExp(`^BYE sip:raw@127\\.0\\.0\\.1:${peer.port} SIP/2\\.0\\r\\n`));
+    await peer.send(responseTo(bye, "200 OK"), ua.port);
+  } finally {
+    await peer.close();
     await ua.close();
   }
 });
