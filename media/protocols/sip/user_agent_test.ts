@@ -602,3 +602,44 @@ Deno.test("an answer never ACKed rejects, sends BYE and ends the call with 408",
     await ua.close();
   }
 });
+
+Deno.test("closing an agent ends its calls with BYE at the far end", async () => {
+  await withAgents(async (a, b) => {
+    const { out, inc } = await established(a, b);
+    const outEnd = endOf(out);
+    const incEnd = endOf(inc);
+    await a.close();
+    assert.equal((await outEnd).by, "local");
+    assert.deepEqual(await incEnd, { by: "remote", status: 200, reason: "BYE" });
+    assert.throws(() => a.invite({ account: accountFor(b), callee: "bob", sdp: offerSdp }), {
+      status: 409,
+    });
+  });
+});
+
+Deno.test("the announced address goes into Via and Contact instead of the bound one", async () => {
+  const ua = await SipUserAgent.start({
+    hostname: "127.0.0.1",
+    port: 0,
+    announcedAddress: "198.51.100.7",
+    log: silentLogger,
+  });
+  const peer = await rawSocket();
+  try {
+    assert.equal(ua.address, "198.51.100.7");
+    const call = ua.invite({ account: accountFor(peer), callee: "bob", sdp: offerSdp });
+    const invite = await peer.next(/^INVITE /);
+    assert.match(
+      headerOf(invite, "Via") ?? "",
+      new RegExp(`^SIP/2\\.0/UDP 198\\.51\\.100\\.7:${ua.port};`),
+    );
+    assert.equal(headerOf(invite, "Contact"), `<sip:alice@198.51.100.7:${ua.port}>`);
+    assert.match(headerOf(invite, "Call-ID") ?? "", /@198\.51\.100\.7$/);
+    const end = endOf(call);
+    await peer.send(responseTo(invite, "603 Decline"), ua.port);
+    assert.deepEqual(await end, { by: "remote", status: 603, reason: "Decline" });
+  } finally {
+    await peer.close();
+    await ua.close();
+  }
+});
