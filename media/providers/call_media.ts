@@ -215,7 +215,10 @@ export class CallMedia {
   #videoPacketizer: H264Packetizer | undefined;
   #source: Stream | undefined;
   #reader: StreamReader | undefined;
+  #converted: Stream | undefined;
   #sending: Promise<void> | undefined;
+  /** Ends of the conversions this call was the last reader of (awaited by close). */
+  #conversionsEnding: Promise<void>[] = [];
   /** Video timestamp = pts + offset for the current source (continuous across sources). */
   #videoOffset: number | undefined;
   #rtcpTimer: ReturnType<typeof setInterval> | undefined;
@@ -341,6 +344,7 @@ export class CallMedia {
       : source;
     const reader = converted.reader(undefined, "other");
     this.#source = source;
+    this.#converted = converted;
     this.#reader = reader;
     this.#videoOffset = undefined;
     this.#pacer.live = true;
@@ -350,7 +354,13 @@ export class CallMedia {
   /** Stops sending the stream given to `send` (sounds and DTMF still play). */
   stopSending(): void {
     this.#reader?.close();
+    const converted = this.#converted;
+    // A conversion stops with its last reader; close waits for its ffmpeg to end.
+    if (converted && converted !== this.#source && converted.readerCount === 0) {
+      this.#conversionsEnding.push(converted.done);
+    }
     this.#reader = undefined;
+    this.#converted = undefined;
     this.#source = undefined;
     this.#pacer.live = false;
   }
@@ -430,6 +440,7 @@ export class CallMedia {
         if (leg?.in.flushTimer !== undefined) clearTimeout(leg.in.flushTimer);
       }
       await this.#sending;
+      await Promise.all(this.#conversionsEnding);
       await this.#dtmfChain;
       await Promise.all([this.#audio.ports.close(), this.#video?.ports.close()]);
     })();

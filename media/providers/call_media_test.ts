@@ -13,7 +13,10 @@ import {
   negotiateAnswer,
   type NegotiatedMedia,
 } from "../protocols/sip/call_sdp.ts";
+import { H264NalType, h264NalType } from "../codecs/h264.ts";
+import { joinLengthPrefixed, splitAnnexB, splitLengthPrefixed } from "../codecs/nalu.ts";
 import { writeRtpHeader } from "../rtp/rtp_writer.ts";
+import { TsDemuxer } from "../formats/mpegts/demuxer.ts";
 import { Stream } from "../stream.ts";
 import { CallMedia } from "./call_media.ts";
 import { PortPool } from "./port_pool.ts";
@@ -77,23 +80,30 @@ interface Pair {
 }
 
 /** A calls B: A offers, B answers, both start. `bPort` overrides the port B's SDP names. */
-async function call(options: { bPort?: number; start?: boolean } = {}): Promise<Pair> {
+async function call(
+  options: { bPort?: number; start?: boolean; video?: boolean } = {},
+): Promise<Pair> {
   const engine = createEngine("native");
   const open = () =>
     CallMedia.open({
       hostname: host,
       ports: pool,
-      video: false,
+      video: options.video ?? false,
       engine,
       log: silentLogger,
       rtcpIntervalMs: 300,
     });
   const a = await open();
   const b = await open();
-  const offer = buildCallOffer({ address: a.address, audioPort: a.audioPort });
+  const offer = buildCallOffer({
+    address: a.address,
+    audioPort: a.audioPort,
+    videoPort: a.videoPort,
+  });
   const answer = answerCallOffer(offer, {
     address: b.address,
     audioPort: options.bPort ?? b.audioPort,
+    videoPort: b.videoPort,
   });
   const mediaA = negotiateAnswer(answer.sdp);
   const mediaB = answer.media;
@@ -405,6 +415,117 @@ Deno.test("call media: sipp's -rtp_echo sends our tone and our RFC 2833 digits b
     await engine.close();
     sipp.kill("SIGTERM");
     await sipp.status;
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+/** `count` H.264 access units (length-prefixed, AUDs dropped) of a 320x240 test picture. */
+async function h264AccessUnits(count: number): Promise<Uint8Array[]> {
+  const out = await new Deno.Command("ffmpeg", {
+    args: [
+      ...["-v", "error", "-f", "lavfi", "-i", "testsrc=size=320x240:rate=30"],
+      ...["-frames:v", String(count), "-c:v", "libx264", "-profile:v", "baseline", "-g", "5"],
+      ...["-pix_fmt", "yuv420p"],
+      ...["-x264-params", "aud=1", "-f", "h264", "pipe:1"],
+    ],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+  const units: Uint8Array[][] = [];
+  for (const nal of splitAnnexB(out.stdout)) {
+    if (h264NalType(nal) === H264NalType.aud) units.push([]);
+    else units.at(-1)!.push(nal);
+  }
+  return units.map((nals) => joinLengthPrefixed(nals));
+}
+
+Deno.test("call media: H.264 sent into the call arrives whole, with the parameter sets on the track", async () => {
+  const units = await h264AccessUnits(10);
+  const p = await call({ video: true });
+  const source = new Stream({
+    name: "video",
+    mediaSessionId: "video",
+    tracks: [{ id: 0, kind: "video", codec: "H264", clockRate: 90000 }],
+    mediaProvider: "test",
+    stopProvider: () => Promise.resolve(),
+  });
+  try {
+    assert.equal(p.mediaA.video?.payloadType, 96);
+    assert.deepEqual(p.b.tracks.map((t) => [t.id, t.kind, t.codec]), [
+      [0, "audio", "PCMU"],
+      [1, "video", "H264"],
+    ]);
+    p.a.send(source);
+    for (const [i, data] of units.entries()) {
+      source.push({
+        trackId: 0,
+        codec: "H264",
+        pts: i * 3000,
+        dts: i * 3000,
+        keyframe: i % 5 === 0,
+        data,
+      });
+      await sleep(10);
+    }
+    await until("ten pictures", () => p.atB.frames.length === 10);
+    const frames = p.atB.frames;
+    assert.ok(frames.every((f) => f.trackId === 1 && f.codec === "H264"));
+    assert.deepEqual(frames.map((f) => f.pts - frames[0].pts), units.map((_, i) => i * 3000));
+    assert.deepEqual(frames.map((f) => f.keyframe), units.map((_, i) => i % 5 === 0));
+    // Every picture's slices arrive byte for byte (the packetizer may add parameter sets).
+    const slices = (au: Uint8Array) =>
+      splitLengthPrefixed(au).filter((n) =>
+        h264NalType(n) !== H264NalType.sps && h264NalType(n) !== H264NalType.pps
+      );
+    for (let i = 0; i < 10; i++) {
+      assert.deepEqual(slices(frames[i].data), slices(units[i]), `picture ${i}`);
+    }
+    const config = p.b.tracks[1].config;
+    assert.equal(config?.codec, "H264");
+    assert.ok(config?.codec === "H264" && config.sps.length === 1 && config.pps.length === 1);
+  } finally {
+    source.end();
+    await p.close();
+  }
+});
+
+Deno.test("call media: an AAC stream is converted by the engine and arrives as the call's μ-law", async () => {
+  const dir = await Deno.makeTempDir();
+  const p = await call();
+  try {
+    const path = `${dir}/tone.ts`;
+    const made = await new Deno.Command("ffmpeg", {
+      args: [
+        ...["-v", "error", "-f", "lavfi", "-i", "sine=frequency=1000:sample_rate=48000"],
+        ...["-t", "2", "-c:a", "aac", "-f", "mpegts", path],
+      ],
+    }).output();
+    assert.equal(made.code, 0);
+    const demuxer = new TsDemuxer();
+    const bytes = await Deno.readFile(path);
+    const frames = [...demuxer.push(bytes), ...demuxer.flush()];
+    const source = new Stream({
+      name: "aac",
+      mediaSessionId: "aac",
+      tracks: [{ ...demuxer.tracks[0], id: 0 }],
+      mediaProvider: "test",
+      stopProvider: () => Promise.resolve(),
+    });
+    p.a.send(source);
+    const clock = demuxer.tracks[0].clockRate;
+    const startMs = performance.now();
+    for (const frame of frames) {
+      await sleep(startMs + frame.pts * 1000 / clock - performance.now());
+      source.push({ ...frame, trackId: 0 });
+    }
+    await until("a second of audio at B", () => p.atB.frames.length >= 50, 5000);
+    source.end();
+    const pcm = p.atB.pcm();
+    assert.ok(p.atB.frames.every((f) => f.codec === "PCMU" && f.data.length === 160));
+    assert.ok(goertzelPower(pcm, 1000, 8000) > 100 * goertzelPower(pcm, 700, 8000));
+  } finally {
+    await p.close();
     await Deno.remove(dir, { recursive: true });
   }
 });

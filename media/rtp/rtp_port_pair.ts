@@ -50,6 +50,47 @@ function closed(socket: dgram.Socket): Promise<void> {
   });
 }
 
+/**
+ * Sends of one socket in order: Deno's node:dgram sends the burst that follows a socket's
+ * very first send in reverse order (tested: 10 datagrams arrive 9..0), which would turn the
+ * first video picture into packets a receiver drops as late. So the sends made while the
+ * first one is in flight wait for it, then go in order.
+ */
+class OrderedSender {
+  #socket: dgram.Socket;
+  #waiting: { data: Uint8Array; to: UdpEndpoint }[] | undefined;
+  #started = false;
+
+  constructor(socket: dgram.Socket) {
+    this.#socket = socket;
+  }
+
+  send(data: Uint8Array, to: UdpEndpoint): void {
+    if (this.#waiting) {
+      this.#waiting.push({ data, to });
+      return;
+    }
+    if (this.#started) {
+      this.#socket.send(data, to.port, to.host, () => {});
+      return;
+    }
+    this.#started = true;
+    this.#waiting = [];
+    this.#socket.send(data, to.port, to.host, () => {
+      const waiting = this.#waiting ?? [];
+      this.#waiting = undefined;
+      for (const next of waiting) {
+        this.#socket.send(next.data, next.to.port, next.to.host, () => {});
+      }
+    });
+  }
+
+  /** Drops what waits (the socket is closing). */
+  clear(): void {
+    if (this.#waiting) this.#waiting.length = 0;
+  }
+}
+
 /** A bound RTP/RTCP pair. */
 export class RtpPortPair {
   /** The RTP port (even); RTCP is on the next one. */
@@ -60,6 +101,8 @@ export class RtpPortPair {
   onRtcp: DatagramHandler = () => {};
   #rtp: dgram.Socket;
   #rtcp: dgram.Socket;
+  #rtpSender: OrderedSender;
+  #rtcpSender: OrderedSender;
   #pool: PortPool;
   #closing: Promise<void> | undefined;
 
@@ -68,6 +111,8 @@ export class RtpPortPair {
     this.rtpPort = rtpPort;
     this.#rtp = rtp;
     this.#rtcp = rtcp;
+    this.#rtpSender = new OrderedSender(rtp);
+    this.#rtcpSender = new OrderedSender(rtcp);
     rtp.on("message", (msg: Uint8Array, info: dgram.RemoteInfo) => {
       this.onRtp(msg, { host: info.address, port: info.port });
     });
@@ -97,11 +142,13 @@ export class RtpPortPair {
   /** Sends a datagram from the RTP socket (`rtcp` false) or the RTCP one; dropped once closing. */
   send(data: Uint8Array, rtcp: boolean, to: UdpEndpoint): void {
     if (this.#closing) return;
-    (rtcp ? this.#rtcp : this.#rtp).send(data, to.port, to.host, () => {});
+    (rtcp ? this.#rtcpSender : this.#rtpSender).send(data, to);
   }
 
   /** Closes both sockets and gives the port back to the pool. Idempotent. */
   close(): Promise<void> {
+    this.#rtpSender.clear();
+    this.#rtcpSender.clear();
     this.#closing ??= Promise.all([closed(this.#rtp), closed(this.#rtcp)]).then(() =>
       this.#pool.release(this.rtpPort)
     );
