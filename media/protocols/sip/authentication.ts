@@ -24,8 +24,8 @@ export class DigestSession {
 
   /**
    * Takes the challenge of a 401 or 407. False when it cannot be answered: no credentials, no
-   * Digest challenge, or the server challenged again a nonce we answered without `stale=true`
-   * (the credentials were refused).
+   * usable Digest challenge, or the server challenged again a nonce we answered without
+   * `stale=true` (the credentials were refused).
    */
   accept(response: SipResponse): boolean {
     if (!this.#credentials) return false;
@@ -39,6 +39,12 @@ export class DigestSession {
     const nonce = /nonce\s*=\s*"([^"]*)"/i.exec(value)?.[1] ?? "";
     const stale = /stale\s*=\s*"?true"?/i.test(value);
     if (this.#answeredNonces.has(nonce) && !stale) return false;
+    try {
+      // A challenge we cannot answer (another algorithm, no nonce) leaves the 401/407 final.
+      authorizationFor(value, this.#credentials, "OPTIONS", "sip:check", 1);
+    } catch {
+      return false;
+    }
     this.#challenge = { header, value, nonce };
     this.#nonceCount = 0;
     return true;
