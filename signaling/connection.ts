@@ -9,6 +9,7 @@ import { randomToken } from "../core/ids.ts";
 import type { ConnectionRecord } from "../core/records.ts";
 import type { HandlerTable, SignalingContext } from "./handlers.ts";
 import { closeCodes, SignalingSession } from "./session.ts";
+import { attachSipPhone } from "./sip_phone.ts";
 
 /** Length of a session's authToken: 62^40 values, unguessable. */
 const authTokenChars = 40;
@@ -34,7 +35,11 @@ const connectionObject = z.looseObject({
   custom: z.unknown().optional(),
   clientInfo: z.record(z.string(), z.unknown()).optional(),
   sipLogin: z.string().optional(),
-  sipPort: z.int().optional(),
+  // The SDK's phone example passes its port field's text ("5060", or "" when left empty).
+  sipPort: z.union([
+    z.int(),
+    z.string().regex(/^\d{0,5}$/).transform((s) => s === "" ? undefined : Number(s)),
+  ]).optional(),
   sipRegisterRequired: z.boolean().optional(),
   width: z.int().optional(),
   height: z.int().optional(),
@@ -162,6 +167,7 @@ async function handleConnection(
   const policy = hookPolicy(answer.restClientConfig, "connect");
   const forClient = withoutFields({ ...connection, status: "ESTABLISHED" }, policy.clientExclude);
   if (!session.establish(connection, finalRecord, answer.restClientConfig, forClient)) return;
+  attachSipPhone(session, agreed.data, ctx);
   const event = await services.hooks.invoke(
     "ConnectionStatusEvent",
     { ...connection, status: "ESTABLISHED" },

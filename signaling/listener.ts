@@ -15,6 +15,7 @@ import { registerMseStreams } from "./mse_streams.ts";
 import { registerPushLogs } from "./push_logs.ts";
 import { closeCodes, closeHandshakeTimeoutMs, SignalingSession } from "./session.ts";
 import { registerWebRtcStreams } from "./webrtc_streams.ts";
+import { registerSipPhone } from "./sip_phone.ts";
 import { acceptLoop } from "../core/accept_loop.ts";
 import { closeConnection } from "../core/tls_handshake.ts";
 import {
@@ -44,6 +45,7 @@ export function defaultHandlers(): HandlerTable {
   registerPushLogs(handlers);
   registerWebRtcStreams(handlers);
   registerMseStreams(handlers);
+  registerSipPhone(handlers);
   return handlers;
 }
 
