@@ -419,3 +419,38 @@ Deno.test("sipRegisterRequired: registered once REGISTER succeeds, unregistered 
     await backend.close();
   }
 });
+
+Deno.test("the call hook: a backend refusing it under restOnError FAIL fails the call before dialling", async () => {
+  const backend = await startHookBackend((call) => {
+    if (call.hook === "connect") {
+      return {
+        status: 200,
+        body: { ...call.body, restClientConfig: { call: { restOnError: "FAIL" } } },
+      };
+    }
+    return { status: call.hook === "call" ? 403 : 200 };
+  });
+  const server = await startTestServer(testConfig({ hooks: { url: backend.url } }));
+  const { client } = await WcsClient.connect(
+    server.wsUrl,
+    sdkConnectionObject({ sipLogin: "dave", sipDomain: "127.0.0.1", sipPort: 5060 }),
+  );
+  const browser = new Browser();
+  try {
+    client.send("call", callMessage("denied-1", "nobody", await browser.offer()));
+    const finish = await nextStatus(client, "finish");
+    assert.deepEqual(
+      [finish.callId, finish.status, finish.info],
+      ["denied-1", "FAILED", "Restricted access"],
+    );
+    const hook = (await backend.waitFor("call", statusWaitMs)).body;
+    assert.deepEqual([hook.callId, hook.callee, hook.appKey], ["denied-1", "nobody", "defaultApp"]);
+    assert.ok(!client.messages().includes("setRemoteSDP"));
+    assert.deepEqual(await (await server.post("/call/find_all")).json(), []);
+  } finally {
+    await browser.close();
+    await client.close();
+    await server.stop();
+    await backend.close();
+  }
+});
