@@ -306,6 +306,8 @@ export class CallMedia {
       });
     }
     this.update(media);
+    // A stream given to `send` before the codec was known starts now.
+    if (this.#source) this.send(this.#source);
     this.#rtcpTimer = setInterval(() => this.#sendReports(), this.#rtcpIntervalMs);
   }
 
@@ -324,7 +326,8 @@ export class CallMedia {
       // The stream being sent is converted to the new codec from now on.
       if (before.audio && this.#source) this.send(this.#source);
     }
-    if (this.#video && media.video && !this.#video.in.depacketizer) {
+    // Video added by a re-INVITE has no track to receive into; it is only sent.
+    if (this.#video && media.video && this.tracks[videoTrackId] && !this.#video.in.depacketizer) {
       this.#video.in.depacketizer = new H264Depacketizer(videoTrackId);
     }
   }
@@ -332,11 +335,16 @@ export class CallMedia {
   /**
    * Sends the audio of `source` (converted to the call's codec) and its H.264 video when
    * negotiated, until `stopSending` or another `send`; undefined stops sending the stream.
+   * Before `start`, the stream waits for it.
    */
   send(source: Stream | undefined): void {
     this.stopSending();
+    if (!source || this.#closing) return;
     const codec = this.#media.audio?.codec;
-    if (!source || !codec || this.#closing) return;
+    if (!codec) {
+      this.#source = source; // sent from `start`
+      return;
+    }
     const audio = source.tracks.find((t) => t.kind === "audio");
     // G.711 of the other law is converted here; other codecs by the engine.
     const converted = audio && audio.codec !== "PCMU" && audio.codec !== "PCMA"

@@ -529,3 +529,58 @@ Deno.test("call media: an AAC stream is converted by the engine and arrives as t
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("call media: the sent audio pauses while an RFC 2833 event plays, then resumes in time", async () => {
+  const p = await call({ start: false });
+  const source = new Stream({
+    name: "live",
+    mediaSessionId: "live",
+    tracks: [{
+      id: 0,
+      kind: "audio",
+      codec: "PCMU",
+      clockRate: 8000,
+      sampleRate: 8000,
+      channels: 1,
+    }],
+    mediaProvider: "test",
+    stopProvider: () => Promise.resolve(),
+  });
+  const tone = g711Encode("PCMU", Int16Array.from({ length: 160 }, (_, i) => 8000 * Math.sin(i)));
+  let pushing = true;
+  const pusher = (async () => {
+    const startMs = performance.now();
+    for (let i = 0; pushing; i++) {
+      source.push({
+        trackId: 0,
+        codec: "PCMU",
+        pts: i * 160,
+        dts: i * 160,
+        keyframe: true,
+        data: tone,
+      });
+      await sleep(startMs + (i + 1) * 20 - performance.now());
+    }
+  })();
+  try {
+    // Sent before start: it begins with the call.
+    p.a.send(source);
+    p.a.start(p.mediaA, p.atA.sink);
+    p.b.start(p.mediaB, p.atB.sink);
+    await until("audio at B", () => p.atB.frames.length >= 10);
+    await p.a.sendDtmf("5", "RFC2833");
+    await sleep(300);
+    assert.deepEqual(p.atB.digits, ["5"]);
+    const pts = p.atB.frames.map((f) => f.pts);
+    const gaps = pts.slice(1).map((t, i) => t - pts[i]);
+    // One gap of the event (100 ms + the end packets' 40 ms), the rest 20 ms apart.
+    const long = gaps.filter((g) => g > 160);
+    assert.equal(long.length, 1, `gaps ${gaps}`);
+    assert.ok(long[0] >= 7 * 160 && long[0] <= 10 * 160, `gap of ${long[0]}`);
+  } finally {
+    pushing = false;
+    await pusher;
+    source.end();
+    await p.close();
+  }
+});

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { TruncatedError } from "../../core/errors.ts";
+import { ParseError, TruncatedError } from "../../core/errors.ts";
 import {
   ntpMiddle,
   parseReportBlocks,
@@ -59,4 +59,23 @@ Deno.test("receiver report: written blocks parse back, SR without blocks, cut in
   assert.throws(() => parseReportBlocks(rr.subarray(0, 20)), TruncatedError);
   const negative = writeReceiverReport(1, [{ ...block, cumulativeLost: -2 }]);
   assert.equal(parseReportBlocks(negative)[0].cumulativeLost, -2);
+});
+
+Deno.test("report blocks and telephone events on random and cut input: a result or a ParseError", () => {
+  let seed = 3;
+  const byte = () => (seed = (seed * 1103515245 + 12345) & 0x7fffffff) & 0xff;
+  const stats = new ReceptionStats(9, 8000);
+  stats.update(1, 0, 0);
+  const real = writeReceiverReport(1, [stats.block(0)], "x");
+  for (let i = 0; i < 2000; i++) {
+    const data = i % 2 === 0
+      ? Uint8Array.from({ length: byte() % 80 }, byte)
+      : real.map((b) => (byte() < 8 ? byte() : b)).subarray(0, byte() % (real.length + 1));
+    if (i % 4 === 1) data[0] = 0x81; // version 2 with one block, so the cut paths run
+    try {
+      parseReportBlocks(data);
+    } catch (err) {
+      assert.ok(err instanceof ParseError, String(err));
+    }
+  }
 });

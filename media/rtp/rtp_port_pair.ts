@@ -70,19 +70,23 @@ class OrderedSender {
       this.#waiting.push({ data, to });
       return;
     }
-    if (this.#started) {
-      this.#socket.send(data, to.port, to.host, () => {});
-      return;
+    const first = !this.#started;
+    if (first) {
+      this.#started = true;
+      this.#waiting = [];
     }
-    this.#started = true;
-    this.#waiting = [];
-    this.#socket.send(data, to.port, to.host, () => {
-      const waiting = this.#waiting ?? [];
-      this.#waiting = undefined;
-      for (const next of waiting) {
-        this.#socket.send(next.data, next.to.port, next.to.host, () => {});
-      }
-    });
+    try {
+      this.#socket.send(data, to.port, to.host, first ? () => this.#release() : () => {});
+    } catch {
+      // A bad address or port is a lost datagram, not a broken call.
+      if (first) this.#release();
+    }
+  }
+
+  #release(): void {
+    const waiting = this.#waiting ?? [];
+    this.#waiting = undefined;
+    for (const next of waiting) this.send(next.data, next.to);
   }
 
   /** Drops what waits (the socket is closing). */

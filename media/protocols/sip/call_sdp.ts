@@ -72,6 +72,8 @@ const telephoneEvents = "0-16";
 const audioPtimeMs = 20;
 /** H.264 we send and take: non-interleaved packetization, Constrained Baseline level 3.1. */
 const h264Fmtp = "packetization-mode=1;profile-level-id=42e01f";
+/** Highest UDP port. */
+const maxPort = 65535;
 const directions: readonly string[] = ["sendrecv", "sendonly", "recvonly", "inactive"];
 
 function origin(o: CallMediaOffer): string {
@@ -199,9 +201,12 @@ function endpoint(
     sdp.attributes.find((a) => directions.includes(a.name));
   let direction = (flag?.name ?? "sendrecv") as MediaDirection;
   if (host === "0.0.0.0" || host === "::") direction = withoutReceive(direction);
+  if (m.port > maxPort) {
+    throw new BadRequestError("sdp", `SDP ${m.type} port ${m.port} out of range`);
+  }
   const remote: NegotiatedAudio["remote"] = { host, port: m.port };
   const rtcp = /^(\d{1,5})/.exec(attribute(m, "rtcp") ?? "");
-  if (rtcp) remote.rtcpPort = Number(rtcp[1]);
+  if (rtcp && Number(rtcp[1]) > 0 && Number(rtcp[1]) <= maxPort) remote.rtcpPort = Number(rtcp[1]);
   return { remote, direction };
 }
 

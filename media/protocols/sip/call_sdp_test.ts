@@ -162,6 +162,7 @@ Deno.test("call answer: hold by direction or by c=0.0.0.0, rejected audio, no G.
       sippUasAnswer.replace("m=audio 6000", "m=audio 0"),
       sippUasAnswer.replace("RTP/AVP 0", "RTP/AVP 9").replace("0 PCMU", "9 G722"),
       sippUasAnswer.replace("RTP/AVP", "RTP/SAVP"),
+      sippUasAnswer.replace("m=audio 6000", "m=audio 70000"),
       "v=0\r\nthis is not SDP",
     ]
   ) {
@@ -234,4 +235,33 @@ Deno.test("answer to an offer: hold directions, and 488 when nothing is in commo
     (e) => e instanceof BadRequestError && /in common/.test(e.message),
   );
   assert.throws(() => answerCallOffer("garbage", o), BadRequestError);
+});
+
+Deno.test("call SDP on cut and mutated input: an answer or a BadRequestError, nothing else", () => {
+  let seed = 7;
+  const random = (n: number) => {
+    seed = (seed * 1103515245 + 12345) & 0x7fffffff;
+    return seed % n;
+  };
+  const o = { address: "127.0.0.1", audioPort: 30000, videoPort: 30002 };
+  const inputs: string[] = [];
+  for (const sdp of [sippUasAnswer, baresipAnswer, baresipOffer]) {
+    for (let cut = 0; cut < sdp.length; cut += 3) inputs.push(sdp.slice(0, cut));
+    for (let i = 0; i < 300; i++) {
+      const chars = [...sdp];
+      for (let k = 0; k < 1 + random(4); k++) {
+        chars[random(chars.length)] = " =:/\r\n0a9m-".charAt(random(12)) || "x";
+      }
+      inputs.push(chars.join(""));
+    }
+  }
+  for (const input of inputs) {
+    for (const run of [() => negotiateAnswer(input), () => answerCallOffer(input, o)]) {
+      try {
+        run();
+      } catch (err) {
+        assert.ok(err instanceof BadRequestError, `${err} on ${JSON.stringify(input)}`);
+      }
+    }
+  }
 });
