@@ -355,7 +355,7 @@ export class CallMedia {
     this.#converted = converted;
     this.#reader = reader;
     this.#videoOffset = undefined;
-    this.#pacer.live = true;
+    this.#pacer.live = audio !== undefined;
     this.#sending = this.#sendLoop(reader, converted.tracks);
   }
 
@@ -487,6 +487,11 @@ export class CallMedia {
     if (!sends(negotiated.direction)) return;
     const nowMs = performance.now();
     const inbound = leg.in;
+    if (event && inbound.stats && inbound.stats.ssrc !== packet.ssrc) {
+      // Events under an SSRC of their own, beside the audio: they skip the audio's order.
+      this.#onEvent(packet);
+      return;
+    }
     if (inbound.stats?.ssrc !== packet.ssrc) this.#newSource(leg, packet.ssrc, nowMs);
     inbound.stats!.update(packet.sequenceNumber, packet.timestamp, nowMs);
     inbound.lastArrivalMs = nowMs;
@@ -530,15 +535,16 @@ export class CallMedia {
   }
 
   #onAudioPacket(packet: RtpPacket): void {
-    if (packet.payloadType === this.#media.audio?.telephoneEventPt) {
-      try {
-        this.#events.push(packet);
-      } catch (err) {
-        if (!(err instanceof ParseError)) throw err;
-      }
-      return;
+    if (packet.payloadType === this.#media.audio?.telephoneEventPt) this.#onEvent(packet);
+    else this.#depacketize(this.#audio, packet);
+  }
+
+  #onEvent(packet: RtpPacket): void {
+    try {
+      this.#events.push(packet);
+    } catch (err) {
+      if (!(err instanceof ParseError)) throw err;
     }
-    this.#depacketize(this.#audio, packet);
   }
 
   #onVideoPacket(packet: RtpPacket): void {

@@ -293,8 +293,15 @@ Deno.test("call media: reordering, loss and an SSRC change mid-call give continu
   p.b.start(p.mediaB, received.sink);
   const socket = dgram.createSocket("udp4");
   await new Promise<void>((r) => socket.bind(0, host, () => r()));
-  const send = (seq: number, ts: number, ssrc: number, pt = 0) => {
-    const packet = new Uint8Array(12 + 160).fill(0xff, 12);
+  const send = (
+    seq: number,
+    ts: number,
+    ssrc: number,
+    pt = 0,
+    payload = new Uint8Array(160).fill(0xff),
+  ) => {
+    const packet = new Uint8Array(12 + payload.length);
+    packet.set(payload, 12);
     writeRtpHeader(packet, 0, {
       marker: false,
       payloadType: pt,
@@ -314,14 +321,21 @@ Deno.test("call media: reordering, loss and an SSRC change mid-call give continu
     await sleep(150);
     for (let seq = 500; seq < 503; seq++) send(seq, 9_000_000 + (seq - 500) * 160, 22);
     send(9, 0, 22, 96); // an unnegotiated payload type is ignored
-    await until("eight frames", () => received.frames.length === 8);
+    // A key under an SSRC of its own, beside the audio, which goes on undisturbed.
+    const digits: string[] = [];
+    p.b.onDtmf = (d) => digits.push(d);
+    send(40, 5, 33, 101, Uint8Array.of(7, 0x0a, 0x01, 0x90));
+    await sleep(30);
+    send(503, 9_000_000 + 3 * 160, 22);
+    await until("nine frames", () => received.frames.length === 9);
+    assert.deepEqual(digits, ["7"]);
     const pts = received.frames.map((f) => f.pts);
     assert.deepEqual(pts.slice(0, 5), [0, 160, 480, 640, 800]);
     // Source 2 carries on after the wall-clock gap (150 ms = 1200 samples at least).
     assert.ok(pts[5] >= 800 + 1200 && pts[5] < 800 + 4000, `pts ${pts[5]}`);
-    assert.deepEqual([pts[6] - pts[5], pts[7] - pts[6]], [160, 160]);
+    assert.deepEqual([pts[6] - pts[5], pts[7] - pts[6], pts[8] - pts[7]], [160, 160, 160]);
     assert.equal(p.b.stats.packetsLost, 1);
-    assert.equal(p.b.stats.packetsReceived, 8);
+    assert.equal(p.b.stats.packetsReceived, 10);
   } finally {
     await new Promise<void>((r) => socket.close(() => r()));
     await p.close();

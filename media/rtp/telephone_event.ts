@@ -18,6 +18,8 @@ export const eventEndRepeats = 3;
 export const eventEndRepeatIntervalMs = 20;
 /** Default volume of a sent event: -10 dBm0 (RFC 4733 §2.3.4, 0 to 63, lower is louder). */
 export const defaultEventVolume = 10;
+/** Events a receiver remembers to recognise their late packets. */
+const recentEvents = 8;
 /** DTMF keys by event code (RFC 4733 §3.2: 0-9, * = 10, # = 11, A-D = 12-15). */
 const eventKeys = "0123456789*#ABCD";
 
@@ -116,8 +118,8 @@ export class TelephoneEventReceiver {
   /** Events received that were not DTMF keys (flash, tones). */
   ignored = 0;
   #onKey: (key: string) => void;
-  #lastSsrc = -1;
-  #lastTimestamp = -1;
+  /** The latest events as "ssrc:timestamp", oldest first: a late packet of one is no news. */
+  #recent: string[] = [];
 
   /** `onKey` receives each key once. */
   constructor(onKey: (key: string) => void) {
@@ -127,9 +129,10 @@ export class TelephoneEventReceiver {
   /** Offers a telephone-event packet; a payload too short is a TruncatedError. */
   push(packet: RtpPacket): void {
     const event = decodeTelephoneEvent(packet.payload);
-    if (packet.ssrc === this.#lastSsrc && packet.timestamp === this.#lastTimestamp) return;
-    this.#lastSsrc = packet.ssrc;
-    this.#lastTimestamp = packet.timestamp;
+    const id = `${packet.ssrc}:${packet.timestamp}`;
+    if (this.#recent.includes(id)) return;
+    this.#recent.push(id);
+    if (this.#recent.length > recentEvents) this.#recent.shift();
     const key = dtmfEventKey(event.event);
     if (key === undefined) this.ignored++;
     else this.#onKey(key);

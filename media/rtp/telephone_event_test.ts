@@ -68,6 +68,8 @@ Deno.test("telephone-event receiver: each key once despite repeats, loss and a r
   receiver.push(packet(telephoneEventSchedule("#", 100).at(-1)!.payload, 5800));
   // Another source (sipp's pcap play switches SSRC) with an equal timestamp is a new event.
   receiver.push(packet(telephoneEventSchedule("9", 100)[0].payload, 5800, 8));
+  // A late update of an earlier event, after newer ones, is no news either.
+  receiver.push(packet(telephoneEventSchedule("3", 100)[1].payload, 3400));
   // A flash (event 16) is no key.
   receiver.push(
     packet(encodeTelephoneEvent({ event: 16, end: false, volume: 0, duration: 0 }), 9000),
