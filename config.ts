@@ -62,6 +62,9 @@ export const configSchema = z.strictObject({
     srt: port.default(8890).describe(
       "Shared SRT port (UDP): callers publish with stream id `#!::r=<name>,m=publish` (or `<name>`, `publish:<name>`) and play any stream with `#!::r=<name>,m=request` (or `read:<name>`), as MPEG-TS.",
     ),
+    sip: port.default(5060).describe(
+      "SIP user agent (UDP and TCP): calls of `/call/startup` and of Web SDK sessions with sipOptions go out from it; incoming INVITEs ring the Web SDK session registered with the callee's login.",
+    ),
   }).prefault({}),
   tls: z.strictObject({
     certFile: z.string().min(1).optional().describe("PEM certificate chain file for WSS."),
@@ -233,6 +236,9 @@ export const configSchema = z.strictObject({
     srt: z.ipv4().or(z.ipv6()).optional().describe(
       "Address of the shared SRT port when it differs from `bind`.",
     ),
+    sip: z.ipv4().or(z.ipv6()).optional().describe(
+      "Address of the SIP user agent and of its calls' RTP when it differs from `bind`.",
+    ),
     media: z.ipv4().or(z.ipv6()).optional().describe(
       "Address WebRTC media (UDP) binds when it differs from `bind`.",
     ),
@@ -254,6 +260,7 @@ export const configSchema = z.strictObject({
       "Transcoders at once (REST transcoders and renditions made for players).",
     ),
     mixers: z.int().min(1).default(8).describe("Mixers at once (REST and auto-mixing)."),
+    calls: z.int().min(1).default(200).describe("SIP calls at once (REST, Web SDK, incoming)."),
     engineJobs: z.int().min(1).optional().describe(
       "Codec engine jobs (ffmpeg processes or Workers) running at once; snapshots queue behind them. Default: the number of CPU cores.",
     ),
@@ -289,6 +296,24 @@ export const configSchema = z.strictObject({
       "Host patterns RTSP/RTMP pulls and pushes may connect to (`cam*.example.com`, `10.0.0.*`, comma-separated in the environment); empty allows any.",
     ),
   }).prefault({}),
+  sip: z.strictObject({
+    announcedAddress: z.ipv4().or(z.ipv6()).optional().describe(
+      "Address written in SIP Via/Contact headers and SDP when it differs from the bound one (NAT).",
+    ),
+    rtpPortMin: port.default(30100).describe(
+      "Lowest UDP port of SIP calls' RTP (an even port for RTP, the next for RTCP).",
+    ),
+    rtpPortMax: port.default(30999).describe("Highest UDP port of SIP calls' RTP."),
+    registerExpiresSec: z.int().min(60).max(86_400).default(3600).describe(
+      "Expires asked for in REGISTER; the registration is refreshed before it runs out, in s.",
+    ),
+    t1Ms: z.int().min(10).max(10_000).default(500).describe(
+      "SIP timer T1 (RFC 3261): the first retransmission interval over UDP; a transaction times out after 64 x T1, in ms.",
+    ),
+  }).prefault({}).refine((s) => s.rtpPortMin < s.rtpPortMax, {
+    message: "rtpPortMin must be below rtpPortMax",
+    path: ["rtpPortMax"],
+  }),
   mpegts: z.strictObject({
     portMin: port.default(30000).describe(
       "Lowest port `/mpegts/startup` allocates (MPEG-TS over UDP or SRT, one port per receiver).",

@@ -16,6 +16,7 @@ Deno.test("defaults: loopback bind, WCS ports, folders, no hooks backend", () =>
     rtmp: 1935,
     rtsp: 554,
     srt: 8890,
+    sip: 5060,
   });
   assert.deepEqual(config.folders, { media: "content", records: "records", logs: "logs" });
   assert.equal(config.log.level, "info");

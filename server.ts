@@ -37,6 +37,8 @@ export interface RunningServer {
   readonly rtspPort: number;
   /** Port of the shared SRT listener (publish and play by stream id). */
   readonly srtPort: number;
+  /** Port of the SIP user agent (UDP and TCP). */
+  readonly sipPort: number;
   /** The shared SRT listener: its handshake counters and publishers. */
   readonly srt: RunningSrtServer;
   /** Stops accepting, lets in-flight requests finish, closes every listener. */
@@ -94,6 +96,7 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
   let hls: HlsListener | undefined;
   let rtsp: RunningRtspServer;
   let srt: RunningSrtServer;
+  let sipPort: number;
   try {
     wsPort = await signaling.listen({ hostname: wsHost, port: config.ports.ws });
     const { certFile, keyFile } = config.tls;
@@ -110,6 +113,7 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
     listeners.rtsp = rtsp;
     srt = await startSrtServer(services);
     listeners.srt = srt;
+    sipPort = await services.calls.start();
     const hlsHost = config.binds.hls ?? config.bind;
     hls = await HlsListener.start({
       hostname: hlsHost,
@@ -129,6 +133,7 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
     await listeners.rtmp?.close();
     await listeners.rtsp?.close();
     await listeners.srt?.close();
+    await services.calls.closeAll();
     await signaling.stop();
     await rest.shutdown();
     throw err;
@@ -146,6 +151,7 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
     hlsPort: hls.port,
     rtspPort: rtsp.port,
     srtPort: srt.port,
+    sipPort,
     srt,
     stop() {
       stopped ??= (async () => {
@@ -166,6 +172,7 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
         await services.rtsp.closeAll();
         await services.whip.closeAll();
         await services.mpegts.closeAll();
+        await services.calls.closeAll();
         await srt.close();
         await services.pushes.closeAll();
         await services.rtmpPulls.closeAll();

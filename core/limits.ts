@@ -110,6 +110,7 @@ export interface Limits {
   readonly recorders: Cap;
   readonly transcoders: Cap;
   readonly mixers: Cap;
+  readonly calls: Cap;
 }
 
 /** Builds the server-wide caps from the configuration. */
@@ -123,5 +124,6 @@ export function createLimits(limits: Config["limits"]): Limits {
     recorders: new Cap("recorders", limits.recorders),
     transcoders: new Cap("transcoders", limits.transcoders),
     mixers: new Cap("mixers", limits.mixers),
+    calls: new Cap("calls", limits.calls),
   };
 }

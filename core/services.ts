@@ -24,6 +24,7 @@ import { HlsRegistry } from "./hls_registry.ts";
 import { MpegtsRegistry } from "./mpegts_registry.ts";
 import { MixerRegistry } from "./mixer_registry.ts";
 import { WatermarkCache } from "./watermark_cache.ts";
+import { CallRegistry } from "./call_registry.ts";
 
 /** Registries and services of one server. */
 export interface Services {
@@ -65,6 +66,8 @@ export interface Services {
   readonly hls: HlsRegistry;
   /** MPEG-TS receivers of the `/mpegts` group (UDP, SRT). */
   readonly mpegts: MpegtsRegistry;
+  /** SIP calls (the `/call` group and Web SDK phones); its user agent starts with the server. */
+  readonly calls: CallRegistry;
   /** Server-wide caps of `config.limits`. */
   readonly limits: Limits;
 }
@@ -81,20 +84,23 @@ export function createServices(config: Config, log: Logger): Services {
   const decoders = new DecoderHub(engine, log);
   const playRenditions = new PlayRenditions(decoders, engine, log, limits.transcoders);
   const watermarks = new WatermarkCache(config.folders.media);
+  const hooks = new HookClient({ url: config.hooks.url, timeoutMs: config.hooks.timeoutMs, log });
+  const nodeId = nodeIdFor(config.bind);
+  const pushes = new PushRegistry(config, streams, log, limits.pushes);
   return {
     config,
     log,
     streams,
-    nodeId: nodeIdFor(config.bind),
+    nodeId,
     sessions: new SessionRegistry(),
-    hooks: new HookClient({ url: config.hooks.url, timeoutMs: config.hooks.timeoutMs, log }),
+    hooks,
     vod: new VodRegistry(config, streams, log, limits.vods),
     recorders: new RecorderRegistry(config, streams, log, limits.recorders),
     engine,
     rtsp: new RtspRegistry(config, streams, log, limits.pulls),
     whip: new WhipRegistry(),
     mpegts: new MpegtsRegistry(config, streams, engine, log),
-    pushes: new PushRegistry(config, streams, log, limits.pushes),
+    pushes,
     rtmpPulls: new RtmpPullRegistry(config, streams, log, limits.pulls),
     decoders,
     playRenditions,
@@ -116,6 +122,7 @@ export function createServices(config: Config, log: Logger): Services {
       limits.mixers,
     ),
     hls: new HlsRegistry(config, streams, playRenditions, engine, log),
+    calls: new CallRegistry(config, streams, pushes, engine, hooks, nodeId, limits.calls, log),
     limits,
   };
 }

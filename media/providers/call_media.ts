@@ -420,6 +420,7 @@ export class CallMedia {
     const samples = await this.#engine.run({
       inputArgs: [],
       input: file,
+      live: true, // the caller hears it now: not a background job a busy server may starve
       outputArgs: [
         "-vn",
         "-ac",

@@ -5,8 +5,7 @@
  * netstrings). The sndfile module also writes what it hears, decoded, to a WAV file per call
  * (`*-dec.wav`), so a test can tell sound from silence at the far end.
  */
-import dgram from "node:dgram";
-import { freePort } from "./process.ts";
+import { freePort, freeUdpRange } from "./process.ts";
 
 /** A running baresip. */
 export interface Baresip {
@@ -43,40 +42,6 @@ const toneRate = 8000;
 const startTimeoutMs = 10_000;
 /** Size of a canonical WAV header, in bytes. */
 const wavHeaderBytes = 44;
-
-/** Binds a UDP socket on 127.0.0.1:`port`; undefined when the port is taken. */
-async function bindUdp(port: number): Promise<dgram.Socket | undefined> {
-  const socket = dgram.createSocket("udp4");
-  try {
-    await new Promise<void>((resolve, reject) => {
-      socket.once("error", reject);
-      socket.bind(port, "127.0.0.1", () => resolve());
-    });
-    return socket;
-  } catch {
-    socket.close();
-    return undefined;
-  }
-}
-
-/**
- * The first of `count` consecutive UDP ports, all free a moment ago (Deno.listenDatagram
- * would need --unstable-net).
- */
-async function freeUdpRange(count: number): Promise<number> {
-  for (;;) {
-    const base = freePort();
-    if (base + count > 65535) continue;
-    const sockets: dgram.Socket[] = [];
-    for (let p = base; p < base + count; p++) {
-      const socket = await bindUdp(p);
-      if (!socket) break;
-      sockets.push(socket);
-    }
-    await Promise.all(sockets.map((s) => new Promise<void>((r) => s.close(() => r()))));
-    if (sockets.length === count) return base;
-  }
-}
 
 /** A 400 Hz tone (20 samples a period at 8 kHz) as a 16-bit mono WAV. */
 function toneWav(): Uint8Array {

@@ -1,4 +1,5 @@
-/** Helpers for tests that run the server as a subprocess. */
+/** Helpers for tests that run the server or peers as subprocesses. */
+import dgram from "node:dgram";
 
 /**
  * The permissions of the `start` task, read from deno.json so that tests and benchmarks run
@@ -18,6 +19,40 @@ export function freePort(): number {
   const { port } = listener.addr as Deno.NetAddr;
   listener.close();
   return port;
+}
+
+/** Binds a UDP socket on 127.0.0.1:`port`; undefined when the port is taken. */
+export async function bindUdp(port: number): Promise<dgram.Socket | undefined> {
+  const socket = dgram.createSocket("udp4");
+  try {
+    await new Promise<void>((resolve, reject) => {
+      socket.once("error", reject);
+      socket.bind(port, "127.0.0.1", () => resolve());
+    });
+    return socket;
+  } catch {
+    socket.close();
+    return undefined;
+  }
+}
+
+/**
+ * The first of `count` consecutive UDP ports, all free a moment ago (Deno.listenDatagram
+ * would need --unstable-net).
+ */
+export async function freeUdpRange(count: number): Promise<number> {
+  for (;;) {
+    const base = freePort();
+    if (base + count > 65535) continue;
+    const sockets: dgram.Socket[] = [];
+    for (let p = base; p < base + count; p++) {
+      const socket = await bindUdp(p);
+      if (!socket) break;
+      sockets.push(socket);
+    }
+    await Promise.all(sockets.map((s) => new Promise<void>((r) => s.close(() => r()))));
+    if (sockets.length === count) return base;
+  }
 }
 
 /** Polls `url` until it answers 200 or `timeoutMs` passes; returns the ms it took. */

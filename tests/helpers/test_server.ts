@@ -26,7 +26,7 @@ export interface TestServer extends RunningServer {
 export function testConfig(overrides: Record<string, unknown> = {}): Config {
   const dir = Deno.makeTempDirSync({ prefix: "mediaserver-test-" });
   return configSchema.parse({
-    ports: { rest: 0, ws: 0, wss: 0, hls: 0, rtmp: 0, rtsp: 0, srt: 0 },
+    ports: { rest: 0, ws: 0, wss: 0, hls: 0, rtmp: 0, rtsp: 0, srt: 0, sip: 0 },
     folders: { media: `${dir}/content`, records: `${dir}/records`, logs: `${dir}/logs` },
     ...overrides,
   });
