@@ -12,6 +12,9 @@ import {
   Recorder,
 } from "../media/publishers/recorder.ts";
 import { Stream } from "../media/stream.ts";
+import { convertedAudio } from "../media/engine/audio_conversion.ts";
+import type { CodecEngine } from "../media/engine/engine.ts";
+import type { Codec } from "../media/frame.ts";
 import { ConflictError, NotFoundError, ServiceUnavailableError } from "./errors.ts";
 import { freeBytes } from "./disk_space.ts";
 import type { Cap } from "./limits.ts";
@@ -28,6 +31,8 @@ const multiScheme = "multi-recorder://";
 
 /** Bytes in a MiB. */
 const mibBytes = 1024 * 1024;
+/** Audio an MP4 recording takes as AAC, converted by the codec engine. */
+const convertedForMp4: ReadonlySet<Codec> = new Set(["PCMU", "PCMA"]);
 
 /**
  * The recorders of a server. Recorders and multi-recorders hold a slot of the `recorders`
@@ -43,11 +48,22 @@ export class RecorderRegistry {
   #streams: StreamRegistry;
   #log: Logger;
   #cap: Cap;
+  #engine: CodecEngine;
   #diskRefused = 0;
 
-  /** @param cap the `recorders` cap. */
-  constructor(config: Config, streams: StreamRegistry, log: Logger, cap: Cap) {
+  /**
+   * @param engine converts G.711 audio (SIP calls, RTSP cameras) to AAC for the file.
+   * @param cap the `recorders` cap.
+   */
+  constructor(
+    config: Config,
+    streams: StreamRegistry,
+    engine: CodecEngine,
+    log: Logger,
+    cap: Cap,
+  ) {
     this.#cap = cap;
+    this.#engine = engine;
     this.#config = config;
     this.#streams = streams;
     this.#log = log.child({ component: "recorder" });
@@ -188,9 +204,9 @@ export class RecorderRegistry {
     if (!(stream instanceof Stream)) {
       throw new ConflictError(`stream ${stream.name} carries no media the server can record`);
     }
-    if (!stream.tracks.some((t) => recordableCodecs.has(t.codec))) {
+    if (!stream.tracks.some((t) => recordableCodecs.has(t.codec) || convertedForMp4.has(t.codec))) {
       throw new ConflictError(
-        `stream ${stream.name} has no track an MP4 recording holds (H.264, H.265, VP8, AAC, Opus)`,
+        `stream ${stream.name} has no track an MP4 recording holds (H.264, H.265, VP8, AAC, Opus, G.711 as AAC)`,
       );
     }
     return stream;
@@ -214,6 +230,10 @@ export class RecorderRegistry {
       template,
       names,
       rotationBytes: config.rotation ? parseRotationBytes(config.rotation) : undefined,
+      recordable: (stream) =>
+        stream.tracks.some((t) => convertedForMp4.has(t.codec))
+          ? convertedAudio(stream, "AAC", this.#engine, this.#log)
+          : stream,
       log: this.#log,
     });
   }

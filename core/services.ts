@@ -95,7 +95,7 @@ export function createServices(config: Config, log: Logger): Services {
     sessions: new SessionRegistry(),
     hooks,
     vod: new VodRegistry(config, streams, log, limits.vods),
-    recorders: new RecorderRegistry(config, streams, log, limits.recorders),
+    recorders: new RecorderRegistry(config, streams, engine, log, limits.recorders),
     engine,
     rtsp: new RtspRegistry(config, streams, log, limits.pulls),
     whip: new WhipRegistry(),

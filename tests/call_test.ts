@@ -5,32 +5,16 @@
  * and the refusals.
  */
 import assert from "node:assert/strict";
-import type { CallRecord } from "../core/records.ts";
 import { g711Decode } from "../media/codecs/g711.ts";
 import type { Stream } from "../media/stream.ts";
+import { calls, callWithStatus, startupBody } from "./helpers/call_checks.ts";
 import { startHookBackend } from "./helpers/hook_backend.ts";
 import { run } from "../media/formats/test_fixtures.ts";
-import { waitFor } from "./helpers/media_fixtures.ts";
+import { probe, waitFor } from "./helpers/media_fixtures.ts";
 import { ok, refused } from "./helpers/rest_checks.ts";
 import { bindUdp, freeUdpRange } from "./helpers/process.ts";
 import { startSipp } from "./helpers/sipp.ts";
-import { testConfig, type TestServer, withServer } from "./helpers/test_server.ts";
-
-async function calls(server: TestServer): Promise<CallRecord[]> {
-  return await (await server.post("/call/find_all")).json();
-}
-
-async function callWithStatus(
-  server: TestServer,
-  callId: string,
-  status: string,
-  timeoutMs = 10_000,
-): Promise<CallRecord> {
-  return await waitFor(`call ${callId} ${status}`, async () => {
-    const found = (await calls(server)).find((c) => c.callId === callId);
-    return found?.status === status ? found : undefined;
-  }, timeoutMs);
-}
+import { testConfig, withServer } from "./helpers/test_server.ts";
 
 /**
  * The loudest RMS (in sample units) of 200 ms windows of `stream`'s decoded G.711, read for
@@ -64,23 +48,6 @@ async function loudestRms(stream: Stream, ms: number, enough = Infinity): Promis
   return loudest;
 }
 
-/** A startup body calling `callee` at sipp's port, fields as text like the WCS examples. */
-function startupBody(callId: string, sipPort: number, callee = "echo") {
-  return {
-    callId,
-    callee,
-    sipLogin: "alice",
-    sipAuthenticationName: "alice",
-    sipPassword: "secret",
-    sipDomain: "127.0.0.1",
-    sipPort: String(sipPort),
-    sipRegisterRequired: "false",
-    hasAudio: "true",
-    hasVideo: "false",
-    visibleName: "Alice",
-  };
-}
-
 Deno.test("a call to sipp: ESTABLISHED, an injected tone comes back through the echo, DTMF, hangup", async () => {
   const sipp = await startSipp({ scenario: "uas_echo.xml", rtpEcho: true, args: ["-m", "1"] });
   const hooks = await startHookBackend();
@@ -106,9 +73,25 @@ Deno.test("a call to sipp: ESTABLISHED, an injected tone comes back through the 
       assert.ok(stream, "the call's stream is published by its callId");
       const silentRms = await loudestRms(stream, 600);
       await ok(server, "/call/inject_sound", { callId: "c1", fileName: "tone.wav" });
+      await ok(server, "/stream/startRecording", { mediaSessionId: stream.mediaSessionId });
       const toneRms = await loudestRms(stream, 8000, 3000);
       // The tone is at 1/8 scale (RMS ~2,900 decoded... measured below); nothing was sent before.
       assert.ok(toneRms >= 1000 && silentRms < 100, `echo RMS ${toneRms}, ${silentRms} before`);
+
+      // G.711 is recorded as AAC: MP4 players take no G.711.
+      await new Promise((r) => setTimeout(r, 1000));
+      await ok(server, "/stream/stopRecording", { mediaSessionId: stream.mediaSessionId });
+      const file = await waitFor("the recording", () => {
+        try {
+          return [...Deno.readDirSync(config.folders.records)].find((e) => !e.name.includes("{"))
+            ?.name;
+        } catch {
+          return undefined; // made with the file
+        }
+      }, 10_000);
+      const info = await probe(`${config.folders.records}/${file}`);
+      assert.deepEqual(info.streams.map((s) => s.codec_name), ["aac"]);
+      assert.ok(info.duration >= 1, `recorded ${info.duration} s`);
 
       const digits: string[] = [];
       server.services.calls.get("c1").onDtmf((d) => digits.push(d));

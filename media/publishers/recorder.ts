@@ -68,11 +68,19 @@ export interface RecorderOptions {
    * exceed it by at most a GOP); no rotation when absent.
    */
   rotationBytes?: number;
+  /**
+   * What is read and written for `stream`: the stream itself, or a stream with its audio
+   * converted (G.711, which MP4 players do not take, recorded as AAC). Default: the stream.
+   */
+  recordable?: (stream: Stream) => Stream;
   log: Logger;
 }
 
 interface Input {
+  /** The stream recorded: its name and id. */
   stream: Stream;
+  /** What is read for it (`RecorderOptions.recordable`): its tracks go in the file. */
+  source: Stream;
   reader: StreamReader;
   /** File track id of each of the stream's tracks in the current file; -1: not recorded. */
   fileTrackIds: number[];
@@ -146,13 +154,15 @@ export class Recorder {
    * the file is open.
    */
   async add(stream: Stream): Promise<void> {
+    const source = this.#options.recordable?.(stream) ?? stream;
     const input: Input = {
       stream,
-      reader: stream.reader(undefined, "recorder"),
+      source,
+      reader: source.reader(undefined, "recorder"),
       fileTrackIds: [],
       offsetTicks: undefined,
       needKeyframe: false,
-      hasVideo: stream.tracks.some((t) => t.kind === "video"),
+      hasVideo: source.tracks.some((t) => t.kind === "video"),
       lastDts: [],
       loop: Promise.resolve(),
     };
@@ -216,7 +226,7 @@ export class Recorder {
 
   /** Places a frame on the recorder's timeline and hands it to the current writer. */
   #push(input: Input, frame: MediaFrame): void {
-    const tracks = input.stream.tracks;
+    const tracks = input.source.tracks;
     const video = tracks[frame.trackId].kind === "video";
     if (input.offsetTicks === undefined) {
       const offsetSec = (performance.now() - this.#originMs) / 1000 -
@@ -273,7 +283,7 @@ export class Recorder {
     const tracks: Track[] = [];
     for (const input of this.#inputs.values()) {
       input.needKeyframe = input.hasVideo;
-      input.fileTrackIds = input.stream.tracks.map((t) => {
+      input.fileTrackIds = input.source.tracks.map((t) => {
         if (!recordableCodecs.has(t.codec)) {
           this.#options.log.warn("recording leaves out a track MP4 cannot hold here", {
             stream: input.stream.name,
