@@ -30,7 +30,7 @@ async function clips(folder: string): Promise<void> {
   await Deno.mkdir(folder, { recursive: true });
   await Promise.all(inputs.map((input) =>
     makeClip(`${folder}/${input.name}.mp4`, {
-      seconds: 40,
+      seconds: 90, // a loaded machine takes the three-input test past 40 s
       width: 320,
       height: 180,
       source: `color=c=${input.colour}`,
@@ -550,14 +550,15 @@ async function flashOnsets(path: string, x0: number, x1: number): Promise<number
     stdout: "piped",
   }).output();
   const onsets: number[] = [];
-  let bright = false;
+  // A flash already on in the first frame has no onset in the file (a recording starts mid-flash).
+  let bright: boolean | undefined;
   for (let frame = 0; frame < times.length; frame++) {
     let sum = 0;
     for (let row = 0; row < 9; row++) {
       for (let col = x0; col < x1; col++) sum += raw.stdout[frame * 144 + row * 16 + col];
     }
     const now = sum / (9 * (x1 - x0)) > 100;
-    if (now && !bright) onsets.push(times[frame]);
+    if (now && bright === false) onsets.push(times[frame]);
     bright = now;
   }
   return onsets;
@@ -576,12 +577,12 @@ async function beepOnsets(path: string, hz: number): Promise<number[]> {
   }).output();
   const pcm = new Int16Array(raw.stdout.buffer, 0, raw.stdout.length >> 1);
   const onsets: number[] = [];
-  let loud = false;
+  let loud: boolean | undefined; // as for flashes: a beep sounding at the start is no onset
   for (let at = 0; at + 480 <= pcm.length; at += 480) {
     const window = pcm.subarray(at, at + 480);
     // The clips beep at half scale; the mix keeps at least a third of that.
     const now = toneAmplitude(window, hz, 48000) > 3000;
-    if (now && !loud) onsets.push(start + at / 48000);
+    if (now && loud === false) onsets.push(start + at / 48000);
     loud = now;
   }
   return onsets;
