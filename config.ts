@@ -43,6 +43,16 @@ const hlsProfile = z.strictObject({
   path: ["height"],
 });
 
+/** One application of `apps`: its hook backend and how its hooks are called. */
+const appSchema = z.strictObject({
+  hooksUrl: z.url({ protocol: /^https?$/ }),
+  restOnError: z.enum(["LOG", "FAIL"]).default("LOG"),
+  /** Hook names called (`connect`, `OnDataEvent`, ...); absent calls every hook. */
+  enabledHooks: z.array(z.string().regex(/^[A-Za-z]+$/, "a hook name like OnDataEvent"))
+    .optional(),
+  timeoutMs: z.int().min(1).max(600_000).optional(),
+});
+
 /** Schema of the configuration file. */
 export const configSchema = z.strictObject({
   bind: z.ipv4().or(z.ipv6()).default("127.0.0.1").describe(
@@ -91,6 +101,12 @@ export const configSchema = z.strictObject({
       "Time a hook may take before it counts as failed, in ms.",
     ),
   }).prefault({}),
+  apps: z.record(
+    z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, "an appKey of letters, digits, . _ - (1 to 64)"),
+    appSchema,
+  ).default({}).describe(
+    "Applications by appKey (in the file, or JSON in the environment): `{hooksUrl, restOnError?, enabledHooks?, timeoutMs?}`. A session's hooks go to its app's `hooksUrl`; `restOnError` (LOG or FAIL) is the app's default for hooks its backend's `restClientConfig` leaves it unset; `enabledHooks` lists the hooks called (absent: all); `timeoutMs` overrides `hooks.timeoutMs`. Empty: every appKey uses `hooks.url`. Otherwise connections of an appKey neither listed nor built in (defaultApp, flashStreamingApp, roomApp, which use `hooks.url` unless listed) are refused.",
+  ),
   keepAlive: z.strictObject({
     intervalMs: z.int().min(100).max(600_000).default(5_000).describe(
       "Interval of the server's WebSocket pings, in ms.",
@@ -470,6 +486,14 @@ function applyEnv(
 }
 
 function coerceEnv(raw: string, type: string): unknown {
+  // A record (`apps`) has no flat form: JSON, or the raw text for the schema to refuse.
+  if (type === "record") {
+    try {
+      return JSON.parse(raw);
+    } catch {
+      return raw;
+    }
+  }
   if (type === "array") return raw.split(",").map((item) => item.trim()).filter((item) => item);
   if (type === "number" || type === "int") return raw.trim() === "" ? raw : Number(raw);
   if (type === "boolean") return raw === "true" ? true : raw === "false" ? false : raw;

@@ -18,7 +18,7 @@ import { PortPool } from "../media/providers/port_pool.ts";
 import { Stream } from "../media/stream.ts";
 import { Call, type CallInit } from "./call.ts";
 import { ConflictError, NotFoundError, ServiceUnavailableError } from "./errors.ts";
-import type { HookClient } from "./hooks.ts";
+import type { HookRouter } from "./hook_router.ts";
 import { randomToken } from "./ids.ts";
 import type { Cap } from "./limits.ts";
 import type { Logger } from "./log.ts";
@@ -90,7 +90,7 @@ export class CallRegistry {
     private readonly streams: StreamRegistry,
     private readonly pushes: PushRegistry,
     private readonly engine: CodecEngine,
-    private readonly hooks: HookClient,
+    private readonly hooks: HookRouter,
     private readonly nodeId: string,
     private readonly cap: Cap,
     private readonly log: Logger,

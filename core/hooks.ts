@@ -19,24 +19,35 @@ const fieldList = z.string().transform((s) => s.split(",").map((f) => f.trim()).
 const hookPolicySchema = z.object({
   clientExclude: fieldList.default([]),
   restExclude: fieldList.default([]),
-  restOnError: z.enum(["LOG", "FAIL"]).default("LOG"),
+  // Unset falls back to the application's default (`apps.<appKey>.restOnError`, else LOG).
+  restOnError: z.enum(["LOG", "FAIL"]).optional(),
   restPolicy: z.enum(["OVERWRITE", "NOTIFY", "DISABLE"]).default("NOTIFY"),
   restOverwrite: fieldList.default([]),
 });
 
+/** What a failed hook does: LOG goes on, FAIL refuses the operation. */
+export type RestOnError = "LOG" | "FAIL";
+
 /** How one hook is called and how its failures count (WCS `restClientConfig` entry). */
-export type HookPolicy = z.output<typeof hookPolicySchema>;
+export type HookPolicy = Omit<z.output<typeof hookPolicySchema>, "restOnError"> & {
+  restOnError: RestOnError;
+};
 
 /** `restClientConfig` of a connection: a policy per hook name; hooks not named use defaults. */
 export const restClientConfigSchema = z.record(z.string(), hookPolicySchema);
 /** A parsed `restClientConfig`. */
 export type RestClientConfig = z.output<typeof restClientConfigSchema>;
 
-const defaultPolicy: HookPolicy = hookPolicySchema.parse({});
+const defaultPolicy = hookPolicySchema.parse({});
 
-/** The policy of `hook` in `config`, defaults filled in. */
-export function hookPolicy(config: RestClientConfig | undefined, hook: string): HookPolicy {
-  return config?.[hook] ?? defaultPolicy;
+/** The policy of `hook` in `config`, defaults filled in (`restOnError` the app's default). */
+export function hookPolicy(
+  config: RestClientConfig | undefined,
+  hook: string,
+  restOnError: RestOnError = "LOG",
+): HookPolicy {
+  const policy = config?.[hook] ?? defaultPolicy;
+  return { ...policy, restOnError: policy.restOnError ?? restOnError };
 }
 
 /** A copy of `object` without the listed fields. */
@@ -64,6 +75,10 @@ export interface HookClientOptions {
   url?: string;
   /** Time a hook may take before it counts as failed, in ms. */
   timeoutMs: number;
+  /** restOnError of hooks the connection's `restClientConfig` leaves unset (default LOG). */
+  restOnError?: RestOnError;
+  /** Hooks called; others are skipped as under DISABLE. Absent: every hook. */
+  enabledHooks?: readonly string[];
   log: Logger;
 }
 
@@ -71,18 +86,27 @@ export interface HookClientOptions {
 export class HookClient {
   readonly #base?: string;
   readonly #timeoutMs: number;
+  readonly #restOnError: RestOnError;
+  readonly #enabledHooks?: ReadonlySet<string>;
   readonly #log: Logger;
   readonly #inflight = new Set<Promise<unknown>>();
 
   constructor(options: HookClientOptions) {
     this.#base = options.url?.replace(/\/+$/, "");
     this.#timeoutMs = options.timeoutMs;
+    this.#restOnError = options.restOnError ?? "LOG";
+    this.#enabledHooks = options.enabledHooks && new Set(options.enabledHooks);
     this.#log = options.log.child({ component: "hooks" });
   }
 
   /** True when a backend is configured. */
   get enabled(): boolean {
     return this.#base !== undefined;
+  }
+
+  /** True when `hook` goes to the backend: one is configured and the hook is enabled. */
+  #calls(hook: string): boolean {
+    return this.#base !== undefined && (this.#enabledHooks?.has(hook) ?? true);
   }
 
   /**
@@ -97,7 +121,7 @@ export class HookClient {
     | { ok: true; body: Record<string, unknown>; restClientConfig?: RestClientConfig }
     | { ok: false; reason: string }
   > {
-    if (!this.#base) return { ok: true, body };
+    if (!this.#calls("connect")) return { ok: true, body };
     const answer = await this.#post("connect", body);
     if (!answer.ok) return this.#failed("connect", body, answer.reason, "FAIL");
     const parsed = answer.text.trim() === ""
@@ -116,17 +140,18 @@ export class HookClient {
   }
 
   /**
-   * A direct invocation or event hook under the connection's policy: DISABLE or no backend
-   * skips the call; restExclude fields are not sent; with OVERWRITE the restOverwrite fields
-   * of the answer replace ours; a failure refuses only when restOnError is FAIL.
+   * A direct invocation or event hook under the connection's policy: DISABLE, a hook not
+   * enabled or no backend skips the call; restExclude fields are not sent; with OVERWRITE
+   * the restOverwrite fields of the answer replace ours; a failure refuses only when
+   * restOnError (the policy's, else the app's) is FAIL.
    */
   async invoke(
     hook: string,
     body: Record<string, unknown>,
     config?: RestClientConfig,
   ): Promise<HookOutcome> {
-    const policy = hookPolicy(config, hook);
-    if (!this.#base || policy.restPolicy === "DISABLE") return { ok: true, body };
+    const policy = hookPolicy(config, hook, this.#restOnError);
+    if (!this.#calls(hook) || policy.restPolicy === "DISABLE") return { ok: true, body };
     const answer = await this.#post(hook, withoutFields(body, policy.restExclude));
     if (!answer.ok) return this.#failed(hook, body, answer.reason, policy.restOnError);
     if (policy.restPolicy !== "OVERWRITE" || policy.restOverwrite.length === 0) {
@@ -154,7 +179,7 @@ export class HookClient {
     hook: string,
     body: Record<string, unknown>,
     reason: string,
-    restOnError: HookPolicy["restOnError"],
+    restOnError: RestOnError,
   ): HookOutcome {
     hookFailures.inc({ hook: hookLabel(hook) });
     this.#log.warn("hook failed", {

@@ -150,6 +150,11 @@ async function handleConnection(
   };
   const { clientInfo: _inCustom, ...sent } = parsed.data;
   const record = recordOf(parsed.data, owned);
+  if (!services.hooks.accepts(record.appKey)) {
+    // No application to send its hooks to (spec §3.2): refused before any hook.
+    refuse(session, ctx, `unknown appKey ${JSON.stringify(record.appKey)}`);
+    return;
+  }
   const body = { ...sent, ...record, nodeId: services.nodeId };
   const answer = await services.hooks.connect(body, ["authToken", "origin"]);
   if (!answer.ok) {
