@@ -3,7 +3,7 @@
  * their own.
  */
 import type { Config } from "../config.ts";
-import { HookClient } from "./hooks.ts";
+import { HookRouter } from "./hook_router.ts";
 import type { Logger } from "./log.ts";
 import { nodeIdFor } from "./ids.ts";
 import { SessionRegistry } from "./session_registry.ts";
@@ -25,7 +25,6 @@ import { MpegtsRegistry } from "./mpegts_registry.ts";
 import { MixerRegistry } from "./mixer_registry.ts";
 import { WatermarkCache } from "./watermark_cache.ts";
 import { CallRegistry } from "./call_registry.ts";
-import { RoomRegistry } from "./room_registry.ts";
 
 /** Registries and services of one server. */
 export interface Services {
@@ -36,8 +35,8 @@ export interface Services {
   readonly nodeId: string;
   /** Established Web SDK client sessions. */
   readonly sessions: SessionRegistry;
-  /** Outbound REST hooks to the backend. */
-  readonly hooks: HookClient;
+  /** Outbound REST hooks, each to the backend of its session's application. */
+  readonly hooks: HookRouter;
   /** Files of the media folder published as live streams. */
   readonly vod: VodRegistry;
   /** Recorders and multi-recorders. */
@@ -69,8 +68,6 @@ export interface Services {
   readonly mpegts: MpegtsRegistry;
   /** SIP calls (the `/call` group and Web SDK phones); its user agent starts with the server. */
   readonly calls: CallRegistry;
-  /** Rooms of the built-in Room API application (`roomApp`). */
-  readonly rooms: RoomRegistry;
   /** Server-wide caps of `config.limits`. */
   readonly limits: Limits;
 }
@@ -87,7 +84,7 @@ export function createServices(config: Config, log: Logger): Services {
   const decoders = new DecoderHub(engine, log);
   const playRenditions = new PlayRenditions(decoders, engine, log, limits.transcoders);
   const watermarks = new WatermarkCache(config.folders.media);
-  const hooks = new HookClient({ url: config.hooks.url, timeoutMs: config.hooks.timeoutMs, log });
+  const hooks = new HookRouter({ hooks: config.hooks, apps: config.apps, log });
   const nodeId = nodeIdFor(config.bind);
   const pushes = new PushRegistry(config, streams, log, limits.pushes);
   return {
@@ -126,7 +123,6 @@ export function createServices(config: Config, log: Logger): Services {
     ),
     hls: new HlsRegistry(config, streams, playRenditions, engine, log),
     calls: new CallRegistry(config, streams, pushes, engine, hooks, nodeId, limits.calls, log),
-    rooms: new RoomRegistry(streams),
     limits,
   };
 }
