@@ -25,6 +25,7 @@ import { MpegtsRegistry } from "./mpegts_registry.ts";
 import { MixerRegistry } from "./mixer_registry.ts";
 import { WatermarkCache } from "./watermark_cache.ts";
 import { CallRegistry } from "./call_registry.ts";
+import { RoomRegistry } from "./room_registry.ts";
 
 /** Registries and services of one server. */
 export interface Services {
@@ -68,6 +69,8 @@ export interface Services {
   readonly mpegts: MpegtsRegistry;
   /** SIP calls (the `/call` group and Web SDK phones); its user agent starts with the server. */
   readonly calls: CallRegistry;
+  /** Rooms of the built-in Room API application (`roomApp`). */
+  readonly rooms: RoomRegistry;
   /** Server-wide caps of `config.limits`. */
   readonly limits: Limits;
 }
@@ -123,6 +126,7 @@ export function createServices(config: Config, log: Logger): Services {
     ),
     hls: new HlsRegistry(config, streams, playRenditions, engine, log),
     calls: new CallRegistry(config, streams, pushes, engine, hooks, nodeId, limits.calls, log),
+    rooms: new RoomRegistry(streams),
     limits,
   };
 }

@@ -1,11 +1,12 @@
 /**
  * Client → backend data: `sendData {operationId, payload}` → the `OnDataEvent` hook →
  * `DataStatusEvent {operationId, status}` (ACCEPTED, or FAILED when the hook failed under
- * restOnError FAIL).
+ * restOnError FAIL). Sessions of the built-in `roomApp` have their commands run by room_app.ts.
  */
 import { z } from "zod";
 import type { HandlerTable, SignalingContext } from "./handlers.ts";
 import { parsePayload } from "./payload.ts";
+import { roomAppKey, runRoomCommand } from "./room_app.ts";
 import type { SignalingSession } from "./session.ts";
 
 const sendDataPayload = z.object({ operationId: z.string().min(1), payload: z.unknown() });
@@ -13,18 +14,22 @@ const sendDataPayload = z.object({ operationId: z.string().min(1), payload: z.un
 async function handleSendData(
   session: SignalingSession,
   payload: unknown,
-  { services }: SignalingContext,
+  ctx: SignalingContext,
 ): Promise<void> {
+  const { services } = ctx;
   const data = parsePayload(sendDataPayload, payload);
   const { operationId } = data;
   const record = session.record();
-  const outcome = await services.hooks.invoke("OnDataEvent", {
-    nodeId: services.nodeId,
-    appKey: record.appKey,
-    sessionId: session.sessionId,
-    operationId,
-    payload: data.payload,
-  }, session.restClientConfig);
+  // The built-in room app is the backend of roomApp sessions, as in WCS.
+  const outcome = record.appKey === roomAppKey
+    ? runRoomCommand(session, data.payload, ctx)
+    : await services.hooks.invoke("OnDataEvent", {
+      nodeId: services.nodeId,
+      appKey: record.appKey,
+      sessionId: session.sessionId,
+      operationId,
+      payload: data.payload,
+    }, session.restClientConfig);
   if (outcome.ok) session.send("DataStatusEvent", { operationId, status: "ACCEPTED" });
   else session.send("DataStatusEvent", { operationId, status: "FAILED", info: outcome.reason });
 }
