@@ -21,7 +21,7 @@ const httpPathPrefix = z.string().regex(
   "a path like /whip (segments of letters, digits, . _ ~ -)",
 ).refine(
   (p) =>
-    !["/rest-api", "/health", "/client", "/metrics"].some((taken) =>
+    !["/rest-api", "/health", "/client", "/metrics", "/console"].some((taken) =>
       p === taken || p.startsWith(`${taken}/`)
     ),
   "the prefix is taken by the management API",

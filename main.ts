@@ -6,6 +6,7 @@
  */
 import { ConfigError, loadConfig } from "./config.ts";
 import { createLogger, flushLogs } from "./core/log.ts";
+import { LogRing } from "./core/log_ring.ts";
 import { raiseOpenFileLimit } from "./core/fd_limit.ts";
 import { startServer } from "./server.ts";
 
@@ -21,7 +22,8 @@ async function main(): Promise<void> {
     console.error(`configuration error: ${err.message}`);
     Deno.exit(configErrorExitCode);
   }
-  const log = createLogger({ level: config.log.level });
+  // The web console (/console) shows the recent lines.
+  const log = createLogger({ level: config.log.level, recent: new LogRing() });
   const fds = raiseOpenFileLimit();
   if ("error" in fds) log.warn("open-file limit left as it is", { reason: fds.error });
   else log.info("open-file limit", { ...fds });

@@ -3,6 +3,7 @@
  * take a child logger carrying their context (`{component: "rest"}`) so lines stay greppable.
  * Secrets of URIs in the message, string fields and errors are redacted (core/redact.ts).
  */
+import type { LogRing } from "./log_ring.ts";
 import { redactText } from "./redact.ts";
 
 /** Log levels, most severe first. */
@@ -25,6 +26,8 @@ export interface Logger {
   enabled(level: LogLevel): boolean;
   /** A logger that adds `fields` to every line. */
   child(fields: LogFields): Logger;
+  /** The recent lines written (the web console shows them), when the logger keeps them. */
+  readonly recent?: LogRing;
 }
 
 /** Options of createLogger. */
@@ -35,6 +38,8 @@ export interface LoggerOptions {
   write?: (line: string, level: LogLevel) => void;
   /** Fields added to every line. */
   fields?: LogFields;
+  /** Also keeps each written line here (children share it). */
+  recent?: LogRing;
 }
 
 /** Longest a log line waits in the stdout buffer, in ms. */
@@ -104,10 +109,13 @@ export function createLogger(options: LoggerOptions): Logger {
       ...base,
       ...(fields && redactFields(fields)),
     };
-    write(JSON.stringify(line, needsReplacer(fields) ? errorReplacer : undefined), level);
+    const text = JSON.stringify(line, needsReplacer(fields) ? errorReplacer : undefined);
+    options.recent?.add(text);
+    write(text, level);
   };
   return {
     level: options.level,
+    recent: options.recent,
     error: (msg, fields) => emit("error", msg, fields),
     warn: (msg, fields) => emit("warn", msg, fields),
     info: (msg, fields) => emit("info", msg, fields),

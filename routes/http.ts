@@ -19,6 +19,7 @@ import { healthOf, type ListenerFigures } from "./health.ts";
 import { redactPaths, redactText } from "../core/redact.ts";
 import { createMetrics, metricsPath } from "./metrics.ts";
 import { createRestTimer } from "./rest_timing.ts";
+import { isConsoleFile, registerConsole } from "./console.ts";
 
 /** Prefix of every management operation. */
 export const restPrefix = "/rest-api";
@@ -51,7 +52,10 @@ export function createRestHandler(
     : undefined;
   return async (req) => {
     const started = performance.now();
-    const res = access.refuse(req, pathOf(req.url)) ?? await app.fetch(req);
+    const path = pathOf(req.url);
+    // The console's files hold no secret; its page asks for credentials itself.
+    const refused = isConsoleFile(req.method, path) ? undefined : access.refuse(req, path);
+    const res = refused ?? await app.fetch(req);
     access.addCors(req, res.headers);
     time?.(pathOf(req.url), res.status, (performance.now() - started) / 1000);
     if (log.enabled("info")) {
@@ -123,6 +127,7 @@ function createRestApp({ services, operations, listenerFigures }: RestAppOptions
   }
 
   registerWhip(app, services);
+  registerConsole(app, services);
 
   app.notFound((c) =>
     c.json(

@@ -20,6 +20,7 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const coreLeaves = new Set([
   "errors.ts",
   "log.ts",
+  "log_ring.ts",
   "ids.ts",
   "paths.ts",
   "redact.ts",
