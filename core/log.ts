@@ -28,6 +28,8 @@ export interface Logger {
   child(fields: LogFields): Logger;
   /** The recent lines written (the web console shows them), when the logger keeps them. */
   readonly recent?: LogRing;
+  /** This logger without the recent ring, for lines so frequent they would push all others out. */
+  unkept(): Logger;
 }
 
 /** Options of createLogger. */
@@ -123,6 +125,7 @@ export function createLogger(options: LoggerOptions): Logger {
     trace: (msg, fields) => emit("trace", msg, fields),
     enabled: (level) => logLevels.indexOf(level) <= threshold,
     child: (fields) => createLogger({ ...options, fields: { ...base, ...fields } }),
+    unkept: () => createLogger({ ...options, recent: undefined }),
   };
 }
 

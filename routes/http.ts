@@ -45,7 +45,8 @@ export function createRestHandler(
   { services, operations, listenerFigures }: RestAppOptions,
 ): (req: Request) => Promise<Response> {
   const app = createRestApp({ services, operations, listenerFigures });
-  const log = services.log.child({ component: "rest" });
+  // A line per request (the console's own polling included) would fill the recent-lines ring.
+  const log = services.log.child({ component: "rest" }).unkept();
   const access = createRestAccess(services.config);
   const time = services.config.metrics.enabled
     ? createRestTimer(restPrefix, operations)

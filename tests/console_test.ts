@@ -16,6 +16,7 @@ Deno.test("the log ring keeps the newest lines, cut to a bounded length, shared 
   const log = createLogger({ level: "info", write: () => {}, recent: ring });
   const child = log.child({ component: "c" });
   log.debug("not written, not kept");
+  log.unkept().info("written, not kept");
   for (let i = 0; i < 5; i++) child.info(`line ${i}`);
   log.info("pull of rtsp://user:hunter2@10.0.0.1/cam started");
   const lines = ring.lines();
@@ -68,6 +69,9 @@ Deno.test("with REST auth on, the console's files are open and its JSON needs cr
       logs.lines.some((l: string) => JSON.parse(l).msg === "a line for the console"),
       JSON.stringify(logs.lines),
     );
+    // Request lines (the console polls every 2 s) are written but not kept: they would push
+    // every other line out of the ring.
+    assert.equal(logs.lines.filter((l: string) => JSON.parse(l).msg === "request").length, 0);
 
     const info = await (await get("/console/api/info", auth)).json();
     assert.deepEqual(info.whepPath, "/whep");

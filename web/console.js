@@ -414,7 +414,6 @@ async function download(url, name) {
 }
 
 function renderLog({ lines }) {
-  const hideRequests = $("log-hide-requests").checked;
   const shown = [];
   for (const line of lines) {
     let entry;
@@ -424,7 +423,6 @@ function renderLog({ lines }) {
       shown.push(line); // a line cut at its length cap
       continue;
     }
-    if (hideRequests && entry.component === "rest" && entry.msg === "request") continue;
     const { time, level, msg, ...fields } = entry;
     shown.push(`${time} ${level.toUpperCase()} ${msg} ${JSON.stringify(fields)}`);
   }
@@ -615,7 +613,6 @@ buildGroups();
 $("login").addEventListener("submit", signIn);
 $("sign-out").addEventListener("click", signOut);
 $("preview-close").addEventListener("click", () => stopPreview());
-$("log-hide-requests").addEventListener("change", () => refresh());
 globalThis.addEventListener("pagehide", () => stopPreview());
 start().catch((err) => {
   if (!(err instanceof UnauthorizedError)) status(err.message, true);
