@@ -1,12 +1,13 @@
 /**
  * Client → backend data: `sendData {operationId, payload}` → the `OnDataEvent` hook →
  * `DataStatusEvent {operationId, status}` (ACCEPTED, or FAILED when the hook failed under
- * restOnError FAIL). Sessions of the built-in `roomApp` have their commands run by room_app.ts.
+ * restOnError FAIL). Sessions of the built-in `roomApp` have their commands run by room_app.ts
+ * instead, unless `apps.roomApp` names another backend.
  */
 import { z } from "zod";
 import type { HandlerTable, SignalingContext } from "./handlers.ts";
 import { parsePayload } from "./payload.ts";
-import { roomAppKey, runRoomCommand } from "./room_app.ts";
+import { isBuiltInRoomApp, runRoomCommand } from "./room_app.ts";
 import type { SignalingSession } from "./session.ts";
 
 const sendDataPayload = z.object({ operationId: z.string().min(1), payload: z.unknown() });
@@ -21,7 +22,7 @@ async function handleSendData(
   const { operationId } = data;
   const record = session.record();
   // The built-in room app is the backend of roomApp sessions, as in WCS.
-  const outcome = record.appKey === roomAppKey
+  const outcome = isBuiltInRoomApp(record.appKey, services.config)
     ? runRoomCommand(session, data.payload, ctx)
     : await services.hooks.invoke("OnDataEvent", {
       nodeId: services.nodeId,

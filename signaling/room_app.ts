@@ -9,6 +9,7 @@
  * UNPUBLISHED / MESSAGE to the others.
  */
 import { z } from "zod";
+import type { Config } from "../config.ts";
 import { MediaServerError } from "../core/errors.ts";
 import type { HookOutcome } from "../core/hooks.ts";
 import type { RoomEvent, RoomMember, RoomPeer } from "../core/room_registry.ts";
@@ -18,6 +19,15 @@ import type { SignalingSession } from "./session.ts";
 
 /** appKey of the built-in Room API application (the SDK's `roomApi` connects with it). */
 export const roomAppKey = "roomApp";
+
+/**
+ * True when the built-in room app answers the sendData of sessions of `appKey`: those of
+ * `roomApp`, unless `apps.roomApp` names a backend of its own (as repointing WCS's roomApp
+ * application does).
+ */
+export function isBuiltInRoomApp(appKey: string, config: Config): boolean {
+  return appKey === roomAppKey && !Object.hasOwn(config.apps, roomAppKey);
+}
 
 // A missing room name passes the schema so that the registry refuses it with its own reason.
 const roomCommand = z.discriminatedUnion("command", [

@@ -222,3 +222,25 @@ Deno.test(
     }
   },
 );
+
+Deno.test("roomApp: apps.roomApp with a backend of its own takes the commands", async () => {
+  const backend = await startHookBackend();
+  const server = await startTestServer(
+    testConfig({ apps: { roomApp: { hooksUrl: backend.url } } }),
+  );
+  const clients: WcsClient[] = [];
+  try {
+    const alice = await connectRoomApp(server, "alice");
+    clients.push(alice);
+    const join = { command: "join", options: { name: "room1" } };
+    assert.equal((await alice.sendData(join)).status, "ACCEPTED");
+    const hook = await backend.waitFor("OnDataEvent");
+    assert.deepEqual(hook.body.payload, join);
+    assert.equal(hook.body.appKey, "roomApp");
+    assert.equal(server.services.rooms.size, 0, "the built-in app stayed out");
+  } finally {
+    for (const c of clients) await c.close();
+    await server.stop();
+    await backend.close();
+  }
+});
