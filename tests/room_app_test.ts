@@ -5,6 +5,7 @@
  * refusals with their reason, and rooms ending when empty or when a session ends.
  */
 import assert from "node:assert/strict";
+import { maxRoomsPerSession } from "../core/room_registry.ts";
 import { startHookBackend } from "./helpers/hook_backend.ts";
 import { startTestServer, testConfig, type TestServer } from "./helpers/test_server.ts";
 import { sdkConnectionObject, WcsClient } from "./helpers/wcs_client.ts";
@@ -172,6 +173,18 @@ Deno.test("roomApp: refusals carry their reason in DataStatusEvent info", async 
     await refused(alice2, "sendMessage", fromOutside, /not in room room1/);
     await refused(alice, "sendMessage", { roomConfig: { name: "room1" } }, /text/);
     await refused(alice, "dance", {}, /command/);
+
+    // One session's rooms are capped.
+    for (let i = 1; i < maxRoomsPerSession; i++) await joinOk(alice, `many-${i}`);
+    await refused(
+      alice,
+      "join",
+      { name: "one-too-many" },
+      new RegExp(`${maxRoomsPerSession} rooms at most`),
+    );
+    for (let i = 1; i < maxRoomsPerSession; i++) {
+      assert.equal((await command(alice, "leave", { name: `many-${i}` })).status, "ACCEPTED");
+    }
 
     // A refused join leaves the room as it was; the same login joins another room.
     assert.deepEqual(server.services.rooms.list().map((r) => r.participants.length), [1]);
