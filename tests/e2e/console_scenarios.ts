@@ -74,6 +74,7 @@ Deno.test("the web console in Chromium with REST auth on", async (t) => {
       await page.click("#login button[type=submit]");
       await page.locator("#main").waitFor({ state: "visible", timeout: waitMs });
       await page.locator("#streams td.empty").waitFor({ timeout: waitMs });
+      assert.equal(await page.locator("#login").isVisible(), false);
       assert.match(await page.locator("#server-info").innerText(), /version/);
     });
 
@@ -165,6 +166,21 @@ Deno.test("the web console in Chromium with REST auth on", async (t) => {
       await page.fill("#login [name=token]", token);
       await page.click("#login button[type=submit]");
       await page.locator(`#streams tr[data-key="${filmId}"]`).waitFor({ timeout: waitMs });
+    });
+
+    await t.step("with REST auth off the console opens without asking", async () => {
+      const open = await startTestServer();
+      try {
+        const tab = await context.newPage();
+        tab.on("pageerror", (err) => pageErrors.push(err.message));
+        await tab.goto(`${open.restUrl}/console`);
+        await tab.locator("#streams td.empty").waitFor({ timeout: waitMs });
+        assert.equal(await tab.locator("#login").isVisible(), false);
+        assert.equal(await tab.locator("#sign-out").isVisible(), false);
+        await tab.close();
+      } finally {
+        await open.stop();
+      }
     });
 
     await t.step("no page errors", () => {
