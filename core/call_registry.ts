@@ -302,6 +302,16 @@ export class CallRegistry {
       },
       log: this.log.child({ callId: init.callId }),
     });
+    // No WCS hook carries received digits: DtmfEvent is ours, shaped like CallStatusEvent's.
+    call.onDtmf((dtmf) =>
+      void this.hooks.invoke("DtmfEvent", {
+        nodeId: this.nodeId,
+        appKey: init.appKey,
+        sessionId: init.sessionId,
+        callId: init.callId,
+        dtmf,
+      })
+    );
     clearTimeout(this.#lingering.get(init.callId));
     this.#lingering.delete(init.callId);
     this.#calls.set(init.callId, call);

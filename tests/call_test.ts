@@ -115,6 +115,10 @@ Deno.test("a call to sipp: ESTABLISHED, an injected tone comes back through the 
     const statuses = hooks.calls.filter((c) => c.hook === "CallStatusEvent")
       .map((c) => (c.body as { status: string }).status);
     assert.ok(statuses.includes("ESTABLISHED"), `hook statuses ${statuses}`);
+    const received = hooks.calls.filter((c) => c.hook === "DtmfEvent")
+      .map((c) => (c.body as { callId: string; dtmf: string }));
+    assert.deepEqual(received.map((b) => b.dtmf), ["1", "2", "3", "#"]);
+    assert.ok(received.every((b) => b.callId === "c1"));
     assert.equal(statuses.at(-1), "FINISH");
   } finally {
     await sipp.stop();
