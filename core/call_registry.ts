@@ -11,13 +11,19 @@ import {
   type SipAccount,
   type SipCall,
   type SipRegistration,
+  type SipRegistrationStatus,
   SipUserAgent,
 } from "../media/protocols/sip/user_agent.ts";
 import { CallMedia } from "../media/providers/call_media.ts";
 import { PortPool } from "../media/providers/port_pool.ts";
 import { Stream } from "../media/stream.ts";
 import { Call, type CallInit } from "./call.ts";
-import { ConflictError, NotFoundError, ServiceUnavailableError } from "./errors.ts";
+import {
+  BadGatewayError,
+  ConflictError,
+  NotFoundError,
+  ServiceUnavailableError,
+} from "./errors.ts";
 import type { HookRouter } from "./hook_router.ts";
 import { randomToken } from "./ids.ts";
 import type { Cap } from "./limits.ts";
@@ -55,6 +61,8 @@ export interface CallStartup extends SipAccountFields {
   /** RTMP server the call's received media is pushed to, with `rtmpStream` as its name. */
   rtmpUrl?: string;
   rtmpStream?: string;
+  /** REGISTER the account (digest) before dialling; the registration ends with the call. */
+  sipRegisterRequired?: boolean;
 }
 
 /** A Web SDK session's SIP account, attached while the session lives. */
@@ -81,6 +89,8 @@ export class CallRegistry {
   #attachments = new Set<Attachment>();
   /** Removal timers of ended calls still listed, by callId. */
   #lingering = new Map<string, ReturnType<typeof setTimeout>>();
+  /** Registrations of ended calls being removed (Expires: 0). */
+  #unregistering = new Set<Promise<void>>();
   #ua: SipUserAgent | undefined;
   #pool: PortPool;
   #closed = false;
@@ -125,9 +135,10 @@ export class CallRegistry {
   }
 
   /**
-   * Dials `callee` from the account of `o`; resolves once the INVITE is on its way. A callId
-   * in use is a 409, a malformed domain/callee a 400 naming the field, no RTP port or a call
-   * beyond `limits.calls` a 503.
+   * Dials `callee` from the account of `o`; resolves once the INVITE is on its way. With
+   * `sipRegisterRequired` the account is registered first (kept until the call ends) and a
+   * refused or unanswered REGISTER is a 502 naming it. A callId in use is a 409, a malformed
+   * domain/callee a 400 naming the field, no RTP port or a call beyond `limits.calls` a 503.
    */
   async startup(o: CallStartup): Promise<Call> {
     const ua = this.#agent();
@@ -139,11 +150,14 @@ export class CallRegistry {
     calleeUri(account, o.callee); // a malformed callee is a 400 before any port is taken
     if (!this.cap.tryAcquire()) throw new ServiceUnavailableError(this.cap.refusal());
     this.#starting.add(callId);
+    let registration: SipRegistration | undefined;
     let media: CallMedia;
     try {
+      if (o.sipRegisterRequired) registration = await this.#registered(ua, account);
       media = await this.#openMedia(o.hasVideo);
     } catch (err) {
       this.cap.release();
+      await registration?.close();
       throw err;
     } finally {
       this.#starting.delete(callId);
@@ -159,6 +173,7 @@ export class CallRegistry {
     } catch (err) {
       this.cap.release();
       await media.close();
+      await registration?.close();
       throw err;
     }
     const call = this.#track(
@@ -178,6 +193,7 @@ export class CallRegistry {
       },
       sip,
       media,
+      registration,
     );
     this.log.info("call placed", { callId, callee: o.callee, from: account.login });
     return call;
@@ -269,6 +285,7 @@ export class CallRegistry {
     this.#calls.clear();
     await Promise.all([...this.#attachments].map((a) => a.registration?.close()));
     this.#attachments.clear();
+    await Promise.all(this.#unregistering);
     await this.#ua?.close();
   }
 
@@ -281,16 +298,40 @@ export class CallRegistry {
       video,
       engine: this.engine,
       log: this.log,
+      idleSilence: true,
     });
   }
 
-  #track(init: CallInit, sip: SipCall, media: CallMedia): Call {
+  /**
+   * Registers `account`; resolves with the registration once the registrar accepted it, or
+   * closes it and throws a BadGatewayError with the registrar's answer.
+   */
+  async #registered(ua: SipUserAgent, account: SipAccount): Promise<SipRegistration> {
+    const { promise, resolve } = Promise.withResolvers<SipRegistrationStatus>();
+    const registration = ua.register(account, resolve);
+    const status = await promise;
+    if (status.registered) return registration;
+    await registration.close();
+    throw new BadGatewayError(
+      `SIP registration of ${account.login} at ${account.domain} failed: ` +
+        `${status.status} ${status.reason}`,
+    );
+  }
+
+  /** Tracks a call; `registration` (of sipRegisterRequired) is closed when the call ends. */
+  #track(
+    init: CallInit,
+    sip: SipCall,
+    media: CallMedia,
+    registration?: SipRegistration,
+  ): Call {
     const call = new Call(init, sip, media, {
       publish: (stream) => this.streams.add(stream),
       unpublish: (stream) => this.streams.remove(stream),
       changed: (c) => this.#changed(c),
       ended: (c) => {
         this.cap.release();
+        if (registration) this.#closeRegistration(registration);
         clearTimeout(this.#lingering.get(c.callId));
         this.#lingering.set(
           c.callId,
@@ -316,6 +357,14 @@ export class CallRegistry {
     this.#lingering.delete(init.callId);
     this.#calls.set(init.callId, call);
     return call;
+  }
+
+  /** Unregisters in the background; closeAll waits for what is still under way. */
+  #closeRegistration(registration: SipRegistration): void {
+    const closing = registration.close().catch((err) => {
+      this.log.warn("SIP unregistration failed", { err });
+    }).finally(() => this.#unregistering.delete(closing));
+    this.#unregistering.add(closing);
   }
 
   #changed(call: Call): void {

@@ -4,7 +4,8 @@
  * an injected sound, then the live audio of the stream sent into the call (which keeps being
  * consumed underneath, so it resumes in time, not late). RTP timestamps follow the slots, so
  * they stay continuous across sources and silences; a packet after a silent slot has the
- * marker bit (RFC 3551 §4.1, the start of a talkspurt).
+ * marker bit (RFC 3551 §4.1, the start of a talkspurt). With `idleSilence`, a slot with
+ * nothing to send carries silence instead, so RTP never stops.
  */
 
 /** Duration of one packet, in milliseconds. */
@@ -115,6 +116,7 @@ export class CallAudioPacer {
   #sounds = new ClipQueue();
   #live = new ByteQueue();
   #liveAttached = false;
+  #idleSilence = false;
   #livePlaying = false;
   #startMs = performance.now();
   #nextSlot = 0;
@@ -136,6 +138,12 @@ export class CallAudioPacer {
   /** Changes the padding code (the call's codec changed). */
   set silence(code: number) {
     this.#silence = code;
+  }
+
+  /** Sends silence in slots with nothing else (true), or nothing (false, the default). */
+  set idleSilence(on: boolean) {
+    this.#idleSilence = on;
+    if (on) this.#run();
   }
 
   /** Starts (true) or stops (false) taking live audio; stopping drops what is buffered. */
@@ -205,12 +213,15 @@ export class CallAudioPacer {
     const due = this.#slotNow();
     if (due - this.#nextSlot >= maxCatchUpSlots) this.#nextSlot = due - maxCatchUpSlots + 1;
     for (; this.#nextSlot <= due; this.#nextSlot++) this.#slot(this.#nextSlot);
-    if (!this.#liveAttached && this.#tones.empty && this.#sounds.empty) this.#stop();
+    if (!this.#liveAttached && !this.#idleSilence && this.#tones.empty && this.#sounds.empty) {
+      this.#stop();
+    }
   }
 
   #slot(slot: number): void {
     const live = this.#takeLive();
-    const payload = this.#tones.take(this.#silence) ?? this.#sounds.take(this.#silence) ?? live;
+    const payload = this.#tones.take(this.#silence) ?? this.#sounds.take(this.#silence) ?? live ??
+      (this.#idleSilence ? new Uint8Array(packetSamples).fill(this.#silence) : undefined);
     if (payload === undefined || this.muted) {
       this.#talking = false;
       return;

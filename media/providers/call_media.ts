@@ -87,6 +87,12 @@ export interface CallMediaOptions {
   log: Logger;
   /** Interval between our RTCP reports, in milliseconds (default `rtcpIntervalMs`). */
   rtcpIntervalMs?: number;
+  /**
+   * Send G.711 silence whenever there is nothing else to send, from `start` on, as a phone
+   * does: a far end with a jitter buffer plays out the last RFC 2833 event only when later
+   * packets push it through, and one latching symmetric RTP waits for ours. Default false.
+   */
+  idleSilence?: boolean;
 }
 
 /** Counters of a call's media. */
@@ -226,6 +232,7 @@ export class CallMedia {
   #sleeps = new Set<{ timer: ReturnType<typeof setTimeout>; resolve: () => void }>();
   #closing: Promise<void> | undefined;
   #rtcpIntervalMs: number;
+  #idleSilence: boolean;
 
   private constructor(o: CallMediaOptions, audio: RtpPortPair, video: RtpPortPair | undefined) {
     this.address = o.announcedAddress ?? o.hostname;
@@ -234,6 +241,7 @@ export class CallMedia {
     this.#engine = o.engine;
     this.#log = o.log;
     this.#rtcpIntervalMs = o.rtcpIntervalMs ?? rtcpIntervalMs;
+    this.#idleSilence = o.idleSilence ?? false;
     this.#audio = newLeg("audio", audio, (p) => this.#onAudioPacket(p));
     this.#video = video && newLeg("video", video, (p) => this.#onVideoPacket(p));
     for (const leg of [this.#audio, this.#video]) {
@@ -308,6 +316,7 @@ export class CallMedia {
     this.update(media);
     // A stream given to `send` before the codec was known starts now.
     if (this.#source) this.send(this.#source);
+    this.#pacer.idleSilence = this.#idleSilence;
     this.#rtcpTimer = setInterval(() => this.#sendReports(), this.#rtcpIntervalMs);
   }
 

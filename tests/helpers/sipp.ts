@@ -21,7 +21,10 @@ export interface Sipp {
 
 /** What to run. */
 export interface SippOptions {
-  /** A scenario file of tests/peers/sipp/ (e.g. "uas_echo.xml"), or `-sn` built-in name. */
+  /**
+   * A scenario file of tests/peers/sipp/ (e.g. "uas_echo.xml"), an absolute path to one, or
+   * a `-sn` built-in name.
+   */
   scenario: string;
   /** Echo RTP back to its sender (`-rtp_echo`). */
   rtpEcho?: boolean;
@@ -39,7 +42,7 @@ export async function startSipp(o: SippOptions): Promise<Sipp> {
   while (mediaPort <= port && port < mediaPort + 4) mediaPort = await freeUdpRange(4);
   const dir = await Deno.makeTempDir({ prefix: "sipp-" });
   const scenario = o.scenario.endsWith(".xml")
-    ? ["-sf", scenarioFolder + o.scenario]
+    ? ["-sf", o.scenario.startsWith("/") ? o.scenario : scenarioFolder + o.scenario]
     : ["-sn", o.scenario];
   let child: Deno.ChildProcess;
   try {
