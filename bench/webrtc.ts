@@ -18,6 +18,7 @@ import { WebRtcPublisher } from "../media/providers/webrtc_publisher.ts";
 import { startServer } from "../server.ts";
 import { WcsClient } from "../tests/helpers/wcs_client.ts";
 import { nextStatus, TestPlayer, TestPublisher } from "../tests/webrtc_helpers.ts";
+import { lines } from "./support/lines.ts";
 
 /** Length of each measurement window, in milliseconds. */
 const measureMs = 5_000;
@@ -29,19 +30,6 @@ const budgetMs = 90_000;
 const maxLoss = 0.01;
 const clockTicksPerSecond = 100;
 const steps = (Deno.env.get("WEBRTC_BENCH_STEPS") ?? "10,30,60").split(",").map(Number);
-
-/** The lines of a byte stream, without their newline. */
-async function* lines(stream: ReadableStream<Uint8Array>): AsyncGenerator<string> {
-  let buffered = "";
-  for await (const chunk of stream.pipeThrough(new TextDecoderStream())) {
-    buffered += chunk;
-    let end;
-    while ((end = buffered.indexOf("\n")) >= 0) {
-      yield buffered.slice(0, end);
-      buffered = buffered.slice(end + 1);
-    }
-  }
-}
 
 /** Child mode: the server, answering "stats" and "reset" lines on stdin. */
 async function serve(): Promise<void> {
