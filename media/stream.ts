@@ -142,6 +142,17 @@ export class Stream implements RegisteredStream {
     for (const reader of this.#readers) reader.offer(frame, video);
   }
 
+  /**
+   * Forgets the cached GOP, for a provider whose next frames will not follow it (one that
+   * stopped making frames while it had no reader, and starts again on a new timeline): a
+   * reader starting from it would get a jump back in time and pictures whose references
+   * are missing.
+   */
+  protected dropCachedGop(): void {
+    this.#gop.length = 0;
+    this.#gopValid = false;
+  }
+
   /** Ends the stream from the provider's side: readers finish after their queued frames. */
   end(): void {
     if (this.#ended) return;

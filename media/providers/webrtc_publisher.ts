@@ -39,6 +39,12 @@ import { h264ParameterSets } from "../protocols/webrtc/video_payload.ts";
 export const pliMinIntervalMs = 250;
 /** Time the browser has to connect and send its first packet, in milliseconds. */
 export const mediaStartTimeoutMs = 15_000;
+/**
+ * How long frames are still made after the last non-RTP reader left, in milliseconds: a
+ * reader that follows soon after (a snapshot then a recording, ffprobe then a player)
+ * starts at once from the cached GOP instead of waiting for a keyframe.
+ */
+export const framesLingerMs = 5000;
 
 /** What a publisher is built from. */
 export interface WebRtcPublisherOptions {
@@ -125,6 +131,8 @@ export class WebRtcPublisher extends Stream {
   readonly #mediaStartTimeoutMs: number;
   /** Frames are being made and no video keyframe has come since. */
   #awaitingKeyframe = false;
+  /** performance.now() of the last packet that arrived while a non-RTP reader was attached. */
+  #lastReaderMs = -Infinity;
 
   constructor(options: WebRtcPublisherOptions) {
     super({
@@ -417,7 +425,8 @@ export class WebRtcPublisher extends Stream {
     const paths = forward.paths;
     for (let i = 0; i < paths.length; i++) paths[i].send(packet);
     if (paths.length > 0) this.forwardLatency.add(performance.now() - arrivalMs);
-    if (this.readerCount > 0) this.#toFrames(forward, packet);
+    if (this.readerCount > 0) this.#lastReaderMs = arrivalMs;
+    if (arrivalMs - this.#lastReaderMs < framesLingerMs) this.#toFrames(forward, packet);
     else if (this.#timeline) this.#stopFrames();
   }
 
@@ -482,9 +491,12 @@ export class WebRtcPublisher extends Stream {
     }
   }
 
-  /** The last reader left: frames are no longer made (and a new reader starts afresh). */
+  /** The last reader left a while ago: frames are no longer made (a new reader starts afresh). */
   #stopFrames(): void {
     this.#timeline = undefined;
+    // The next frames start on a new timeline, after a gap: the cached GOP does not lead
+    // to them.
+    this.dropCachedGop();
     for (const forward of this.#forward) {
       forward.depacketizer = undefined;
       forward.expectedSeq = -1;

@@ -47,22 +47,29 @@ export async function decodeWithFfmpeg(
   };
 }
 
+/** GStreamer depayloader, parser and decoder of each audio codec the tests read. */
+const gstAudio = {
+  aac: ["rtpmp4gdepay", "!", "aacparse", "!", "avdec_aac"],
+  opus: ["rtpopusdepay", "!", "opusparse", "!", "opusdec"],
+};
+
 /**
- * Decodes an RTSP URL with GStreamer (rtspsrc, H.264 and AAC decoders into fakesinks) over
- * `transport` for `seconds`, then ends the pipeline with an EOS.
+ * Decodes an RTSP URL with GStreamer (rtspsrc, H.264 and `audio` decoders into fakesinks)
+ * over `transport` for `seconds`, then ends the pipeline with an EOS.
  */
 export async function decodeWithGstreamer(
   url: string,
   transport: "tcp" | "udp",
   seconds: number,
+  audio: keyof typeof gstAudio = "aac",
 ): Promise<Decoded> {
   const child = new Deno.Command("gst-launch-1.0", {
     args: [
       ...["-e", "-v", "rtspsrc", `location=${url}`, `protocols=${transport}`, "name=s"],
       ...["s.", "!", "application/x-rtp,media=video", "!", "rtph264depay", "!", "h264parse"],
       ...["!", "avdec_h264", "!", "fakesink", "name=v", "silent=false"],
-      ...["s.", "!", "application/x-rtp,media=audio", "!", "rtpmp4gdepay", "!", "aacparse"],
-      ...["!", "avdec_aac", "!", "fakesink", "name=a", "silent=false"],
+      ...["s.", "!", "application/x-rtp,media=audio", "!", ...gstAudio[audio]],
+      ...["!", "fakesink", "name=a", "silent=false"],
     ],
     stdin: "null",
     stdout: "piped",
