@@ -1,23 +1,34 @@
 /**
- * The audio a call sends, in G.711 packets of 20 ms (160 samples) on a wall clock: each
- * 20 ms slot takes its bytes from the first source that has some — in-band DTMF tones, then
- * an injected sound, then the live audio of the stream sent into the call (which keeps being
- * consumed underneath, so it resumes in time, not late). RTP timestamps follow the slots, so
- * they stay continuous across sources and silences; a packet after a silent slot has the
- * marker bit (RFC 3551 §4.1, the start of a talkspurt). With `idleSilence`, a slot with
- * nothing to send carries silence instead, so RTP never stops.
+ * The audio a call sends, in packets of 20 ms on a wall clock (G.711: 160 bytes; Opus: one
+ * 20 ms Opus packet): each 20 ms slot takes its packet from the first source that has one —
+ * in-band DTMF tones, then an injected sound, then the live audio of the stream sent into the
+ * call (which keeps being consumed underneath, so it resumes in time, not late). RTP
+ * timestamps follow the slots, so they stay continuous across sources and silences; a packet
+ * after a silent slot has the marker bit (RFC 3551 §4.1, the start of a talkspurt). With
+ * `idleSilence`, a slot with nothing to send carries silence instead, so RTP never stops.
  */
+import { g711Silence } from "../codecs/g711.ts";
 
 /** Duration of one packet, in milliseconds. */
 export const packetMs = 20;
 /** G.711 samples (bytes) in one packet. */
 export const packetSamples = 160;
-/** Live audio buffered before playing starts again after running dry, in bytes (60 ms). */
-export const livePrebufferBytes = 3 * packetSamples;
-/** Most live audio held ahead of the clock, in bytes (500 ms); older bytes are dropped. */
-export const liveMaxBytes = 25 * packetSamples;
+/** RTP clock units of one Opus packet of 20 ms (48 kHz clock). */
+export const opusPacketSamples = 960;
+/** Live packets buffered before playing starts again after running dry (60 ms). */
+export const livePrebufferPackets = 3;
+/** Most live packets held ahead of the clock (500 ms); older ones are dropped. */
+export const liveMaxPackets = 25;
+/**
+ * A 20 ms Opus packet that decodes to silence (TOC 0xf8: CELT fullband 20 ms, one frame; the
+ * two bytes code a silent frame): what browsers send in DTX, three bytes a slot.
+ */
+export const opusSilencePacket = new Uint8Array([0xf8, 0xff, 0xfe]);
 /** Most slots sent at once to catch up after the event loop stalled (100 ms). */
 const maxCatchUpSlots = 5;
+
+/** Codecs the pacer sends. */
+export type PacedCodec = "PCMU" | "PCMA" | "OPUS";
 
 /** Sends one packet: its payload, RTP timestamp and marker bit. */
 export type AudioPacketSink = (payload: Uint8Array, timestamp: number, marker: boolean) => void;
@@ -52,13 +63,6 @@ class ByteQueue {
     return copied;
   }
 
-  /** Drops the oldest bytes down to `keep`. */
-  trim(keep: number): void {
-    if (this.bytes <= keep) return;
-    const drop = new Uint8Array(this.bytes - keep);
-    this.take(drop, 0, drop.length);
-  }
-
   clear(): void {
     this.#chunks = [];
     this.#offset = 0;
@@ -66,30 +70,38 @@ class ByteQueue {
   }
 }
 
+/** G.711 bytes cut into packets, the last one padded with `silence`. */
+export function g711Packets(bytes: Uint8Array, silence: number): Uint8Array[] {
+  const packets: Uint8Array[] = [];
+  for (let at = 0; at < bytes.length; at += packetSamples) {
+    const packet = new Uint8Array(packetSamples).fill(silence);
+    packet.set(bytes.subarray(at, at + packetSamples));
+    packets.push(packet);
+  }
+  return packets;
+}
+
 /** Clips played one after the other, each with the promise of its end. */
 class ClipQueue {
-  #clips: { bytes: Uint8Array; offset: number; done: () => void }[] = [];
+  #clips: { packets: Uint8Array[]; offset: number; done: () => void }[] = [];
 
   get empty(): boolean {
     return this.#clips.length === 0;
   }
 
-  add(bytes: Uint8Array): Promise<void> {
+  add(packets: Uint8Array[]): Promise<void> {
     const { promise, resolve } = Promise.withResolvers<void>();
-    if (bytes.length === 0) resolve();
-    else this.#clips.push({ bytes, offset: 0, done: resolve });
+    if (packets.length === 0) resolve();
+    else this.#clips.push({ packets, offset: 0, done: resolve });
     return promise;
   }
 
-  /** One packet of the current clip (its last one padded with `silence`), if any. */
-  take(silence: number): Uint8Array | undefined {
+  /** The next packet of the current clip, if any. */
+  take(): Uint8Array | undefined {
     const clip = this.#clips[0];
     if (!clip) return undefined;
-    const out = new Uint8Array(packetSamples).fill(silence);
-    const end = Math.min(clip.offset + packetSamples, clip.bytes.length);
-    out.set(clip.bytes.subarray(clip.offset, end));
-    clip.offset = end;
-    if (end === clip.bytes.length) {
+    const out = clip.packets[clip.offset++];
+    if (clip.offset === clip.packets.length) {
       this.#clips.shift();
       clip.done();
     }
@@ -111,10 +123,12 @@ export class CallAudioPacer {
   /** Live audio bytes dropped because they ran too far ahead of the clock. */
   overflowBytes = 0;
   #send: AudioPacketSink;
-  #silence: number;
+  #codec: PacedCodec = "PCMU";
   #tones = new ClipQueue();
   #sounds = new ClipQueue();
-  #live = new ByteQueue();
+  /** G.711 live bytes not yet a whole packet. */
+  #liveBytes = new ByteQueue();
+  #live: Uint8Array[] = [];
   #liveAttached = false;
   #idleSilence = false;
   #livePlaying = false;
@@ -124,20 +138,32 @@ export class CallAudioPacer {
   #timer: ReturnType<typeof setInterval> | undefined;
   #closed = false;
 
-  /** `send` gets each packet; `silence` is the codec's code of a zero sample (for padding). */
-  constructor(send: AudioPacketSink, silence: number) {
+  /** `send` gets each packet of `codec`. */
+  constructor(send: AudioPacketSink, codec: PacedCodec) {
     this.#send = send;
-    this.#silence = silence;
+    this.#codec = codec;
   }
 
   /** The RTP timestamp of the slot now due. */
   timestampNow(): number {
-    return (this.timestampBase + this.#slotNow() * packetSamples) >>> 0;
+    return (this.timestampBase + this.#slotNow() * this.#slotClock) >>> 0;
   }
 
-  /** Changes the padding code (the call's codec changed). */
-  set silence(code: number) {
-    this.#silence = code;
+  /** The codec sent (the call's codec changed): live audio of the old one is dropped. */
+  set codec(codec: PacedCodec) {
+    if (codec === this.#codec) return;
+    this.#codec = codec;
+    this.#clearLive();
+  }
+
+  /** G.711 silence byte, for padding. */
+  get #silence(): number {
+    return g711Silence(this.#codec === "PCMA" ? "PCMA" : "PCMU");
+  }
+
+  /** RTP clock units of one slot. */
+  get #slotClock(): number {
+    return this.#codec === "OPUS" ? opusPacketSamples : packetSamples;
   }
 
   /** Sends silence in slots with nothing else (true), or nothing (false, the default). */
@@ -149,30 +175,39 @@ export class CallAudioPacer {
   /** Starts (true) or stops (false) taking live audio; stopping drops what is buffered. */
   set live(attached: boolean) {
     this.#liveAttached = attached;
-    if (!attached) {
-      this.#live.clear();
-      this.#livePlaying = false;
-    } else this.#run();
+    if (!attached) this.#clearLive();
+    else this.#run();
   }
 
-  /** Appends live audio (G.711 bytes of the call's codec). */
-  pushLive(bytes: Uint8Array): void {
-    if (!this.#liveAttached || this.#closed) return;
-    this.#live.push(bytes);
-    if (this.#live.bytes > liveMaxBytes) {
-      this.overflowBytes += this.#live.bytes - liveMaxBytes;
-      this.#live.trim(liveMaxBytes);
+  /**
+   * Appends live audio of the call's codec: G.711 bytes (any amount), or one 20 ms Opus
+   * packet. Empty input is nothing.
+   */
+  pushLive(data: Uint8Array): void {
+    if (!this.#liveAttached || this.#closed || data.length === 0) return;
+    if (this.#codec === "OPUS") this.#live.push(data);
+    else {
+      this.#liveBytes.push(data);
+      while (this.#liveBytes.bytes >= packetSamples) {
+        const packet = new Uint8Array(packetSamples);
+        this.#liveBytes.take(packet, 0, packetSamples);
+        this.#live.push(packet);
+      }
     }
+    while (this.#live.length > liveMaxPackets) this.overflowBytes += this.#live.shift()!.length;
   }
 
-  /** Plays DTMF tones over everything else; resolves when played (or on close). */
-  playTones(bytes: Uint8Array): Promise<void> {
-    return this.#play(this.#tones, bytes);
+  /**
+   * Plays DTMF tones over everything else (G.711 bytes, or 20 ms packets of the call's
+   * codec); resolves when played (or on close).
+   */
+  playTones(clip: Uint8Array | Uint8Array[]): Promise<void> {
+    return this.#play(this.#tones, clip);
   }
 
-  /** Plays a sound over the live audio; resolves when played (or on close). */
-  playSound(bytes: Uint8Array): Promise<void> {
-    return this.#play(this.#sounds, bytes);
+  /** Plays a sound over the live audio (as `playTones` takes it); resolves when played. */
+  playSound(clip: Uint8Array | Uint8Array[]): Promise<void> {
+    return this.#play(this.#sounds, clip);
   }
 
   /** Stops the clock; pending plays resolve. */
@@ -181,12 +216,18 @@ export class CallAudioPacer {
     this.#stop();
     this.#tones.clear();
     this.#sounds.clear();
-    this.#live.clear();
+    this.#clearLive();
   }
 
-  #play(queue: ClipQueue, bytes: Uint8Array): Promise<void> {
+  #clearLive(): void {
+    this.#liveBytes.clear();
+    this.#live = [];
+    this.#livePlaying = false;
+  }
+
+  #play(queue: ClipQueue, clip: Uint8Array | Uint8Array[]): Promise<void> {
     if (this.#closed) return Promise.resolve();
-    const played = queue.add(bytes);
+    const played = queue.add(Array.isArray(clip) ? clip : g711Packets(clip, this.#silence));
     this.#run();
     return played;
   }
@@ -220,28 +261,33 @@ export class CallAudioPacer {
 
   #slot(slot: number): void {
     const live = this.#takeLive();
-    const payload = this.#tones.take(this.#silence) ?? this.#sounds.take(this.#silence) ?? live ??
-      (this.#idleSilence ? new Uint8Array(packetSamples).fill(this.#silence) : undefined);
+    const payload = this.#tones.take() ?? this.#sounds.take() ?? live ??
+      (this.#idleSilence ? this.#silencePacket() : undefined);
     if (payload === undefined || this.muted) {
       this.#talking = false;
       return;
     }
-    this.#send(payload, (this.timestampBase + slot * packetSamples) >>> 0, !this.#talking);
+    this.#send(payload, (this.timestampBase + slot * this.#slotClock) >>> 0, !this.#talking);
     this.#talking = true;
+  }
+
+  /**
+   * One slot of silence: G.711 zero samples, or Opus's silent frame (sending nothing would
+   * stall a far end's jitter buffer and symmetric RTP as much as with G.711).
+   */
+  #silencePacket(): Uint8Array {
+    if (this.#codec === "OPUS") return opusSilencePacket;
+    return new Uint8Array(packetSamples).fill(this.#silence);
   }
 
   /** One packet of live audio, once enough is buffered to play smoothly. */
   #takeLive(): Uint8Array | undefined {
     if (!this.#livePlaying) {
-      if (this.#live.bytes < livePrebufferBytes) return undefined;
+      if (this.#live.length < livePrebufferPackets) return undefined;
       this.#livePlaying = true;
     }
-    if (this.#live.bytes < packetSamples) {
-      this.#livePlaying = false;
-      return undefined;
-    }
-    const out = new Uint8Array(packetSamples);
-    this.#live.take(out, 0, packetSamples);
-    return out;
+    const packet = this.#live.shift();
+    if (!packet) this.#livePlaying = false;
+    return packet;
   }
 }

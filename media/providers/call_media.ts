@@ -1,11 +1,13 @@
 /**
- * The RTP session of a SIP call: G.711 audio (with RFC 4733 DTMF) and optional H.264 video,
+ * The RTP session of a SIP call: G.711 or Opus audio (with RFC 4733 DTMF) and optional H.264
+ * video,
  * each on an RTP/RTCP port pair of the SIP media range.
  *
  * Receiving: packets pass a small reorder buffer and become frames for the call's Stream
  * (pts continuous across SSRC changes, as when sipp switches pcaps mid-call); telephone-event
  * packets become DTMF keys, each reported once. Sending: the audio of a stream (converted to
- * the call's codec), sounds and DTMF tones, paced in 20 ms packets; H.264 of the stream when
+ * the call's codec; Opus of a browser passes as it is), sounds and DTMF tones, paced in 20 ms
+ * packets; H.264 of the stream when
  * video was negotiated. Symmetric RTP: once the far end's RTP arrives, media goes back to
  * where it came from (a phone behind NAT), before that to the address of its SDP. RTCP
  * reports go out every few seconds; the far end's are read for loss, jitter and round trip.
@@ -19,12 +21,14 @@ import {
 } from "../../core/errors.ts";
 import type { Logger } from "../../core/log.ts";
 import { dtmfTone } from "../codecs/dtmf_tone.ts";
-import { g711Decode, g711Encode, g711Silence } from "../codecs/g711.ts";
+import { g711Decode, g711Encode } from "../codecs/g711.ts";
 import { findH264ParameterSets } from "../codecs/h264.ts";
-import { convertedAudio } from "../engine/audio_conversion.ts";
+import { codecArgs, convertedAudio, targetTrack } from "../engine/audio_conversion.ts";
+import { TsDemuxer } from "../formats/mpegts/demuxer.ts";
 import type { CodecEngine } from "../engine/engine.ts";
 import type { MediaFrame, Track } from "../frame.ts";
 import type {
+  CallAudioCodec,
   MediaDirection,
   NegotiatedAudio,
   NegotiatedMedia,
@@ -53,7 +57,7 @@ import {
 import { RtpPortPair, type UdpEndpoint } from "../rtp/rtp_port_pair.ts";
 import type { Stream, StreamReader } from "../stream.ts";
 import type { PortPool } from "./port_pool.ts";
-import { CallAudioPacer, packetSamples } from "./call_audio_pacer.ts";
+import { CallAudioPacer, packetMs } from "./call_audio_pacer.ts";
 
 /** Interval between our RTCP reports, in milliseconds (RFC 3550's 5 s minimum). */
 export const rtcpIntervalMs = 5000;
@@ -65,6 +69,12 @@ export const dtmfToneMs = 100;
 export const dtmfGapMs = 50;
 /** Clock of G.711 audio, in Hz. */
 const audioClockRate = 8000;
+/** Clock of Opus audio (RFC 7587), in Hz. */
+const opusClockRate = 48000;
+/** Channels Opus is signalled with (RFC 7587 §7: always stereo). */
+const opusChannels = 2;
+/** Clock of telephone-event when the SDP gives none, in Hz. */
+const defaultEventClockRate = 8000;
 /** Clock of video, in Hz. */
 const videoClockRate = 90000;
 /** Gap put between the video of two sources sent one after the other, in clock units. */
@@ -188,6 +198,29 @@ function sameEndpoint(a: UdpEndpoint | undefined, b: UdpEndpoint | undefined): b
   return a?.host === b?.host && a?.port === b?.port;
 }
 
+/** The track a call receives audio of `codec` in. */
+function audioTrack(codec: CallAudioCodec): Track {
+  if (codec !== "OPUS") {
+    return {
+      id: audioTrackId,
+      kind: "audio",
+      codec,
+      clockRate: audioClockRate,
+      sampleRate: audioClockRate,
+      channels: 1,
+    };
+  }
+  return {
+    id: audioTrackId,
+    kind: "audio",
+    codec,
+    clockRate: opusClockRate,
+    sampleRate: opusClockRate,
+    channels: opusChannels,
+    config: { codec: "OPUS" },
+  };
+}
+
 /** The RTP session of one call. */
 export class CallMedia {
   /** Address to announce in SDP. */
@@ -251,7 +284,7 @@ export class CallMedia {
     }
     this.#pacer = new CallAudioPacer(
       (payload, timestamp, marker) => this.#sendAudio(payload, timestamp, marker),
-      g711Silence("PCMU"),
+      "PCMU",
     );
   }
 
@@ -280,7 +313,7 @@ export class CallMedia {
         (n, l) => n + l.in.lostBefore + Math.max(0, l.in.stats?.lost ?? 0),
         0,
       ),
-      jitterMs: (this.#audio.in.stats?.jitter ?? 0) / (audioClockRate / 1000),
+      jitterMs: (this.#audio.in.stats?.jitter ?? 0) / (this.#audio.clockRate / 1000),
     };
   }
 
@@ -297,14 +330,7 @@ export class CallMedia {
     if (this.#sink) throw new ConflictError("call media started already");
     if (!media.audio) throw new BadRequestError("sdp", "no audio negotiated");
     this.#sink = sink;
-    this.tracks.push({
-      id: audioTrackId,
-      kind: "audio",
-      codec: media.audio.codec,
-      clockRate: audioClockRate,
-      sampleRate: audioClockRate,
-      channels: 1,
-    });
+    this.tracks.push(audioTrack(media.audio.codec));
     if (media.video && this.#video) {
       this.tracks.push({
         id: videoTrackId,
@@ -330,8 +356,9 @@ export class CallMedia {
     const codec = media.audio.codec;
     if (before.audio?.codec !== codec) {
       this.#audio.in.depacketizer = new FrameDepacketizer(audioTrackId, codec);
-      if (this.tracks[audioTrackId]) this.tracks[audioTrackId].codec = codec;
-      this.#pacer.silence = g711Silence(codec);
+      this.#audio.clockRate = codec === "OPUS" ? opusClockRate : audioClockRate;
+      if (this.tracks[audioTrackId]) Object.assign(this.tracks[audioTrackId], audioTrack(codec));
+      this.#pacer.codec = codec;
       // The stream being sent is converted to the new codec from now on.
       if (before.audio && this.#source) this.send(this.#source);
     }
@@ -355,8 +382,11 @@ export class CallMedia {
       return;
     }
     const audio = source.tracks.find((t) => t.kind === "audio");
-    // G.711 of the other law is converted here; other codecs by the engine.
-    const converted = audio && audio.codec !== "PCMU" && audio.codec !== "PCMA"
+    // Opus into an Opus call passes as it is (a browser's); G.711 of the other law is
+    // converted here; anything else by the engine.
+    const g711 = audio?.codec === "PCMU" || audio?.codec === "PCMA";
+    const passes = codec === "OPUS" ? audio?.codec === "OPUS" : g711;
+    const converted = audio && !passes
       ? convertedAudio(source, codec, this.#engine, this.#log)
       : source;
     const reader = converted.reader(undefined, "other");
@@ -385,7 +415,7 @@ export class CallMedia {
   /**
    * Sends `digits` (0-9, *, #, A-D): as RFC 4733 events on the negotiated telephone-event
    * payload type (a BadRequestError when the far end offered none), or INBAND as tones in the
-   * call's codec over the sent audio. Each key lasts `dtmfToneMs`, then `dtmfGapMs` of
+   * call's codec over the sent audio (Opus tones are encoded by the engine). Each key lasts `dtmfToneMs`, then `dtmfGapMs` of
    * silence; resolves when all were sent. Calls queue one after the other.
    */
   sendDtmf(digits: string, mode: "RFC2833" | "INBAND"): Promise<void> {
@@ -406,7 +436,7 @@ export class CallMedia {
     }
     const run = mode === "RFC2833"
       ? () => this.#sendEvents(digits)
-      : () => this.#pacer.playTones(this.#tones(digits, audio.codec));
+      : async () => this.#pacer.playTones(await this.#tones(digits, audio.codec));
     const done = this.#dtmfChain.then(run);
     this.#dtmfChain = done.catch(() => {});
     return done;
@@ -426,11 +456,22 @@ export class CallMedia {
       if (err instanceof Deno.errors.NotFound) throw new NotFoundError(`no sound file ${path}`);
       throw err;
     }
-    const samples = await this.#engine.run({
-      inputArgs: [],
-      input: file,
-      live: true, // the caller hears it now: not a background job a busy server may starve
-      outputArgs: [
+    await this.#pacer.playSound(await this.#encode(codec, [], file));
+  }
+
+  /**
+   * `input` (read with `inputArgs`) in `codec`: G.711 bytes, or 20 ms Opus packets (ffmpeg
+   * writes them in MPEG-TS, one PES each, as the live conversions do).
+   */
+  async #encode(
+    codec: CallAudioCodec,
+    inputArgs: string[],
+    input: Uint8Array,
+  ): Promise<Uint8Array | Uint8Array[]> {
+    const opus = codec === "OPUS";
+    const outputArgs = opus
+      ? [...codecArgs(targetTrack(audioTrack(codec), codec, this.#engine)), "-f", "mpegts"]
+      : [
         "-vn",
         "-ac",
         "1",
@@ -438,9 +479,18 @@ export class CallMedia {
         String(audioClockRate),
         "-f",
         codec === "PCMU" ? "mulaw" : "alaw",
-      ],
+      ];
+    const out = await this.#engine.run({
+      inputArgs,
+      input,
+      live: true, // the caller hears it now: not a background job a busy server may starve
+      outputArgs,
     });
-    await this.#pacer.playSound(samples);
+    if (!opus) return out;
+    const demuxer = new TsDemuxer();
+    return [...demuxer.push(out), ...demuxer.flush()]
+      .filter((f) => f.codec === "OPUS")
+      .map((f) => f.data);
   }
 
   /** Stops everything and frees the ports. Idempotent. */
@@ -526,7 +576,10 @@ export class CallMedia {
       // The new source's first media lands where the wall clock says (one packet at least).
       const elapsed = Math.round((nowMs - inbound.lastArrivalMs) * leg.clockRate / 1000);
       if (inbound.lastTimestamp !== undefined) {
-        inbound.unwrapped += Math.max(elapsed, leg.kind === "audio" ? packetSamples : 1);
+        inbound.unwrapped += Math.max(
+          elapsed,
+          leg.kind === "audio" ? leg.clockRate * packetMs / 1000 : 1,
+        );
       }
       inbound.lastTimestamp = undefined;
       inbound.reorder.reset();
@@ -603,7 +656,7 @@ export class CallMedia {
       const ours = blocks.find((b) => b.ssrc === leg.out.ssrc);
       if (ours && leg.kind === "audio") {
         this.#stats.remotePacketsLost = ours.cumulativeLost;
-        this.#stats.remoteJitterMs = ours.jitter / (audioClockRate / 1000);
+        this.#stats.remoteJitterMs = ours.jitter / (this.#audio.clockRate / 1000);
         if (ours.lastSenderReport !== 0) {
           // RFC 3550 §6.4.1: now - LSR - DLSR, all in 1/65536 s.
           const now = ntpMiddle(Date.now() + ntpUnixOffsetSec * 1000);
@@ -680,11 +733,14 @@ export class CallMedia {
     }
   }
 
-  /** The G.711 bytes of an audio frame in the call's codec (the other law is recoded). */
+  /**
+   * The bytes of an audio frame in the call's codec: G.711 (the other law is recoded) or an
+   * Opus packet.
+   */
   #inCallCodec(frame: MediaFrame): Uint8Array {
     const codec = this.#media.audio!.codec;
     if (frame.codec === codec) return frame.data;
-    if (frame.codec === "PCMU" || frame.codec === "PCMA") {
+    if (codec !== "OPUS" && (frame.codec === "PCMU" || frame.codec === "PCMA")) {
       return g711Encode(codec, g711Decode(frame.codec, frame.data));
     }
     return new Uint8Array(0); // a conversion still starting gives nothing else
@@ -712,11 +768,12 @@ export class CallMedia {
       if (this.#closing) return;
       const pt = this.#media.audio?.telephoneEventPt;
       if (pt === undefined) return; // a re-INVITE took it away
+      const clockRate = this.#media.audio?.telephoneEventClockRate ?? defaultEventClockRate;
       const timestamp = this.#pacer.timestampNow();
       const startMs = performance.now();
       this.#pacer.muted = true;
       try {
-        for (const packet of telephoneEventSchedule(digit, dtmfToneMs)) {
+        for (const packet of telephoneEventSchedule(digit, dtmfToneMs, undefined, clockRate)) {
           await this.#sleep(startMs + packet.atMs - performance.now());
           if (this.#closing) return;
           this.#sendRtp(this.#audio, pt, packet.marker, timestamp, packet.payload);
@@ -729,7 +786,7 @@ export class CallMedia {
   }
 
   /** In-band tones of `digits` in `codec`, each followed by its gap of silence. */
-  #tones(digits: string, codec: "PCMU" | "PCMA"): Uint8Array {
+  #tones(digits: string, codec: CallAudioCodec): Promise<Uint8Array | Uint8Array[]> {
     const gap = new Int16Array(Math.round(dtmfGapMs * audioClockRate / 1000));
     const parts = [...digits].flatMap((d) => [dtmfTone(d, dtmfToneMs, audioClockRate), gap]);
     const pcm = new Int16Array(parts.reduce((n, p) => n + p.length, 0));
@@ -738,7 +795,10 @@ export class CallMedia {
       pcm.set(part, at);
       at += part.length;
     }
-    return g711Encode(codec, pcm);
+    if (codec !== "OPUS") return Promise.resolve(g711Encode(codec, pcm));
+    const raw = new Uint8Array(pcm.buffer, pcm.byteOffset, pcm.byteLength);
+    const rawArgs = ["-f", "s16le", "-ar", String(audioClockRate), "-ac", "1"];
+    return this.#encode(codec, rawArgs, raw);
   }
 
   /** Waits `ms` (at once when closing: close ends every wait). */

@@ -6,7 +6,8 @@ import { DtmfDetector, goertzelPower } from "../codecs/dtmf_tone.ts";
 import { g711Decode, g711Encode } from "../codecs/g711.ts";
 import type { CodecEngine } from "../engine/engine.ts";
 import { createEngine } from "../engine/select.ts";
-import type { MediaFrame } from "../frame.ts";
+import type { MediaFrame, Track } from "../frame.ts";
+import { opusPacketSamples } from "../codecs/opus.ts";
 import {
   answerCallOffer,
   buildCallOffer,
@@ -17,6 +18,7 @@ import { H264NalType, h264NalType } from "../codecs/h264.ts";
 import { joinLengthPrefixed, splitAnnexB, splitLengthPrefixed } from "../codecs/nalu.ts";
 import { writeRtpHeader } from "../rtp/rtp_writer.ts";
 import { TsDemuxer } from "../formats/mpegts/demuxer.ts";
+import { TsMuxer } from "../formats/mpegts/muxer.ts";
 import { Stream } from "../stream.ts";
 import { CallMedia } from "./call_media.ts";
 import { PortPool } from "./port_pool.ts";
@@ -81,7 +83,13 @@ interface Pair {
 
 /** A calls B: A offers, B answers, both start. `bPort` overrides the port B's SDP names. */
 async function call(
-  options: { bPort?: number; start?: boolean; video?: boolean } = {},
+  options: {
+    bPort?: number;
+    start?: boolean;
+    video?: boolean;
+    preferOpus?: boolean;
+    idleSilence?: boolean;
+  } = {},
 ): Promise<Pair> {
   const engine = createEngine("native");
   const open = () =>
@@ -92,6 +100,7 @@ async function call(
       engine,
       log: silentLogger,
       rtcpIntervalMs: 300,
+      idleSilence: options.idleSilence,
     });
   const a = await open();
   const b = await open();
@@ -99,6 +108,7 @@ async function call(
     address: a.address,
     audioPort: a.audioPort,
     videoPort: a.videoPort,
+    preferOpus: options.preferOpus,
   });
   const answer = answerCallOffer(offer, {
     address: b.address,
@@ -596,5 +606,129 @@ Deno.test("call media: the sent audio pauses while an RFC 2833 event plays, then
     await pusher;
     source.end();
     await p.close();
+  }
+});
+
+/** Received Opus frames decoded by ffmpeg (through MPEG-TS) to 8 kHz mono samples. */
+async function decodeOpus(received: Received, track: Track): Promise<Int16Array> {
+  const muxer = new TsMuxer({ tracks: [track] });
+  const parts = received.frames.map((f) => muxer.mux(f));
+  const ts = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const part of parts) {
+    ts.set(part, at);
+    at += part.length;
+  }
+  const child = new Deno.Command("ffmpeg", {
+    args: ["-v", "error", "-f", "mpegts", "-i", "-", "-ac", "1", "-ar", "8000", "-f", "s16le", "-"],
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const writer = child.stdin.getWriter();
+  await writer.write(ts);
+  await writer.close();
+  const out = await child.output();
+  assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+  return new Int16Array(out.stdout.buffer, 0, out.stdout.length >> 1);
+}
+
+function rmsOf(pcm: Int16Array): number {
+  return Math.sqrt(pcm.reduce((n, s) => n + s * s, 0) / Math.max(1, pcm.length));
+}
+
+Deno.test("call media, Opus: a sound injected at A arrives at B as 20 ms Opus packets with the tone", async () => {
+  const dir = await Deno.makeTempDir();
+  const p = await call({ preferOpus: true });
+  try {
+    assert.equal(p.mediaA.audio?.codec, "OPUS");
+    assert.equal(p.mediaB.audio?.codec, "OPUS");
+    assert.deepEqual(
+      p.b.tracks.map((t) => [t.id, t.kind, t.codec, t.clockRate, t.channels]),
+      [[0, "audio", "OPUS", 48000, 2]],
+    );
+    await p.a.injectSound(await toneFile(dir, 1));
+    await sleep(100);
+    const frames = p.atB.frames;
+    assert.ok(frames.length >= 45 && frames.length <= 52, `${frames.length} frames`);
+    assert.ok(frames.every((f) => f.codec === "OPUS" && opusPacketSamples(f.data) === 960));
+    for (let i = 1; i < frames.length; i++) assert.equal(frames[i].pts - frames[i - 1].pts, 960);
+    const pcm = await decodeOpus(p.atB, p.b.tracks[0]);
+    const rms = rmsOf(pcm);
+    assert.ok(rms > 1000, `rms ${rms}`);
+    const tone = goertzelPower(pcm, 1000, 8000);
+    assert.ok(tone > 100 * goertzelPower(pcm, 700, 8000), "1 kHz dominates");
+    assert.equal(p.b.stats.packetsLost, 0);
+    assert.ok(p.b.stats.jitterMs < 20, `jitter ${p.b.stats.jitterMs}`);
+  } finally {
+    await p.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("call media, Opus: RFC 2833 digits on the 48 kHz telephone-event, INBAND tones detected", async () => {
+  const p = await call({ preferOpus: true });
+  try {
+    assert.equal(p.mediaA.audio?.telephoneEventPt, 110);
+    assert.equal(p.mediaA.audio?.telephoneEventClockRate, 48000);
+    await p.a.sendDtmf("123#", "RFC2833");
+    await until("four digits", () => p.atB.digits.length === 4);
+    assert.deepEqual(p.atB.digits, ["1", "2", "3", "#"]);
+    assert.equal(p.atB.frames.length, 0, "events are not audio frames");
+    await p.a.sendDtmf("159*", "INBAND");
+    await sleep(100);
+    const keys: string[] = [];
+    new DtmfDetector((k) => keys.push(k)).push(await decodeOpus(p.atB, p.b.tracks[0]));
+    assert.deepEqual(keys, ["1", "5", "9", "*"]);
+  } finally {
+    await p.close();
+  }
+});
+
+Deno.test("call media, Opus: a stream's Opus passes as it is; idle slots carry Opus silence", async () => {
+  const p = await call({ preferOpus: true });
+  const track: Track = {
+    id: 0,
+    kind: "audio",
+    codec: "OPUS",
+    clockRate: 48000,
+    sampleRate: 48000,
+    channels: 2,
+    config: { codec: "OPUS" },
+  };
+  const source = new Stream({
+    name: "opus-src",
+    mediaSessionId: "opus-src",
+    tracks: [track],
+    mediaProvider: "test",
+    stopProvider: () => Promise.resolve(),
+  });
+  try {
+    p.a.send(source);
+    // Distinct payloads that are not real Opus: they must arrive byte for byte, unconverted.
+    const sent: Uint8Array[] = [];
+    for (let i = 0; i < 10; i++) {
+      const data = new Uint8Array([0xfc, i, 1, 2, 3]);
+      sent.push(data);
+      source.push({ trackId: 0, codec: "OPUS", pts: i * 960, dts: i * 960, keyframe: true, data });
+    }
+    await until("ten packets", () => p.atB.frames.length >= 10);
+    assert.deepEqual(p.atB.frames.slice(0, 10).map((f) => [...f.data]), sent.map((d) => [...d]));
+    p.a.send(undefined);
+  } finally {
+    source.end();
+    await p.close();
+  }
+  // Idle silence: a valid Opus frame that decodes to silence, one per 20 ms.
+  const q = await call({ preferOpus: true, idleSilence: true });
+  try {
+    await sleep(300);
+    const frames = q.atB.frames;
+    assert.ok(frames.length >= 10, `${frames.length} silence packets`);
+    assert.ok(frames.every((f) => opusPacketSamples(f.data) === 960));
+    const pcm = await decodeOpus(q.atB, q.b.tracks[0]);
+    assert.ok(pcm.length > 0 && rmsOf(pcm) < 1, `rms ${rmsOf(pcm)}`);
+  } finally {
+    await q.close();
   }
 });

@@ -79,16 +79,18 @@ export interface ScheduledEventPacket {
 /**
  * The packets of one key held for `durationMs`: one every `eventUpdateIntervalMs` from the
  * start, each with the duration covered up to the next one, then the end packet
- * `eventEndRepeats` times. A RangeError for a character that is not a DTMF key.
+ * `eventEndRepeats` times; durations count in `clockRate` units (the telephone-event's
+ * rtpmap clock). A RangeError for a character that is not a DTMF key.
  */
 export function telephoneEventSchedule(
   key: string,
   durationMs: number,
   volume = defaultEventVolume,
+  clockRate = telephoneEventClockRate,
 ): ScheduledEventPacket[] {
   const event = dtmfEventCode(key);
   if (event === undefined) throw new RangeError(`not a DTMF key: ${JSON.stringify(key)}`);
-  const perMs = telephoneEventClockRate / 1000;
+  const perMs = clockRate / 1000;
   const total = Math.min(0xffff, Math.round(durationMs * perMs));
   const packets: ScheduledEventPacket[] = [];
   for (let atMs = 0; atMs < durationMs; atMs += eventUpdateIntervalMs) {

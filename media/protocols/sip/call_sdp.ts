@@ -1,6 +1,6 @@
 /**
- * SDP offer/answer of a SIP call (RFC 3264): the offer we send in an INVITE (G.711 audio with
- * telephone-event, H.264 video when asked), what the far end's answer leaves us with, and
+ * SDP offer/answer of a SIP call (RFC 3264): the offer we send in an INVITE (G.711 and Opus
+ * audio with telephone-event, H.264 video when asked), what the far end's answer leaves us with, and
  * our answer to the far end's offer (incoming INVITE or re-INVITE). Hold is read both ways:
  * a direction attribute, or the older `c=0.0.0.0` (RFC 2543).
  */
@@ -32,14 +32,24 @@ export interface CallMediaOffer {
   sessionId?: string;
   /** The `o=` version; the caller makes it grow on each re-offer of a session (default 1). */
   sessionVersion?: number;
+  /**
+   * Put Opus first in the offer (default: PCMU, PCMA, then Opus, the order PBXs and G.711
+   * phones expect): for a call whose audio is Opus already, such as a browser's.
+   */
+  preferOpus?: boolean;
 }
+
+/** Audio codecs of a call. */
+export type CallAudioCodec = "PCMU" | "PCMA" | "OPUS";
 
 /** The audio both sides agreed on. */
 export interface NegotiatedAudio {
-  codec: "PCMU" | "PCMA";
+  codec: CallAudioCodec;
   payloadType: number;
   /** Payload type of telephone-event, when the far end takes RFC 4733 events. */
   telephoneEventPt?: number;
+  /** Clock of that telephone-event, in Hz (8000 or, with Opus, often 48000). */
+  telephoneEventClockRate?: number;
   /** Where the far end receives: RTP on `port`, RTCP on `rtcpPort` (default port + 1). */
   remote: { host: string; port: number; rtcpPort?: number };
   /** The far end's direction (sendonly: it holds us, recvonly: we hold it). */
@@ -65,6 +75,17 @@ const pcmuPt = 0;
 const pcmaPt = 8;
 /** Our dynamic payload types in offers. */
 const offeredTelephoneEventPt = 101;
+const offeredOpusPt = 111;
+/** telephone-event at Opus's clock, as browsers offer it beside the 8 kHz one. */
+const offeredOpusTelephoneEventPt = 110;
+/** Opus as WebRTC speaks it (RFC 7587): 48 kHz clock, signalled stereo. */
+const opusRtpmap = "opus/48000/2";
+/** Opus fmtp: in-band FEC taken, packets from 10 ms. */
+const opusFmtp = "minptime=10;useinbandfec=1";
+/** Clock of G.711 and of the classic telephone-event, in Hz. */
+const narrowbandClockRate = 8000;
+/** Clock of Opus, in Hz. */
+const opusClockRate = 48000;
 const offeredH264Pt = 96;
 /** DTMF events 0-15 plus flash (16), RFC 4733 §3.2. */
 const telephoneEvents = "0-16";
@@ -103,18 +124,24 @@ function section(type: string, port: number, formats: string[], attributes: SdpA
   return { type, port, portCount: 1, protocol: "RTP/AVP", formats, bandwidths: [], attributes };
 }
 
+/** The rtpmap (and fmtp) attributes of one of our audio codecs. */
+function codecAttributes(pt: number, codec: CallAudioCodec): SdpAttribute[] {
+  if (codec !== "OPUS") return [{ name: "rtpmap", value: `${pt} ${codec}/${narrowbandClockRate}` }];
+  return [
+    { name: "rtpmap", value: `${pt} ${opusRtpmap}` },
+    { name: "fmtp", value: `${pt} ${opusFmtp}` },
+  ];
+}
+
 function audioAttributes(
-  codecs: { pt: number; name: string }[],
-  telephoneEventPt: number | undefined,
+  codecs: { pt: number; codec: CallAudioCodec }[],
+  events: { pt: number; clockRate: number }[],
   direction: MediaDirection,
 ): SdpAttribute[] {
-  const attrs: SdpAttribute[] = codecs.map((c) => ({
-    name: "rtpmap",
-    value: `${c.pt} ${c.name}/8000`,
-  }));
-  if (telephoneEventPt !== undefined) {
-    attrs.push({ name: "rtpmap", value: `${telephoneEventPt} telephone-event/8000` });
-    attrs.push({ name: "fmtp", value: `${telephoneEventPt} ${telephoneEvents}` });
+  const attrs: SdpAttribute[] = codecs.flatMap((c) => codecAttributes(c.pt, c.codec));
+  for (const { pt, clockRate } of events) {
+    attrs.push({ name: "rtpmap", value: `${pt} telephone-event/${clockRate}` });
+    attrs.push({ name: "fmtp", value: `${pt} ${telephoneEvents}` });
   }
   attrs.push({ name: "ptime", value: String(audioPtimeMs) }, { name: direction });
   return attrs;
@@ -129,21 +156,24 @@ function videoAttributes(pt: number, direction: MediaDirection): SdpAttribute[] 
 }
 
 /**
- * Our offer: PCMU (0), PCMA (8) and telephone-event (101) audio at 20 ms, and H.264 (96) when
- * `videoPort` is set.
+ * Our offer: PCMU (0), PCMA (8), Opus (111; first with `preferOpus`) and telephone-event at
+ * 8 kHz (101) and 48 kHz (110) audio at 20 ms, and H.264 (96) when `videoPort` is set.
  */
 export function buildCallOffer(o: CallMediaOffer): string {
   const direction = o.direction ?? "sendrecv";
+  const g711 = [{ pt: pcmuPt, codec: "PCMU" as const }, { pt: pcmaPt, codec: "PCMA" as const }];
+  const opus = { pt: offeredOpusPt, codec: "OPUS" as const };
+  const codecs = o.preferOpus ? [opus, ...g711] : [...g711, opus];
+  const events = [
+    { pt: offeredTelephoneEventPt, clockRate: narrowbandClockRate },
+    { pt: offeredOpusTelephoneEventPt, clockRate: opusClockRate },
+  ];
   const media = [
     section(
       "audio",
       o.audioPort,
-      [String(pcmuPt), String(pcmaPt), String(offeredTelephoneEventPt)],
-      audioAttributes(
-        [{ pt: pcmuPt, name: "PCMU" }, { pt: pcmaPt, name: "PCMA" }],
-        offeredTelephoneEventPt,
-        direction,
-      ),
+      [...codecs, ...events].map((c) => String(c.pt)),
+      audioAttributes(codecs, events, direction),
     ),
   ];
   if (o.videoPort !== undefined) {
@@ -225,26 +255,43 @@ function answerDirection(theirs: MediaDirection, ours: MediaDirection): MediaDir
 }
 
 interface AudioChoice {
-  codec: "PCMU" | "PCMA";
+  codec: CallAudioCodec;
   payloadType: number;
   telephoneEventPt?: number;
+  telephoneEventClockRate?: number;
 }
 
-/** The first G.711 format of a section (its preference order) and its telephone-event. */
+/** Our codec for an encoding of the far end's SDP, if we speak it. */
+function callCodec(enc: { name: string; clockRate: number }): CallAudioCodec | undefined {
+  if ((enc.name === "PCMU" || enc.name === "PCMA") && enc.clockRate === narrowbandClockRate) {
+    return enc.name;
+  }
+  return enc.name === "OPUS" && enc.clockRate === opusClockRate ? "OPUS" : undefined;
+}
+
+/**
+ * The first G.711 or Opus format of a section (its preference order) and its telephone-event:
+ * the one at the codec's clock (RFC 4733 §2.1), else any.
+ */
 function chooseAudio(m: SdpMedia): AudioChoice | undefined {
   let choice: AudioChoice | undefined;
-  let telephoneEventPt: number | undefined;
+  const events: { pt: number; clockRate: number }[] = [];
   for (const format of m.formats) {
     const enc = encodingOf(m, format);
-    if (!enc || enc.clockRate !== 8000) continue;
-    if (!choice && (enc.name === "PCMU" || enc.name === "PCMA")) {
-      choice = { codec: enc.name, payloadType: Number(format) };
-    }
-    if (enc.name === "TELEPHONE-EVENT" && telephoneEventPt === undefined) {
-      telephoneEventPt = Number(format);
+    if (!enc) continue;
+    const codec = callCodec(enc);
+    if (!choice && codec) choice = { codec, payloadType: Number(format) };
+    if (enc.name === "TELEPHONE-EVENT") {
+      events.push({ pt: Number(format), clockRate: enc.clockRate });
     }
   }
-  if (choice && telephoneEventPt !== undefined) choice.telephoneEventPt = telephoneEventPt;
+  if (!choice) return undefined;
+  const clockRate = choice.codec === "OPUS" ? opusClockRate : narrowbandClockRate;
+  const event = events.find((e) => e.clockRate === clockRate) ?? events[0];
+  if (event) {
+    choice.telephoneEventPt = event.pt;
+    choice.telephoneEventClockRate = event.clockRate;
+  }
   return choice;
 }
 
@@ -262,7 +309,7 @@ function chooseH264(m: SdpMedia): number | undefined {
 }
 
 /**
- * The media of the far end's answer to our offer. No accepted G.711 audio is a
+ * The media of the far end's answer to our offer. No accepted G.711 or Opus audio is a
  * BadRequestError; a rejected section (port 0) is left out; `c=0.0.0.0` reads as a hold.
  */
 export function negotiateAnswer(answerSdp: string): NegotiatedMedia {
@@ -279,15 +326,16 @@ export function negotiateAnswer(answerSdp: string): NegotiatedMedia {
     }
   }
   if (!result.audio) {
-    throw new BadRequestError("sdp", "the answer accepts no G.711 audio (PCMU or PCMA)");
+    throw new BadRequestError("sdp", "the answer accepts no PCMU, PCMA or Opus audio");
   }
   return result;
 }
 
 /**
- * Our answer to the far end's offer: the first of its G.711 codecs with its telephone-event,
+ * Our answer to the far end's offer: the first of its G.711 and Opus codecs with its
+ * telephone-event,
  * H.264 when it offers it and `o.videoPort` is set; every other section rejected with port 0.
- * Our direction answers theirs (their sendonly gets recvonly). No G.711 audio in common is a
+ * Our direction answers theirs (their sendonly gets recvonly). No such audio in common is a
  * BadRequestError (a SIP 488 Not Acceptable Here).
  */
 export function answerCallOffer(
@@ -313,8 +361,11 @@ export function answerCallOffer(
         o.audioPort,
         formats.map(String),
         audioAttributes(
-          [{ pt: choice.payloadType, name: choice.codec }],
-          choice.telephoneEventPt,
+          [{ pt: choice.payloadType, codec: choice.codec }],
+          choice.telephoneEventPt === undefined ? [] : [{
+            pt: choice.telephoneEventPt,
+            clockRate: choice.telephoneEventClockRate ?? narrowbandClockRate,
+          }],
           answerDirection(far.direction, ours),
         ),
       );
@@ -338,7 +389,7 @@ export function answerCallOffer(
     return rejected;
   });
   if (!media.audio) {
-    throw new BadRequestError("sdp", "no G.711 audio (PCMU or PCMA) in common with the offer");
+    throw new BadRequestError("sdp", "no PCMU, PCMA or Opus audio in common with the offer");
   }
   return { sdp: writeSdp(description(o, sections)), media };
 }

@@ -65,7 +65,7 @@ const baresipOffer = [
   "",
 ].join("\r\n");
 
-Deno.test("call offer: G.711 + telephone-event at 20 ms, H.264 when video, parses back", () => {
+Deno.test("call offer: G.711, Opus + telephone-event at 20 ms, H.264 when video, parses back", () => {
   const text = buildCallOffer({
     address: "127.0.0.1",
     audioPort: 20000,
@@ -81,12 +81,24 @@ Deno.test("call offer: G.711 + telephone-event at 20 ms, H.264 when video, parse
     "audio",
     20000,
     "RTP/AVP",
-    ["0", "8", "101"],
+    ["0", "8", "111", "101", "110"],
   ]);
   assert.equal(rtpmap(audio, 0)?.encoding, "PCMU");
   assert.equal(rtpmap(audio, 8)?.encoding, "PCMA");
+  assert.deepEqual(rtpmap(audio, 111), {
+    payloadType: 111,
+    encoding: "opus",
+    clockRate: 48000,
+    channels: 2,
+  });
+  assert.equal(fmtp(audio, 111).get("useinbandfec"), "1");
   assert.equal(rtpmap(audio, 101)?.encoding, "telephone-event");
-  assert.equal(audio.attributes.find((a) => a.name === "fmtp")?.value, "101 0-16");
+  assert.equal(rtpmap(audio, 101)?.clockRate, 8000);
+  assert.equal(rtpmap(audio, 110)?.clockRate, 48000);
+  assert.deepEqual(
+    audio.attributes.filter((a) => a.name === "fmtp").map((a) => a.value),
+    ["111 minptime=10;useinbandfec=1", "101 0-16", "110 0-16"],
+  );
   assert.equal(attribute(audio, "ptime"), "20");
   assert.ok(audio.attributes.some((a) => a.name === "sendrecv"));
   assert.deepEqual([video.type, video.port, video.formats], ["video", 20002, ["96"]]);
@@ -117,6 +129,7 @@ Deno.test("call offer: G.711 + telephone-event at 20 ms, H.264 when video, parse
       codec: "PCMU",
       payloadType: 0,
       telephoneEventPt: 101,
+      telephoneEventClockRate: 8000,
       remote: { host: "127.0.0.1", port: 20000 },
       direction: "sendrecv",
     },
@@ -143,6 +156,7 @@ Deno.test("call answer from sipp uas and from baresip", () => {
       codec: "PCMU",
       payloadType: 0,
       telephoneEventPt: 101,
+      telephoneEventClockRate: 8000,
       remote: { host: "127.0.0.1", port: 5110, rtcpPort: 5111 },
       direction: "sendrecv",
     },
@@ -186,6 +200,7 @@ Deno.test("answer to an offer: their first G.711, their telephone-event pt, H.26
       codec: "PCMA",
       payloadType: 8,
       telephoneEventPt: 101,
+      telephoneEventClockRate: 8000,
       remote: { host: "127.0.0.1", port: 5100 },
       direction: "sendrecv",
     },
@@ -264,4 +279,69 @@ Deno.test("call SDP on cut and mutated input: an answer or a BadRequestError, no
       }
     }
   }
+});
+
+/** A far end that answers our offer with Opus and the 48 kHz telephone-event. */
+const opusAnswer = [
+  "v=0",
+  "o=- 1 1 IN IP4 127.0.0.1",
+  "s=-",
+  "c=IN IP4 127.0.0.1",
+  "t=0 0",
+  "m=audio 5200 RTP/AVP 111 110",
+  "a=rtpmap:111 opus/48000/2",
+  "a=fmtp:111 stereo=1;sprop-stereo=1",
+  "a=rtpmap:110 telephone-event/48000",
+  "a=fmtp:110 0-15",
+  "a=sendrecv",
+  "",
+].join("\r\n");
+
+Deno.test("Opus: preferOpus puts it first; an Opus answer negotiates Opus with its 48 kHz events", () => {
+  const offer = parseSdp(
+    buildCallOffer({ address: "127.0.0.1", audioPort: 20000, preferOpus: true }),
+  );
+  assert.deepEqual(offer.media[0].formats, ["111", "0", "8", "101", "110"]);
+  assert.deepEqual(negotiateAnswer(opusAnswer).audio, {
+    codec: "OPUS",
+    payloadType: 111,
+    telephoneEventPt: 110,
+    telephoneEventClockRate: 48000,
+    remote: { host: "127.0.0.1", port: 5200 },
+    direction: "sendrecv",
+  });
+  // G.711-only far ends still get G.711: sipp's answer above reads as before.
+  assert.equal(negotiateAnswer(sippUasAnswer).audio?.codec, "PCMU");
+});
+
+Deno.test("Opus: an offer of Opus only is answered with Opus; the 8 kHz event is taken when alone", () => {
+  const opusOnlyOffer = opusAnswer.replace(
+    "m=audio 5200 RTP/AVP 111 110",
+    "m=audio 5200 RTP/AVP 96 101",
+  )
+    .replace("a=rtpmap:111 opus/48000/2", "a=rtpmap:96 OPUS/48000/2")
+    .replace("a=fmtp:111", "a=fmtp:96")
+    .replace("a=rtpmap:110 telephone-event/48000", "a=rtpmap:101 telephone-event/8000")
+    .replace("a=fmtp:110", "a=fmtp:101");
+  const { sdp, media } = answerCallOffer(opusOnlyOffer, { address: "127.0.0.1", audioPort: 30000 });
+  assert.equal(media.audio?.codec, "OPUS");
+  assert.equal(media.audio?.payloadType, 96);
+  assert.deepEqual([media.audio?.telephoneEventPt, media.audio?.telephoneEventClockRate], [
+    101,
+    8000,
+  ]);
+  const answer = parseSdp(sdp).media[0];
+  assert.deepEqual(answer.formats, ["96", "101"]);
+  assert.equal(rtpmap(answer, 96)?.clockRate, 48000);
+  assert.equal(rtpmap(answer, 96)?.channels, 2);
+  assert.equal(rtpmap(answer, 101)?.clockRate, 8000);
+  // Opus at another clock is not Opus as RFC 7587 has it: nothing in common.
+  assert.throws(
+    () =>
+      answerCallOffer(opusOnlyOffer.replace("OPUS/48000/2", "OPUS/16000"), {
+        address: "127.0.0.1",
+        audioPort: 30000,
+      }),
+    BadRequestError,
+  );
 });
