@@ -381,6 +381,8 @@ export class Call {
       videoPort: m.videoPort,
       direction,
       sessionVersion: ++this.#offerVersion,
+      // The codec in use stays first, so a hold does not switch the call's codec.
+      preferOpus: m.media.audio?.codec === "OPUS",
     });
     const answer = await this.#sip.reinvite(offer);
     m.update(negotiateAnswer(answer));

@@ -63,6 +63,8 @@ export interface CallStartup extends SipAccountFields {
   rtmpStream?: string;
   /** REGISTER the account (digest) before dialling; the registration ends with the call. */
   sipRegisterRequired?: boolean;
+  /** Offer Opus first: the call's audio is Opus already (a browser's), so it may pass as is. */
+  preferOpus?: boolean;
 }
 
 /** A Web SDK session's SIP account, attached while the session lives. */
@@ -166,6 +168,7 @@ export class CallRegistry {
       address: media.address,
       audioPort: media.audioPort,
       videoPort: media.videoPort,
+      preferOpus: o.preferOpus,
     });
     let sip: SipCall;
     try {

@@ -154,6 +154,8 @@ class SipPhone {
         callee: o.callee,
         hasAudio: true,
         hasVideo: phoneCall.peer.hasVideo,
+        // The browser sends Opus: a far end taking Opus gets it without transcoding.
+        preferOpus: true,
         sessionId: this.#session.sessionId,
         appKey: this.#session.record().appKey,
       });

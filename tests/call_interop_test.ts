@@ -46,9 +46,15 @@ async function configWithTone(seconds: number) {
   return config;
 }
 
-/** Runs `fn` with an auto-answering baresip; its log is printed when `fn` fails. */
-async function withBaresip(fn: (baresip: Baresip) => Promise<void>): Promise<void> {
-  const baresip = await startBaresip();
+/**
+ * Runs `fn` with an auto-answering baresip (G.711, or the `audioCodecs` given); its log is
+ * printed when `fn` fails.
+ */
+async function withBaresip(
+  fn: (baresip: Baresip) => Promise<void>,
+  audioCodecs?: string,
+): Promise<void> {
+  const baresip = await startBaresip({ audioCodecs });
   try {
     await fn(baresip);
   } catch (err) {
@@ -109,6 +115,32 @@ Deno.test("inject_sound is heard at baresip: its recording goes from silence to 
       await callWithStatus(server, "snd1", "FINISH");
     }, config);
   });
+});
+
+Deno.test("baresip speaking only Opus: the call runs in Opus, hears inject_sound, logs RFC 2833 digits", async () => {
+  const config = await configWithTone(3);
+  await withBaresip(async (baresip) => {
+    await withServer(async (server) => {
+      await callBaresip(server, baresip, "opus1");
+      const call = (await calls(server)).find((c) => c.callId === "opus1");
+      assert.match(String(call?.sdp), /m=audio \d+ RTP\/AVP 111\b/, "baresip answered Opus");
+      await ok(server, "/call/inject_sound", { callId: "opus1", fileName: "tone.wav" });
+      const heard = await waitFor("baresip to hear the tone", async () => {
+        const rms = await baresip.heardRms();
+        return rms > 1000 ? rms : undefined;
+      }, 6000);
+      assert.ok(heard > 1000, `baresip heard RMS ${heard}`);
+      await ok(server, "/call/send_dtmf", { callId: "opus1", dtmf: "123#", type: "RFC2833" });
+      const events = await waitFor("baresip to log the four digits", () => {
+        const digits = [...baresip.log().matchAll(/received event: '(.)' \(end=1\)/g)]
+          .map((m) => m[1]);
+        return digits.length >= 4 ? digits : undefined;
+      });
+      assert.deepEqual(events, ["1", "2", "3", "#"]);
+      await ok(server, "/call/terminate", { callId: "opus1" });
+      await callWithStatus(server, "opus1", "FINISH");
+    }, config);
+  }, "opus/48000/2");
 });
 
 Deno.test("a call with rtmpUrl pushes its received audio to nginx-rtmp as AAC", async () => {

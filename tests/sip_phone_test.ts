@@ -161,10 +161,15 @@ interface Setup {
   tone: MediaFrame[];
 }
 
-async function withPhone(fn: (s: Setup) => Promise<void>, manual = false): Promise<void> {
+/** Runs `fn` with a server and a baresip (G.711, or the `audioCodecs` given). */
+async function withPhone(
+  fn: (s: Setup) => Promise<void>,
+  manual = false,
+  audioCodecs?: string,
+): Promise<void> {
   const tone = await opusTone();
   const server = await startTestServer(testConfig());
-  const baresip = await startBaresip({ answerMode: manual ? "manual" : "auto" });
+  const baresip = await startBaresip({ answerMode: manual ? "manual" : "auto", audioCodecs });
   try {
     await fn({ server, baresip, tone });
   } catch (err) {
@@ -232,6 +237,37 @@ Deno.test("SDK call to baresip: ESTABLISHED, sound both ways, hold, DTMF, the SD
       await client.close();
     }
   });
+});
+
+Deno.test("SDK call to an Opus baresip: Opus offered first, the SIP leg runs Opus, sound both ways", async () => {
+  await withPhone(
+    async (s) => {
+      const { client, browser } = await placeCall(s, "call-opus-1");
+      try {
+        // baresip prefers Opus but takes PCMU: Opus first in our offer is what makes it Opus.
+        const call = s.server.services.calls.get("call-opus-1");
+        assert.equal(call.media.media.audio?.codec, "OPUS");
+        browser.speak(s.tone);
+        await until("the far end's sound at the browser", () => {
+          return browser.received.length > 100 && browser.meanPayload() > 20;
+        });
+        await new Promise((r) => setTimeout(r, 1000));
+        client.send("hangup", { callId: "call-opus-1" });
+        await nextStatus(client, "finish");
+        await until("baresip's call to end", async () => {
+          return !(await activeCalls(s.baresip)).includes("ESTABLISHED");
+        });
+        // What baresip heard, decoded from Opus: the browser's tone, not silence.
+        const rms = await s.baresip.heardRms();
+        assert.ok(rms > 1000, `baresip heard RMS ${rms}`);
+      } finally {
+        await browser.close();
+        await client.close();
+      }
+    },
+    false,
+    "opus/48000/2,PCMU",
+  );
 });
 
 Deno.test("SDK call to baresip: baresip's hangup ends the SDK's call", async () => {

@@ -1,6 +1,7 @@
 /**
  * baresip (Debian `baresip-core`) as the far end of SIP tests, after the recipe of
- * ../shared/peers/start-baresip.sh: bound to 127.0.0.1 on free ports, G.711 only, a 400 Hz
+ * ../shared/peers/start-baresip.sh: bound to 127.0.0.1 on free ports, G.711 only (or the
+ * codecs asked, Opus among them), a 400 Hz
  * tone as its microphone (aufile), no sound card (ALSA null), driven over ctrl_tcp (JSON
  * netstrings). The sndfile module also writes what it hears, decoded, to a WAV file per call
  * (`*-dec.wav`), so a test can tell sound from silence at the far end.
@@ -32,20 +33,27 @@ export interface BaresipOptions {
   answerMode?: "auto" | "manual";
   /** User of its address-of-record. Default "baresip". */
   user?: string;
+  /** Its account's `audio_codecs`, in its order of preference. Default "PCMU,PCMA". */
+  audioCodecs?: string;
 }
 
 /** Seconds of the tone file (baresip loops it). */
 const toneSeconds = 60;
 /** Sample rate of the tone and of G.711, in Hz. */
 const toneRate = 8000;
+/** Rate and channels of Opus as baresip runs it (aufile does not resample). */
+const opusRate = 48000;
+const opusChannels = 2;
+/** Frequency of the tone, in Hz. */
+const toneHz = 400;
 /** Longest wait for baresip to be ready, in ms. */
 const startTimeoutMs = 10_000;
 /** Size of a canonical WAV header, in bytes. */
 const wavHeaderBytes = 44;
 
-/** A 400 Hz tone (20 samples a period at 8 kHz) as a 16-bit mono WAV. */
-function toneWav(): Uint8Array {
-  const samples = toneRate * toneSeconds;
+/** A 400 Hz tone as a 16-bit WAV of `rate` Hz and `channels`. */
+function toneWav(rate: number, channels: number): Uint8Array {
+  const samples = rate * toneSeconds * channels;
   const bytes = new Uint8Array(wavHeaderBytes + samples * 2);
   const view = new DataView(bytes.buffer);
   const ascii = (offset: number, text: string) =>
@@ -55,15 +63,20 @@ function toneWav(): Uint8Array {
   ascii(8, "WAVEfmt ");
   view.setUint32(16, 16, true);
   view.setUint16(20, 1, true);
-  view.setUint16(22, 1, true);
-  view.setUint32(24, toneRate, true);
-  view.setUint32(28, toneRate * 2, true);
-  view.setUint16(32, 2, true);
+  view.setUint16(22, channels, true);
+  view.setUint32(24, rate, true);
+  view.setUint32(28, rate * channels * 2, true);
+  view.setUint16(32, channels * 2, true);
   view.setUint16(34, 16, true);
   ascii(36, "data");
   view.setUint32(40, samples * 2, true);
   for (let i = 0; i < samples; i++) {
-    view.setInt16(wavHeaderBytes + i * 2, Math.round(8000 * Math.sin(2 * Math.PI * i / 20)), true);
+    const t = Math.floor(i / channels) / rate;
+    view.setInt16(
+      wavHeaderBytes + i * 2,
+      Math.round(8000 * Math.sin(2 * Math.PI * toneHz * t)),
+      true,
+    );
   }
   return bytes;
 }
@@ -76,7 +89,11 @@ export async function startBaresip(o: BaresipOptions = {}): Promise<Baresip> {
   const rtpBase = await freeUdpRange(20);
   const dir = await Deno.makeTempDir({ prefix: "baresip-" });
   await Deno.mkdir(`${dir}/dumps`);
-  await Deno.writeFile(`${dir}/tone.wav`, toneWav());
+  const opus = /opus/i.test(o.audioCodecs ?? "");
+  await Deno.writeFile(
+    `${dir}/tone.wav`,
+    opus ? toneWav(opusRate, opusChannels) : toneWav(toneRate, 1),
+  );
   await Deno.writeTextFile(
     `${dir}/config`,
     [
@@ -95,6 +112,7 @@ export async function startBaresip(o: BaresipOptions = {}): Promise<Baresip> {
       "jitter_buffer_delay 5-10",
       "module_path /usr/lib/baresip/modules",
       "module g711.so",
+      ...(opus ? ["module opus.so"] : []),
       "module alsa.so",
       "module aufile.so",
       "module sndfile.so",
@@ -110,7 +128,7 @@ export async function startBaresip(o: BaresipOptions = {}): Promise<Baresip> {
     `${dir}/accounts`,
     `<sip:${user}@127.0.0.1:${sipPort}>;regint=0;answermode=${
       o.answerMode ?? "auto"
-    };audio_codecs=PCMU,PCMA\n`,
+    };audio_codecs=${o.audioCodecs ?? "PCMU,PCMA"}\n`,
   );
   await Deno.writeTextFile(`${dir}/contacts`, "");
   let child: Deno.ChildProcess;
