@@ -32,7 +32,7 @@ const multiScheme = "multi-recorder://";
 /** Bytes in a MiB. */
 const mibBytes = 1024 * 1024;
 /** Audio an MP4 recording takes as AAC, converted by the codec engine. */
-const convertedForMp4: ReadonlySet<Codec> = new Set(["PCMU", "PCMA"]);
+const convertedForMp4: ReadonlySet<Codec> = new Set(["PCMU", "PCMA", "G722"]);
 
 /**
  * The recorders of a server. Recorders and multi-recorders hold a slot of the `recorders`

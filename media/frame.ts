@@ -9,7 +9,7 @@
 /** Video codecs of the media plane. */
 export type VideoCodec = "H264" | "H265" | "VP8";
 /** Audio codecs of the media plane. */
-export type AudioCodec = "AAC" | "OPUS" | "PCMU" | "PCMA" | "MP3";
+export type AudioCodec = "AAC" | "OPUS" | "PCMU" | "PCMA" | "G722" | "MP3";
 /** Any codec of the media plane. */
 export type Codec = VideoCodec | AudioCodec;
 /** What a track carries. */

@@ -15,9 +15,11 @@ import type { CodecEngine } from "./engine.ts";
 import { LiveTranscode } from "./live_transcode.ts";
 
 /** Codecs audio can be converted to. */
-export type AudioTarget = "OPUS" | "AAC" | "PCMU" | "PCMA";
-/** Sample rate of G.711, in Hz. */
+export type AudioTarget = "OPUS" | "AAC" | "PCMU" | "PCMA" | "G722";
+/** Sample rate of G.711 (and RTP clock of G.722, RFC 3551 §4.5.2), in Hz. */
 const g711SampleRate = 8000;
+/** Sample rate G.722 codes, in Hz. */
+const g722SampleRate = 16000;
 
 /** Longest span of video held waiting for converted audio, in milliseconds. */
 export const maxVideoHoldMs = 1000;
@@ -59,10 +61,10 @@ export function targetTrack(
   engine: CodecEngine,
   sampleRate = convertedSampleRate,
 ): Track {
-  const g711 = target === "PCMU" || target === "PCMA";
+  const g711 = target === "PCMU" || target === "PCMA" || target === "G722";
   // WebRTC's Opus is signalled as stereo (a mono Opus stream decodes the same); ffmpeg.wasm
   // 0.12.10 crashes encoding stereo Opus (memory access out of bounds), so there it is mono.
-  // AAC keeps the source's layout up to stereo; G.711 is mono as telephony knows it.
+  // AAC keeps the source's layout up to stereo; G.711 and G.722 are mono as telephony knows them.
   const channels = g711
     ? 1
     : target === "OPUS"
@@ -75,7 +77,8 @@ export function targetTrack(
     kind: "audio",
     codec: target,
     clockRate,
-    sampleRate: clockRate,
+    // G.722 codes 16 kHz under its 8 kHz RTP clock.
+    sampleRate: target === "G722" ? g722SampleRate : clockRate,
     channels,
   };
   if (target === "OPUS") track.config = { codec: "OPUS" };
@@ -90,6 +93,9 @@ export function codecArgs(track: Track, bitrate?: number): string[] {
   const rate = ["-ar", String(track.clockRate), "-ac", String(track.channels)];
   if (track.codec === "PCMU" || track.codec === "PCMA") {
     return ["-vn", "-c:a", track.codec === "PCMU" ? "pcm_mulaw" : "pcm_alaw", ...rate];
+  }
+  if (track.codec === "G722") {
+    return ["-vn", "-c:a", "g722", "-ar", String(g722SampleRate), "-ac", "1"];
   }
   return track.codec === "OPUS"
     ? [

@@ -49,7 +49,7 @@ interface OutputParser {
   flush(): MediaFrame[];
 }
 
-/** Cuts raw G.711 (one byte a sample) into frames of `g711FrameMs`. */
+/** Cuts raw G.711 or G.722 (one byte a clock unit) into frames of `g711FrameMs`. */
 class G711Framer implements OutputParser {
   #pending = new Uint8Array(0);
   #samples = 0;
@@ -84,9 +84,14 @@ class G711Framer implements OutputParser {
   }
 }
 
-/** True for the codecs ffmpeg writes raw rather than in MPEG-TS. */
-function isG711(track: Track): boolean {
-  return track.codec === "PCMU" || track.codec === "PCMA";
+/** True for the codecs ffmpeg writes raw rather than in MPEG-TS (G.711, G.722). */
+function isRawAudio(track: Track): boolean {
+  return track.codec === "PCMU" || track.codec === "PCMA" || track.codec === "G722";
+}
+
+/** ffmpeg's raw format of G.711 or G.722. */
+function rawFormat(codec: string): string {
+  return codec === "PCMU" ? "mulaw" : codec === "PCMA" ? "alaw" : "g722";
 }
 
 /** What a live transcode is built from. */
@@ -120,8 +125,10 @@ export interface InputEncoder {
   encode(frame: MediaFrame): Uint8Array;
 }
 
-/** ffmpeg's input format options for frames of `input`: raw G.711, MP3 or MPEG-TS. */
+/** ffmpeg's input format options for frames of `input`: raw G.711 or G.722, MP3 or MPEG-TS. */
 export function liveInputArgs(input: Track): string[] {
+  // Raw G.722 is 16 kHz mono by definition.
+  if (input.codec === "G722") return ["-f", rawFormat(input.codec)];
   if (input.codec === "PCMU" || input.codec === "PCMA") {
     return [
       ...["-f", input.codec === "PCMU" ? "mulaw" : "alaw"],
@@ -134,7 +141,7 @@ export function liveInputArgs(input: Track): string[] {
 
 /** A new encoder of `input`'s frames into what `liveInputArgs` tells ffmpeg to expect. */
 export function liveInputEncoder(input: Track): InputEncoder {
-  if (input.codec === "PCMU" || input.codec === "PCMA" || input.codec === "MP3") {
+  if (isRawAudio(input) || input.codec === "MP3") {
     return { encode: (f) => f.data };
   }
   const track = { ...input, id: 0 };
@@ -177,7 +184,7 @@ export class LiveTranscode {
         inputArgs: [...lowDelayInputArgs, ...this.#inputArgs],
         outputArgs: [
           ...options.codecArgs,
-          ...(isG711(options.output)
+          ...(isRawAudio(options.output)
             ? ["-flush_packets", "1", ...this.#outputFormat]
             : lowDelayOutputArgs),
         ],
@@ -236,12 +243,12 @@ export class LiveTranscode {
   /** ffmpeg's output format: MPEG-TS, or raw G.711. */
   get #outputFormat(): string[] {
     const { output } = this.#options;
-    if (!isG711(output)) return ["-f", "mpegts"];
-    return ["-f", output.codec === "PCMU" ? "mulaw" : "alaw"];
+    if (!isRawAudio(output)) return ["-f", "mpegts"];
+    return ["-f", rawFormat(output.codec)];
   }
 
   #newParser(): OutputParser {
-    if (isG711(this.#options.output)) return new G711Framer(this.#options.output);
+    if (isRawAudio(this.#options.output)) return new G711Framer(this.#options.output);
     const demuxer = new TsDemuxer();
     return { push: (chunk) => demuxer.push(chunk), flush: () => demuxer.flush() };
   }

@@ -1,6 +1,6 @@
 /**
- * The audio a call sends, in packets of 20 ms on a wall clock (G.711: 160 bytes; Opus: one
- * 20 ms Opus packet): each 20 ms slot takes its packet from the first source that has one —
+ * The audio a call sends, in packets of 20 ms on a wall clock (G.711 and G.722: 160 bytes;
+ * Opus: one 20 ms Opus packet): each 20 ms slot takes its packet from the first source that has one —
  * in-band DTMF tones, then an injected sound, then the live audio of the stream sent into the
  * call (which keeps being consumed underneath, so it resumes in time, not late). RTP
  * timestamps follow the slots, so they stay continuous across sources and silences; a packet
@@ -11,7 +11,7 @@ import { g711Silence } from "../codecs/g711.ts";
 
 /** Duration of one packet, in milliseconds. */
 export const packetMs = 20;
-/** G.711 samples (bytes) in one packet. */
+/** G.711 samples (bytes, and G.722 bytes and clock units) in one packet. */
 export const packetSamples = 160;
 /** RTP clock units of one Opus packet of 20 ms (48 kHz clock). */
 export const opusPacketSamples = 960;
@@ -24,11 +24,13 @@ export const liveMaxPackets = 25;
  * two bytes code a silent frame): what browsers send in DTX, three bytes a slot.
  */
 export const opusSilencePacket = new Uint8Array([0xf8, 0xff, 0xfe]);
+/** A G.722 byte that decodes to silence (a steady -2 of 32768 from ffmpeg's decoder). */
+export const g722SilenceByte = 0xff;
 /** Most slots sent at once to catch up after the event loop stalled (100 ms). */
 const maxCatchUpSlots = 5;
 
 /** Codecs the pacer sends. */
-export type PacedCodec = "PCMU" | "PCMA" | "OPUS";
+export type PacedCodec = "PCMU" | "PCMA" | "G722" | "OPUS";
 
 /** Sends one packet: its payload, RTP timestamp and marker bit. */
 export type AudioPacketSink = (payload: Uint8Array, timestamp: number, marker: boolean) => void;
@@ -70,8 +72,8 @@ class ByteQueue {
   }
 }
 
-/** G.711 bytes cut into packets, the last one padded with `silence`. */
-export function g711Packets(bytes: Uint8Array, silence: number): Uint8Array[] {
+/** G.711 or G.722 bytes cut into packets, the last one padded with `silence`. */
+export function bytePackets(bytes: Uint8Array, silence: number): Uint8Array[] {
   const packets: Uint8Array[] = [];
   for (let at = 0; at < bytes.length; at += packetSamples) {
     const packet = new Uint8Array(packetSamples).fill(silence);
@@ -126,7 +128,7 @@ export class CallAudioPacer {
   #codec: PacedCodec = "PCMU";
   #tones = new ClipQueue();
   #sounds = new ClipQueue();
-  /** G.711 live bytes not yet a whole packet. */
+  /** G.711 or G.722 live bytes not yet a whole packet. */
   #liveBytes = new ByteQueue();
   #live: Uint8Array[] = [];
   #liveAttached = false;
@@ -156,8 +158,9 @@ export class CallAudioPacer {
     this.#clearLive();
   }
 
-  /** G.711 silence byte, for padding. */
+  /** G.711 or G.722 silence byte, for padding. */
   get #silence(): number {
+    if (this.#codec === "G722") return g722SilenceByte;
     return g711Silence(this.#codec === "PCMA" ? "PCMA" : "PCMU");
   }
 
@@ -180,7 +183,7 @@ export class CallAudioPacer {
   }
 
   /**
-   * Appends live audio of the call's codec: G.711 bytes (any amount), or one 20 ms Opus
+   * Appends live audio of the call's codec: G.711 or G.722 bytes (any amount), or one 20 ms Opus
    * packet. Empty input is nothing.
    */
   pushLive(data: Uint8Array): void {
@@ -198,7 +201,7 @@ export class CallAudioPacer {
   }
 
   /**
-   * Plays DTMF tones over everything else (G.711 bytes, or 20 ms packets of the call's
+   * Plays DTMF tones over everything else (G.711 or G.722 bytes, or 20 ms packets of the call's
    * codec); resolves when played (or on close).
    */
   playTones(clip: Uint8Array | Uint8Array[]): Promise<void> {
@@ -227,7 +230,7 @@ export class CallAudioPacer {
 
   #play(queue: ClipQueue, clip: Uint8Array | Uint8Array[]): Promise<void> {
     if (this.#closed) return Promise.resolve();
-    const played = queue.add(Array.isArray(clip) ? clip : g711Packets(clip, this.#silence));
+    const played = queue.add(Array.isArray(clip) ? clip : bytePackets(clip, this.#silence));
     this.#run();
     return played;
   }
@@ -272,7 +275,7 @@ export class CallAudioPacer {
   }
 
   /**
-   * One slot of silence: G.711 zero samples, or Opus's silent frame (sending nothing would
+   * One slot of silence: G.711 or G.722 silence, or Opus's silent frame (sending nothing would
    * stall a far end's jitter buffer and symmetric RTP as much as with G.711).
    */
   #silencePacket(): Uint8Array {

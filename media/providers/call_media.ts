@@ -1,6 +1,6 @@
 /**
- * The RTP session of a SIP call: G.711 or Opus audio (with RFC 4733 DTMF) and optional H.264
- * video,
+ * The RTP session of a SIP call: G.711, G.722 or Opus audio (with RFC 4733 DTMF) and optional
+ * H.264 video,
  * each on an RTP/RTCP port pair of the SIP media range.
  *
  * Receiving: packets pass a small reorder buffer and become frames for the call's Stream
@@ -69,6 +69,8 @@ export const dtmfToneMs = 100;
 export const dtmfGapMs = 50;
 /** Clock of G.711 audio, in Hz. */
 const audioClockRate = 8000;
+/** Sample rate G.722 codes, in Hz. */
+const g722SampleRate = 16000;
 /** Clock of Opus audio (RFC 7587), in Hz. */
 const opusClockRate = 48000;
 /** Channels Opus is signalled with (RFC 7587 §7: always stereo). */
@@ -206,7 +208,8 @@ function audioTrack(codec: CallAudioCodec): Track {
       kind: "audio",
       codec,
       clockRate: audioClockRate,
-      sampleRate: audioClockRate,
+      // G.722 codes 16 kHz under its 8 kHz RTP clock (RFC 3551 §4.5.2).
+      sampleRate: codec === "G722" ? g722SampleRate : audioClockRate,
       channels: 1,
     };
   }
@@ -384,8 +387,8 @@ export class CallMedia {
     const audio = source.tracks.find((t) => t.kind === "audio");
     // Opus into an Opus call passes as it is (a browser's); G.711 of the other law is
     // converted here; anything else by the engine.
-    const g711 = audio?.codec === "PCMU" || audio?.codec === "PCMA";
-    const passes = codec === "OPUS" ? audio?.codec === "OPUS" : g711;
+    const g711 = (c: string | undefined) => c === "PCMU" || c === "PCMA";
+    const passes = audio?.codec === codec || (g711(codec) && g711(audio?.codec));
     const converted = audio && !passes
       ? convertedAudio(source, codec, this.#engine, this.#log)
       : source;
@@ -415,8 +418,9 @@ export class CallMedia {
   /**
    * Sends `digits` (0-9, *, #, A-D): as RFC 4733 events on the negotiated telephone-event
    * payload type (a BadRequestError when the far end offered none), or INBAND as tones in the
-   * call's codec over the sent audio (Opus tones are encoded by the engine). Each key lasts `dtmfToneMs`, then `dtmfGapMs` of
-   * silence; resolves when all were sent. Calls queue one after the other.
+   * call's codec over the sent audio (G.722 and Opus tones are encoded by the engine). Each
+   * key lasts `dtmfToneMs`, then `dtmfGapMs` of silence; resolves when all were sent. Calls
+   * queue one after the other.
    */
   sendDtmf(digits: string, mode: "RFC2833" | "INBAND"): Promise<void> {
     const audio = this.#media.audio;
@@ -460,7 +464,7 @@ export class CallMedia {
   }
 
   /**
-   * `input` (read with `inputArgs`) in `codec`: G.711 bytes, or 20 ms Opus packets (ffmpeg
+   * `input` (read with `inputArgs`) in `codec`: G.711 or G.722 bytes, or 20 ms Opus packets (ffmpeg
    * writes them in MPEG-TS, one PES each, as the live conversions do).
    */
   async #encode(
@@ -469,22 +473,18 @@ export class CallMedia {
     input: Uint8Array,
   ): Promise<Uint8Array | Uint8Array[]> {
     const opus = codec === "OPUS";
-    const outputArgs = opus
-      ? [...codecArgs(targetTrack(audioTrack(codec), codec, this.#engine)), "-f", "mpegts"]
-      : [
-        "-vn",
-        "-ac",
-        "1",
-        "-ar",
-        String(audioClockRate),
-        "-f",
-        codec === "PCMU" ? "mulaw" : "alaw",
-      ];
+    const format = opus
+      ? "mpegts"
+      : codec === "PCMU"
+      ? "mulaw"
+      : codec === "PCMA"
+      ? "alaw"
+      : "g722";
     const out = await this.#engine.run({
       inputArgs,
       input,
       live: true, // the caller hears it now: not a background job a busy server may starve
-      outputArgs,
+      outputArgs: [...codecArgs(targetTrack(audioTrack(codec), codec, this.#engine)), "-f", format],
     });
     if (!opus) return out;
     const demuxer = new TsDemuxer();
@@ -740,7 +740,8 @@ export class CallMedia {
   #inCallCodec(frame: MediaFrame): Uint8Array {
     const codec = this.#media.audio!.codec;
     if (frame.codec === codec) return frame.data;
-    if (codec !== "OPUS" && (frame.codec === "PCMU" || frame.codec === "PCMA")) {
+    const callG711 = codec === "PCMU" || codec === "PCMA";
+    if (callG711 && (frame.codec === "PCMU" || frame.codec === "PCMA")) {
       return g711Encode(codec, g711Decode(frame.codec, frame.data));
     }
     return new Uint8Array(0); // a conversion still starting gives nothing else
@@ -795,7 +796,7 @@ export class CallMedia {
       pcm.set(part, at);
       at += part.length;
     }
-    if (codec !== "OPUS") return Promise.resolve(g711Encode(codec, pcm));
+    if (codec === "PCMU" || codec === "PCMA") return Promise.resolve(g711Encode(codec, pcm));
     const raw = new Uint8Array(pcm.buffer, pcm.byteOffset, pcm.byteLength);
     const rawArgs = ["-f", "s16le", "-ar", String(audioClockRate), "-ac", "1"];
     return this.#encode(codec, rawArgs, raw);

@@ -89,6 +89,8 @@ async function call(
     video?: boolean;
     preferOpus?: boolean;
     idleSilence?: boolean;
+    /** Payload types A's offer keeps in its audio `m=` line (all by default). */
+    audioFormats?: string;
   } = {},
 ): Promise<Pair> {
   const engine = createEngine("native");
@@ -104,12 +106,15 @@ async function call(
     });
   const a = await open();
   const b = await open();
-  const offer = buildCallOffer({
+  const fullOffer = buildCallOffer({
     address: a.address,
     audioPort: a.audioPort,
     videoPort: a.videoPort,
     preferOpus: options.preferOpus,
   });
+  const offer = options.audioFormats === undefined
+    ? fullOffer
+    : fullOffer.replace(/(m=audio \d+ RTP\/AVP) [\d ]+/, `$1 ${options.audioFormats}`);
   const answer = answerCallOffer(offer, {
     address: b.address,
     audioPort: options.bPort ?? b.audioPort,
@@ -730,5 +735,106 @@ Deno.test("call media, Opus: a stream's Opus passes as it is; idle slots carry O
     assert.ok(pcm.length > 0 && rmsOf(pcm) < 1, `rms ${rmsOf(pcm)}`);
   } finally {
     await q.close();
+  }
+});
+
+/** Received G.722 frames decoded by ffmpeg to 8 kHz mono samples. */
+async function decodeG722(received: Received): Promise<Int16Array> {
+  const bytes = new Uint8Array(received.frames.reduce((n, f) => n + f.data.length, 0));
+  let at = 0;
+  for (const f of received.frames) {
+    bytes.set(f.data, at);
+    at += f.data.length;
+  }
+  const child = new Deno.Command("ffmpeg", {
+    args: ["-v", "error", "-f", "g722", "-i", "-", "-ar", "8000", "-f", "s16le", "-"],
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const writer = child.stdin.getWriter();
+  await writer.write(bytes);
+  await writer.close();
+  const out = await child.output();
+  assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+  return new Int16Array(out.stdout.buffer, 0, out.stdout.length >> 1);
+}
+
+Deno.test("call media, G.722: an injected tone, INBAND and RFC 2833 digits arrive; the track is 16 kHz at an 8 kHz clock", async () => {
+  const dir = await Deno.makeTempDir();
+  const p = await call({ audioFormats: "9 101" });
+  try {
+    assert.equal(p.mediaB.audio?.codec, "G722");
+    assert.deepEqual(
+      p.b.tracks.map((t) => [t.codec, t.clockRate, t.sampleRate, t.channels]),
+      [["G722", 8000, 16000, 1]],
+    );
+    await p.a.injectSound(await toneFile(dir, 1));
+    await sleep(100);
+    const frames = p.atB.frames;
+    assert.ok(frames.length >= 45 && frames.length <= 52, `${frames.length} frames`);
+    assert.ok(frames.every((f) => f.codec === "G722" && f.data.length === 160));
+    for (let i = 1; i < frames.length; i++) assert.equal(frames[i].pts - frames[i - 1].pts, 160);
+    const pcm = await decodeG722(p.atB);
+    assert.ok(rmsOf(pcm) > 1000, `rms ${rmsOf(pcm)}`);
+    assert.ok(goertzelPower(pcm, 1000, 8000) > 100 * goertzelPower(pcm, 700, 8000));
+    p.atB.frames = [];
+    await p.a.sendDtmf("37", "RFC2833");
+    await until("two digits", () => p.atB.digits.length === 2);
+    assert.deepEqual(p.atB.digits, ["3", "7"]);
+    await p.a.sendDtmf("159*", "INBAND");
+    await sleep(100);
+    const keys: string[] = [];
+    new DtmfDetector((k) => keys.push(k)).push(await decodeG722(p.atB));
+    assert.deepEqual(keys, ["1", "5", "9", "*"]);
+  } finally {
+    await p.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("call media, G.722: a PCMU stream is converted by the engine; idle silence decodes silent", async () => {
+  const p = await call({ audioFormats: "9 101", idleSilence: true });
+  const source = new Stream({
+    name: "pcmu-src",
+    mediaSessionId: "pcmu-src",
+    tracks: [{
+      id: 0,
+      kind: "audio",
+      codec: "PCMU",
+      clockRate: 8000,
+      sampleRate: 8000,
+      channels: 1,
+    }],
+    mediaProvider: "test",
+    stopProvider: () => Promise.resolve(),
+  });
+  try {
+    await sleep(300);
+    const idle = await decodeG722(p.atB);
+    assert.ok(p.atB.frames.length >= 10 && rmsOf(idle) < 10, `idle rms ${rmsOf(idle)}`);
+    p.atB.frames = [];
+    p.a.send(source);
+    // 1 s of a 1 kHz tone in μ-law frames of 20 ms, pushed in real time.
+    const tone = Int16Array.from({ length: 160 }, (_, i) => 8000 * Math.sin(2 * Math.PI * i / 8));
+    for (let i = 0; i < 50; i++) {
+      source.push({
+        trackId: 0,
+        codec: "PCMU",
+        pts: i * 160,
+        dts: i * 160,
+        keyframe: true,
+        data: g711Encode("PCMU", tone),
+      });
+      await sleep(20);
+    }
+    await sleep(500);
+    const pcm = await decodeG722(p.atB);
+    assert.ok(goertzelPower(pcm, 1000, 8000) > 100 * goertzelPower(pcm, 700, 8000), "tone");
+    assert.ok(rmsOf(pcm) > 1000, `rms ${rmsOf(pcm)}`);
+    p.a.send(undefined);
+  } finally {
+    source.end();
+    await p.close();
   }
 });

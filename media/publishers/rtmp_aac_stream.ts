@@ -9,7 +9,7 @@ import type { CodecEngine } from "../engine/engine.ts";
 import type { Stream } from "../stream.ts";
 
 /** Audio codecs converted to AAC (AAC and MP3 pass as they are). */
-const convertedToAac = new Set(["OPUS", "PCMU", "PCMA"]);
+const convertedToAac = new Set(["OPUS", "PCMU", "PCMA", "G722"]);
 
 /**
  * The stream to read for AAC: `stream` itself unless its audio is Opus or G.711, else the

@@ -1,6 +1,6 @@
 /**
- * Payload formats that carry one whole frame per packet: G.711 (RFC 3551 PCMU/PCMA) and
- * Opus (RFC 7587).
+ * Payload formats that carry one whole frame per packet: G.711 (RFC 3551 PCMU/PCMA), G.722
+ * and Opus (RFC 7587).
  */
 import { TruncatedError } from "../../core/errors.ts";
 import type { AudioCodec, MediaFrame } from "../frame.ts";
@@ -12,8 +12,8 @@ export class FrameDepacketizer implements Depacketizer {
   #trackId: number;
   #codec: AudioCodec;
 
-  /** `trackId`: the track the frames belong to; `codec`: PCMU, PCMA or OPUS. */
-  constructor(trackId: number, codec: "PCMU" | "PCMA" | "OPUS") {
+  /** `trackId`: the track the frames belong to; `codec`: PCMU, PCMA, G722 or OPUS. */
+  constructor(trackId: number, codec: "PCMU" | "PCMA" | "G722" | "OPUS") {
     this.#trackId = trackId;
     this.#codec = codec;
   }

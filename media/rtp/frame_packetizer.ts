@@ -1,13 +1,14 @@
 /**
  * Payload formats with whole frames in a packet: Opus (RFC 7587), one frame per packet, and
- * G.711 (RFC 3551 PCMU/PCMA), where a frame longer than a packet is split at sample
- * boundaries (one byte a sample) with each part's timestamp advanced by its offset.
+ * G.711 (RFC 3551 PCMU/PCMA) and G.722 (one byte a clock unit of its 8 kHz RTP clock), where
+ * a frame longer than a packet is split at byte boundaries with each part's timestamp
+ * advanced by its offset.
  */
 import { ParseError } from "../../core/errors.ts";
 import type { MediaFrame } from "../frame.ts";
 import { type Packetizer, type PacketSink, rtpMaxPayloadBytes } from "./packetizer.ts";
 
-/** Packetizes Opus, PCMU or PCMA frames. */
+/** Packetizes Opus, PCMU, PCMA or G.722 frames. */
 export class FramePacketizer implements Packetizer {
   #maxPayloadBytes: number;
 
@@ -20,7 +21,7 @@ export class FramePacketizer implements Packetizer {
     const data = frame.data;
     if (data.length === 0) throw new ParseError(`empty ${frame.codec} frame`);
     const max = this.#maxPayloadBytes;
-    if (frame.codec === "PCMU" || frame.codec === "PCMA") {
+    if (frame.codec === "PCMU" || frame.codec === "PCMA" || frame.codec === "G722") {
       for (let pos = 0; pos < data.length; pos += max) {
         emit(data.subarray(pos, Math.min(pos + max, data.length)), false, pos);
       }

@@ -1,8 +1,8 @@
 /**
- * SDP offer/answer of a SIP call (RFC 3264): the offer we send in an INVITE (G.711 and Opus
- * audio with telephone-event, H.264 video when asked), what the far end's answer leaves us with, and
- * our answer to the far end's offer (incoming INVITE or re-INVITE). Hold is read both ways:
- * a direction attribute, or the older `c=0.0.0.0` (RFC 2543).
+ * SDP offer/answer of a SIP call (RFC 3264): the offer we send in an INVITE (G.711, G.722 and
+ * Opus audio with telephone-event, H.264 video when asked), what the far end's answer leaves
+ * us with, and our answer to the far end's offer (incoming INVITE or re-INVITE). Hold is read
+ * both ways: a direction attribute, or the older `c=0.0.0.0` (RFC 2543).
  */
 import { BadRequestError, ParseError } from "../../../core/errors.ts";
 import {
@@ -33,14 +33,14 @@ export interface CallMediaOffer {
   /** The `o=` version; the caller makes it grow on each re-offer of a session (default 1). */
   sessionVersion?: number;
   /**
-   * Put Opus first in the offer (default: PCMU, PCMA, then Opus, the order PBXs and G.711
-   * phones expect): for a call whose audio is Opus already, such as a browser's.
+   * Put Opus first in the offer (default: PCMU, PCMA, G.722, then Opus, the order PBXs and
+   * G.711 phones expect): for a call whose audio is Opus already, such as a browser's.
    */
   preferOpus?: boolean;
 }
 
 /** Audio codecs of a call. */
-export type CallAudioCodec = "PCMU" | "PCMA" | "OPUS";
+export type CallAudioCodec = "PCMU" | "PCMA" | "G722" | "OPUS";
 
 /** The audio both sides agreed on. */
 export interface NegotiatedAudio {
@@ -70,9 +70,10 @@ export interface NegotiatedMedia {
   video?: NegotiatedVideo;
 }
 
-/** Static payload types of G.711 (RFC 3551). */
+/** Static payload types of G.711 and G.722 (RFC 3551). */
 const pcmuPt = 0;
 const pcmaPt = 8;
+const g722Pt = 9;
 /** Our dynamic payload types in offers. */
 const offeredTelephoneEventPt = 101;
 const offeredOpusPt = 111;
@@ -82,7 +83,7 @@ const offeredOpusTelephoneEventPt = 110;
 const opusRtpmap = "opus/48000/2";
 /** Opus fmtp: in-band FEC taken, packets from 10 ms. */
 const opusFmtp = "minptime=10;useinbandfec=1";
-/** Clock of G.711 and of the classic telephone-event, in Hz. */
+/** Clock of G.711, G.722 (RFC 3551 §4.5.2) and the classic telephone-event, in Hz. */
 const narrowbandClockRate = 8000;
 /** Clock of Opus, in Hz. */
 const opusClockRate = 48000;
@@ -156,14 +157,19 @@ function videoAttributes(pt: number, direction: MediaDirection): SdpAttribute[] 
 }
 
 /**
- * Our offer: PCMU (0), PCMA (8), Opus (111; first with `preferOpus`) and telephone-event at
+ * Our offer: PCMU (0), PCMA (8), G.722 (9), Opus (111; first with `preferOpus`) and
+ * telephone-event at
  * 8 kHz (101) and 48 kHz (110) audio at 20 ms, and H.264 (96) when `videoPort` is set.
  */
 export function buildCallOffer(o: CallMediaOffer): string {
   const direction = o.direction ?? "sendrecv";
-  const g711 = [{ pt: pcmuPt, codec: "PCMU" as const }, { pt: pcmaPt, codec: "PCMA" as const }];
+  const narrowband = [
+    { pt: pcmuPt, codec: "PCMU" as const },
+    { pt: pcmaPt, codec: "PCMA" as const },
+    { pt: g722Pt, codec: "G722" as const },
+  ];
   const opus = { pt: offeredOpusPt, codec: "OPUS" as const };
-  const codecs = o.preferOpus ? [opus, ...g711] : [...g711, opus];
+  const codecs = o.preferOpus ? [opus, ...narrowband] : [...narrowband, opus];
   const events = [
     { pt: offeredTelephoneEventPt, clockRate: narrowbandClockRate },
     { pt: offeredOpusTelephoneEventPt, clockRate: opusClockRate },
@@ -208,6 +214,7 @@ function encodingOf(m: SdpMedia, format: string): { name: string; clockRate: num
   if (map) return { name: map.encoding.toUpperCase(), clockRate: map.clockRate };
   if (pt === pcmuPt) return { name: "PCMU", clockRate: 8000 };
   if (pt === pcmaPt) return { name: "PCMA", clockRate: 8000 };
+  if (pt === g722Pt) return { name: "G722", clockRate: 8000 };
   return undefined;
 }
 
@@ -263,15 +270,16 @@ interface AudioChoice {
 
 /** Our codec for an encoding of the far end's SDP, if we speak it. */
 function callCodec(enc: { name: string; clockRate: number }): CallAudioCodec | undefined {
-  if ((enc.name === "PCMU" || enc.name === "PCMA") && enc.clockRate === narrowbandClockRate) {
-    return enc.name;
+  const narrowband = enc.name === "PCMU" || enc.name === "PCMA" || enc.name === "G722";
+  if (narrowband && enc.clockRate === narrowbandClockRate) {
+    return enc.name as CallAudioCodec;
   }
   return enc.name === "OPUS" && enc.clockRate === opusClockRate ? "OPUS" : undefined;
 }
 
 /**
- * The first G.711 or Opus format of a section (its preference order) and its telephone-event:
- * the one at the codec's clock (RFC 4733 §2.1), else any.
+ * The first G.711, G.722 or Opus format of a section (its preference order) and its
+ * telephone-event: the one at the codec's clock (RFC 4733 §2.1), else any.
  */
 function chooseAudio(m: SdpMedia): AudioChoice | undefined {
   let choice: AudioChoice | undefined;
@@ -309,7 +317,7 @@ function chooseH264(m: SdpMedia): number | undefined {
 }
 
 /**
- * The media of the far end's answer to our offer. No accepted G.711 or Opus audio is a
+ * The media of the far end's answer to our offer. No accepted audio of ours is a
  * BadRequestError; a rejected section (port 0) is left out; `c=0.0.0.0` reads as a hold.
  */
 export function negotiateAnswer(answerSdp: string): NegotiatedMedia {
@@ -326,13 +334,13 @@ export function negotiateAnswer(answerSdp: string): NegotiatedMedia {
     }
   }
   if (!result.audio) {
-    throw new BadRequestError("sdp", "the answer accepts no PCMU, PCMA or Opus audio");
+    throw new BadRequestError("sdp", "the answer accepts no PCMU, PCMA, G.722 or Opus audio");
   }
   return result;
 }
 
 /**
- * Our answer to the far end's offer: the first of its G.711 and Opus codecs with its
+ * Our answer to the far end's offer: the first of its G.711, G.722 and Opus codecs with its
  * telephone-event,
  * H.264 when it offers it and `o.videoPort` is set; every other section rejected with port 0.
  * Our direction answers theirs (their sendonly gets recvonly). No such audio in common is a
@@ -389,7 +397,7 @@ export function answerCallOffer(
     return rejected;
   });
   if (!media.audio) {
-    throw new BadRequestError("sdp", "no PCMU, PCMA or Opus audio in common with the offer");
+    throw new BadRequestError("sdp", "no PCMU, PCMA, G.722 or Opus audio in common with the offer");
   }
   return { sdp: writeSdp(description(o, sections)), media };
 }

@@ -65,7 +65,7 @@ const baresipOffer = [
   "",
 ].join("\r\n");
 
-Deno.test("call offer: G.711, Opus + telephone-event at 20 ms, H.264 when video, parses back", () => {
+Deno.test("call offer: G.711, G.722, Opus + telephone-event at 20 ms, H.264 when video, parses back", () => {
   const text = buildCallOffer({
     address: "127.0.0.1",
     audioPort: 20000,
@@ -81,10 +81,11 @@ Deno.test("call offer: G.711, Opus + telephone-event at 20 ms, H.264 when video,
     "audio",
     20000,
     "RTP/AVP",
-    ["0", "8", "111", "101", "110"],
+    ["0", "8", "9", "111", "101", "110"],
   ]);
   assert.equal(rtpmap(audio, 0)?.encoding, "PCMU");
   assert.equal(rtpmap(audio, 8)?.encoding, "PCMA");
+  assert.deepEqual([rtpmap(audio, 9)?.encoding, rtpmap(audio, 9)?.clockRate], ["G722", 8000]);
   assert.deepEqual(rtpmap(audio, 111), {
     payloadType: 111,
     encoding: "opus",
@@ -163,7 +164,7 @@ Deno.test("call answer from sipp uas and from baresip", () => {
   });
 });
 
-Deno.test("call answer: hold by direction or by c=0.0.0.0, rejected audio, no G.711", () => {
+Deno.test("call answer: hold by direction or by c=0.0.0.0, rejected audio, no codec of ours", () => {
   const held = sippUasAnswer.replace("a=rtpmap:0 PCMU/8000", "a=rtpmap:0 PCMU/8000\r\na=recvonly");
   assert.equal(negotiateAnswer(held).audio?.direction, "recvonly");
   const sessionLevel = sippUasAnswer.replace("t=0 0", "t=0 0\r\na=inactive");
@@ -174,7 +175,7 @@ Deno.test("call answer: hold by direction or by c=0.0.0.0, rejected audio, no G.
   for (
     const bad of [
       sippUasAnswer.replace("m=audio 6000", "m=audio 0"),
-      sippUasAnswer.replace("RTP/AVP 0", "RTP/AVP 9").replace("0 PCMU", "9 G722"),
+      sippUasAnswer.replace("RTP/AVP 0", "RTP/AVP 3").replace("0 PCMU", "3 GSM"),
       sippUasAnswer.replace("RTP/AVP", "RTP/SAVP"),
       sippUasAnswer.replace("m=audio 6000", "m=audio 70000"),
       "v=0\r\nthis is not SDP",
@@ -188,7 +189,7 @@ Deno.test("call answer: hold by direction or by c=0.0.0.0, rejected audio, no G.
   }
 });
 
-Deno.test("answer to an offer: their first G.711, their telephone-event pt, H.264 mode 1, others rejected", () => {
+Deno.test("answer to an offer: their first codec of ours (G.722), their telephone-event pt, H.264 mode 1, others rejected", () => {
   const { sdp, media } = answerCallOffer(baresipOffer, {
     address: "127.0.0.1",
     audioPort: 30000,
@@ -197,8 +198,8 @@ Deno.test("answer to an offer: their first G.711, their telephone-event pt, H.26
   });
   assert.deepEqual(media, {
     audio: {
-      codec: "PCMA",
-      payloadType: 8,
+      codec: "G722",
+      payloadType: 9,
       telephoneEventPt: 101,
       telephoneEventClockRate: 8000,
       remote: { host: "127.0.0.1", port: 5100 },
@@ -213,15 +214,26 @@ Deno.test("answer to an offer: their first G.711, their telephone-event pt, H.26
   });
   const answer = parseSdp(sdp);
   assert.deepEqual(answer.media.map((m) => [m.type, m.port, m.protocol, m.formats]), [
-    ["audio", 30000, "RTP/AVP", ["8", "101"]],
+    ["audio", 30000, "RTP/AVP", ["9", "101"]],
     ["video", 30002, "RTP/AVP", ["96"]],
     ["application", 0, "UDP/BFCP", ["*"]],
   ]);
-  assert.equal(rtpmap(answer.media[0], 8)?.encoding, "PCMA");
+  assert.deepEqual(rtpmap(answer.media[0], 9), {
+    payloadType: 9,
+    encoding: "G722",
+    clockRate: 8000,
+    channels: undefined,
+  });
   assert.equal(rtpmap(answer.media[0], 101)?.encoding, "telephone-event");
   assert.ok(answer.media[0].attributes.some((a) => a.name === "sendrecv"));
   // The answer reads back as the far end's view of it.
-  assert.equal(negotiateAnswer(sdp).audio?.codec, "PCMA");
+  assert.equal(negotiateAnswer(sdp).audio?.codec, "G722");
+  // Without G.722 in the offer, their next choice: PCMA.
+  const g711Offer = baresipOffer.replace("RTP/AVP 9 8 0 101", "RTP/AVP 8 0 101");
+  assert.equal(
+    answerCallOffer(g711Offer, { address: "127.0.0.1", audioPort: 30000 }).media.audio?.codec,
+    "PCMA",
+  );
   // Without a video port of ours, video is rejected.
   const audioOnly = parseSdp(
     answerCallOffer(baresipOffer, { address: "127.0.0.1", audioPort: 30000 }).sdp,
@@ -244,9 +256,9 @@ Deno.test("answer to an offer: hold directions, and 488 when nothing is in commo
     answerCallOffer(audio.replace("a=sendrecv", "a=sendonly"), o).media.audio?.direction,
     "sendonly",
   );
-  const g722Only = audio.replace("RTP/AVP 9 8 0 101", "RTP/AVP 9 101");
+  const gsmOnly = audio.replace("RTP/AVP 9 8 0 101", "RTP/AVP 3 101");
   assert.throws(
-    () => answerCallOffer(g722Only, o),
+    () => answerCallOffer(gsmOnly, o),
     (e) => e instanceof BadRequestError && /in common/.test(e.message),
   );
   assert.throws(() => answerCallOffer("garbage", o), BadRequestError);
@@ -301,7 +313,7 @@ Deno.test("Opus: preferOpus puts it first; an Opus answer negotiates Opus with i
   const offer = parseSdp(
     buildCallOffer({ address: "127.0.0.1", audioPort: 20000, preferOpus: true }),
   );
-  assert.deepEqual(offer.media[0].formats, ["111", "0", "8", "101", "110"]);
+  assert.deepEqual(offer.media[0].formats, ["111", "0", "8", "9", "101", "110"]);
   assert.deepEqual(negotiateAnswer(opusAnswer).audio, {
     codec: "OPUS",
     payloadType: 111,

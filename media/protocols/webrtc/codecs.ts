@@ -81,7 +81,7 @@ export interface PlayCodec {
 /** Audio codecs that pass to a WebRTC player as they are, when its offer has them. */
 const passThroughAudio = new Set<string>(["OPUS", "PCMU", "PCMA"]);
 /** Audio codecs the codec engine converts to Opus. */
-const convertibleToOpus = new Set<string>(["AAC", "PCMU", "PCMA"]);
+const convertibleToOpus = new Set<string>(["AAC", "PCMU", "PCMA", "G722"]);
 
 /**
  * The codec of a player's m-line for a stream's `track` (packets made from frames), or
