@@ -125,6 +125,8 @@ export class ClipPublisher {
       audio: [new RTCRtpCodecParameters({ mimeType: "audio/opus", clockRate: 48000, channels: 2 })],
     },
   });
+  /** RTP packets sent, audio and video. */
+  packets = 0;
   /** Bytes of RTP payload sent. */
   payloadBytes = 0;
   #senders = new Map<number, Sender>();
@@ -197,6 +199,7 @@ export class ClipPublisher {
         payloadType: 96,
       });
       sender.seq = (sender.seq + 1) & 0xffff;
+      this.packets++;
       this.payloadBytes += payload.length;
       sender.track.writeRtp(new RtpPacket(header, Buffer.from(payload)));
     });
