@@ -143,6 +143,25 @@ Deno.test("baresip speaking only Opus: the call runs in Opus, hears inject_sound
   }, "opus/48000/2");
 });
 
+Deno.test("baresip speaking only G.722: the call runs in G.722 and hears inject_sound", async () => {
+  const config = await configWithTone(3);
+  await withBaresip(async (baresip) => {
+    await withServer(async (server) => {
+      await callBaresip(server, baresip, "g722");
+      const call = (await calls(server)).find((c) => c.callId === "g722");
+      assert.match(String(call?.sdp), /m=audio \d+ RTP\/AVP 9\b/, "baresip answered G.722");
+      await ok(server, "/call/inject_sound", { callId: "g722", fileName: "tone.wav" });
+      const heard = await waitFor("baresip to hear the tone", async () => {
+        const rms = await baresip.heardRms();
+        return rms > 1000 ? rms : undefined;
+      }, 6000);
+      assert.ok(heard > 1000, `baresip heard RMS ${heard}`);
+      await ok(server, "/call/terminate", { callId: "g722" });
+      await callWithStatus(server, "g722", "FINISH");
+    }, config);
+  }, "G722/16000/1");
+});
+
 Deno.test("a call with rtmpUrl pushes its received audio to nginx-rtmp as AAC", async () => {
   const config = await configWithTone(8);
   const nginx = await startNginxRtmp();

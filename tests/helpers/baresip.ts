@@ -1,7 +1,7 @@
 /**
  * baresip (Debian `baresip-core`) as the far end of SIP tests, after the recipe of
  * ../shared/peers/start-baresip.sh: bound to 127.0.0.1 on free ports, G.711 only (or the
- * codecs asked, Opus among them), a 400 Hz
+ * codecs asked, Opus or G.722 among them), a 400 Hz
  * tone as its microphone (aufile), no sound card (ALSA null), driven over ctrl_tcp (JSON
  * netstrings). The sndfile module also writes what it hears, decoded, to a WAV file per call
  * (`*-dec.wav`), so a test can tell sound from silence at the far end.
@@ -44,6 +44,8 @@ const toneRate = 8000;
 /** Rate and channels of Opus as baresip runs it (aufile does not resample). */
 const opusRate = 48000;
 const opusChannels = 2;
+/** Rate G.722 codes at. */
+const g722Rate = 16000;
 /** Frequency of the tone, in Hz. */
 const toneHz = 400;
 /** Longest wait for baresip to be ready, in ms. */
@@ -89,10 +91,17 @@ export async function startBaresip(o: BaresipOptions = {}): Promise<Baresip> {
   const rtpBase = await freeUdpRange(20);
   const dir = await Deno.makeTempDir({ prefix: "baresip-" });
   await Deno.mkdir(`${dir}/dumps`);
+  // The tone at the rate of baresip's first codec (aufile does not resample).
+  const first = (o.audioCodecs ?? "PCMU").split(",")[0].toLowerCase();
   const opus = /opus/i.test(o.audioCodecs ?? "");
+  const g722 = /g722/i.test(o.audioCodecs ?? "");
   await Deno.writeFile(
     `${dir}/tone.wav`,
-    opus ? toneWav(opusRate, opusChannels) : toneWav(toneRate, 1),
+    first.startsWith("opus")
+      ? toneWav(opusRate, opusChannels)
+      : first.startsWith("g722")
+      ? toneWav(g722Rate, 1)
+      : toneWav(toneRate, 1),
   );
   await Deno.writeTextFile(
     `${dir}/config`,
@@ -113,6 +122,7 @@ export async function startBaresip(o: BaresipOptions = {}): Promise<Baresip> {
       "module_path /usr/lib/baresip/modules",
       "module g711.so",
       ...(opus ? ["module opus.so"] : []),
+      ...(g722 ? ["module g722.so"] : []),
       "module alsa.so",
       "module aufile.so",
       "module sndfile.so",
