@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import { run } from "../media/formats/test_fixtures.ts";
 import { type Baresip, startBaresip } from "./helpers/baresip.ts";
 import { calls, callWithStatus, startupBody } from "./helpers/call_checks.ts";
-import { waitFor } from "./helpers/media_fixtures.ts";
+import { makeClip, waitFor } from "./helpers/media_fixtures.ts";
 import { startNginxRtmp } from "./helpers/nginx_rtmp.ts";
 import { bindUdp, freeUdpRange } from "./helpers/process.ts";
 import { ok, refused } from "./helpers/rest_checks.ts";
@@ -193,6 +193,61 @@ Deno.test("a call with rtmpUrl pushes its received audio to nginx-rtmp as AAC", 
       assert.deepEqual(streams.map((s) => [s.codec_type, s.codec_name]), [["audio", "aac"]]);
       await ok(server, "/call/terminate", { callId: "rtmp1" });
       await callWithStatus(server, "rtmp1", "FINISH");
+      assert.equal(await exitedWithin(sipp, 5000), 0, sipp.errors());
+    }, config);
+  } finally {
+    await sipp.stop();
+    await nginx.stop();
+  }
+});
+
+Deno.test("a video call: a VOD's H.264 and sound injected come back through sipp's echo and land at nginx-rtmp as h264 + aac", async () => {
+  const config = testConfig();
+  await Deno.mkdir(config.folders.media, { recursive: true });
+  await makeClip(`${config.folders.media}/clip.mp4`, { seconds: 30, audio: "aac" });
+  const nginx = await startNginxRtmp();
+  const sipp = await startSipp({
+    scenario: "uas_echo_video.xml",
+    rtpEcho: true,
+    args: ["-m", "1"],
+  });
+  try {
+    await withServer(async (server) => {
+      await ok(server, "/vod/startup", { uri: "vod-live://clip.mp4", localStreamName: "clip" });
+      await ok(server, "/call/startup", {
+        ...startupBody("video1", sipp.port),
+        hasVideo: "true",
+        rtmpUrl: nginx.liveUrl,
+        rtmpStream: "videocall",
+      });
+      const call = await callWithStatus(server, "video1", "ESTABLISHED");
+      assert.match(call.sdp ?? "", /m=video \d+ RTP\/AVP 96/);
+      await ok(server, "/call/inject_stream/startup", { callId: "video1", streamName: "clip" });
+      const stream = await waitFor("the echoed pictures", async () => {
+        const [found] = await (await server.post("/stream/find", { name: "video1" })).json() as {
+          width: number;
+          height: number;
+          fps: number;
+        }[];
+        return found && found.fps > 0 ? found : undefined;
+      });
+      assert.deepEqual([stream.width, stream.height], [320, 240]);
+      const streams = await waitFor("nginx serving the video call", async () => {
+        const probed = await run("ffprobe", [
+          ...["-v", "error", "-rw_timeout", "5000000", "-show_entries"],
+          ...["stream=codec_name,codec_type", "-of", "json", `${nginx.liveUrl}/videocall`],
+        ]).catch(() => undefined); // nginx has no stream yet
+        const found = probed && JSON.parse(probed.out).streams;
+        return found?.length === 2 ? found : undefined;
+      }, 20_000) as { codec_name: string; codec_type: string }[];
+      assert.deepEqual(
+        streams.map((s) => [s.codec_type, s.codec_name]).sort(),
+        [["audio", "aac"], ["video", "h264"]],
+      );
+      await ok(server, "/call/inject_stream/terminate", { callId: "video1" });
+      await refused(server, "/call/inject_stream/terminate", { callId: "video1" }, 404);
+      await ok(server, "/call/terminate", { callId: "video1" });
+      await callWithStatus(server, "video1", "FINISH");
       assert.equal(await exitedWithin(sipp, 5000), 0, sipp.errors());
     }, config);
   } finally {

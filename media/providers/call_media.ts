@@ -22,7 +22,7 @@ import {
 import type { Logger } from "../../core/log.ts";
 import { dtmfTone } from "../codecs/dtmf_tone.ts";
 import { g711Decode, g711Encode } from "../codecs/g711.ts";
-import { findH264ParameterSets } from "../codecs/h264.ts";
+import { findH264ParameterSets, parseH264Sps } from "../codecs/h264.ts";
 import { codecArgs, convertedAudio, targetTrack } from "../engine/audio_conversion.ts";
 import { TsDemuxer } from "../formats/mpegts/demuxer.ts";
 import type { CodecEngine } from "../engine/engine.ts";
@@ -640,6 +640,10 @@ export class CallMedia {
         sps: sps.map((n) => n.slice()),
         pps: pps.map((n) => n.slice()),
       };
+      // The picture size goes with it: records and players read it from the track.
+      const { width, height } = parseH264Sps(sps[0]);
+      track.width = width;
+      track.height = height;
     }
   }
 
