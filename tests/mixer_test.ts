@@ -262,7 +262,8 @@ Deno.test("the mix's sound stays whole while the server's event loop stalls", as
     }
     // A cut or a pad on every stall would scatter the tone's phase: its level would collapse.
     const level = toneLevel(pcm, 300, 48000);
-    assert.ok(level > 0.5, `300 Hz at ${level} of the signal (a steady tone is at 0.71)`);
+    // Measured: 0.68 quiet, 0.49 on a loaded machine; 0.38 quiet without the fix (0.01 loaded).
+    assert.ok(level > 0.45, `300 Hz at ${level} of the signal (a steady tone is at 0.71)`);
   }, config);
 });
 

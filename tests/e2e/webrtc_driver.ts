@@ -11,7 +11,12 @@ export interface InboundStats {
   frameHeight: number;
   audioPackets: number;
   audioSamples: number;
+  /** The level now (0-1): a moment, which may fall in a pause of the sound. */
   audioLevel: number;
+  /** totalAudioEnergy: with `audioDurationSec`, the mean level over any span. */
+  audioEnergy: number;
+  /** totalSamplesDuration, in seconds. */
+  audioDurationSec: number;
   audioMime: string;
 }
 
