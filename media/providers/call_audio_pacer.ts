@@ -72,6 +72,9 @@ class ByteQueue {
   }
 }
 
+/** Idle G.711/G.722 packets by their silence byte (read-only: the sender copies them). */
+const silencePackets = new Map<number, Uint8Array>();
+
 /** G.711 or G.722 bytes cut into packets, the last one padded with `silence`. */
 export function bytePackets(bytes: Uint8Array, silence: number): Uint8Array[] {
   const packets: Uint8Array[] = [];
@@ -280,7 +283,12 @@ export class CallAudioPacer {
    */
   #silencePacket(): Uint8Array {
     if (this.#codec === "OPUS") return opusSilencePacket;
-    return new Uint8Array(packetSamples).fill(this.#silence);
+    // One packet per silence byte, shared: sending copies it into the RTP packet, and an idle
+    // call sends one every 20 ms for its whole life.
+    const silence = this.#silence;
+    let packet = silencePackets.get(silence);
+    if (!packet) silencePackets.set(silence, packet = new Uint8Array(packetSamples).fill(silence));
+    return packet;
   }
 
   /** One packet of live audio, once enough is buffered to play smoothly. */
