@@ -75,6 +75,9 @@ export const configSchema = z.strictObject({
     sip: port.default(5060).describe(
       "SIP user agent (UDP and TCP): calls of `/call/startup` and of Web SDK sessions with sipOptions go out from it; incoming INVITEs ring the Web SDK session registered with the callee's login.",
     ),
+    cdn: port.default(8084).describe(
+      "CDN listener (WebSocket): other nodes pull streams from this one; only opened when `cdn.enabled`.",
+    ),
   }).prefault({}),
   tls: z.strictObject({
     certFile: z.string().min(1).optional().describe("PEM certificate chain file for WSS."),
@@ -330,6 +333,46 @@ export const configSchema = z.strictObject({
     message: "rtpPortMin must be below rtpPortMax",
     path: ["rtpPortMax"],
   }),
+  cdn: z.strictObject({
+    enabled: z.boolean().default(false).describe(
+      "Join the CDN: announce this node, its published streams (origin) and pull others' on demand (edge).",
+    ),
+    role: z.enum(["origin", "edge", "transcoder"]).default("origin").describe(
+      "Origin: publishers connect here and its streams are offered to the CDN. Edge: players connect here and streams of origins are pulled on demand. Transcoder: encodes profiles of origin streams for edges.",
+    ),
+    groups: z.array(z.string().regex(/^[A-Za-z0-9._-]{1,64}$/)).default([]).describe(
+      "Groups of the node; an edge elects transcoders of its own groups (none: the default group).",
+    ),
+    address: z.string().min(1).optional().describe(
+      "Host other nodes reach this node's CDN listener at; unset: `bind`.",
+    ),
+    secret: z.string().min(16).optional().describe(
+      "Shared secret every node presents when it pulls from another (16 characters or more); unset: nodes pull without one (a trusted network).",
+    ),
+    heartbeatMs: z.int().min(100).max(60_000).default(1000).describe(
+      "How often the node refreshes its liveness in the cluster store, in ms.",
+    ),
+    nodeTtlMs: z.int().min(300).max(600_000).default(3000).describe(
+      "A node that has not refreshed its liveness for this long is PASSIVE, in ms.",
+    ),
+    pullGraceMs: z.int().min(0).max(3_600_000).default(10_000).describe(
+      "An edge's pull of an origin stream ends this long after its last player left, in ms.",
+    ),
+    aclPropertyName: z.string().min(1).default("aclAuth").describe(
+      "Name of the viewer's ACL key: a Web SDK session custom field, an RTMP/HLS URL query parameter.",
+    ),
+    originAllowedToTranscode: z.boolean().default(false).describe(
+      "An origin may encode profiles when no transcoder node is available.",
+    ),
+  }).prefault({}).refine((c) => c.heartbeatMs < c.nodeTtlMs, {
+    message: "heartbeatMs must be below nodeTtlMs",
+    path: ["nodeTtlMs"],
+  }),
+  cluster: z.strictObject({
+    redisUrl: z.url({ protocol: /^rediss?$/ }).optional().describe(
+      "Redis holding the CDN's shared state (nodes, routes, ACLs, profiles); unset: an in-process store (one node).",
+    ),
+  }).prefault({}),
   mpegts: z.strictObject({
     portMin: port.default(30000).describe(
       "Lowest port `/mpegts/startup` allocates (MPEG-TS over UDP or SRT, one port per receiver).",
