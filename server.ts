@@ -8,7 +8,8 @@ import { InflightTracker } from "./core/inflight.ts";
 import { HttpListener } from "./core/http_listener.ts";
 import { descriptors } from "./core/fd_guard.ts";
 import { startMemoryTrim } from "./core/memory_trim.ts";
-import { createServices, type Services } from "./core/services.ts";
+import { createServices, type ServiceOverrides, type Services } from "./core/services.ts";
+import { CdnListener } from "./core/cdn/cdn_listener.ts";
 import { createRestHandler } from "./routes/http.ts";
 import { operations } from "./routes/mod.ts";
 import { SignalingServer } from "./signaling/listener.ts";
@@ -41,13 +42,19 @@ export interface RunningServer {
   readonly sipPort: number;
   /** The shared SRT listener: its handshake counters and publishers. */
   readonly srt: RunningSrtServer;
+  /** Port of the CDN listener; undefined when the CDN is not enabled. */
+  readonly cdnPort?: number;
   /** Stops accepting, lets in-flight requests finish, closes every listener. */
   stop(): Promise<void>;
 }
 
 /** Starts every listener of the configuration. */
-export async function startServer(config: Config, log: Logger): Promise<RunningServer> {
-  const services = createServices(config, log);
+export async function startServer(
+  config: Config,
+  log: Logger,
+  overrides: ServiceOverrides = {},
+): Promise<RunningServer> {
+  const services = createServices(config, log, overrides);
   descriptors.configure(config.limits.fdReserve);
   // Listeners opened below fill in their figures; /health reads them per request.
   const listeners: {
@@ -97,6 +104,7 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
   let rtsp: RunningRtspServer;
   let srt: RunningSrtServer;
   let sipPort: number;
+  let cdn: CdnListener | undefined;
   try {
     wsPort = await signaling.listen({ hostname: wsHost, port: config.ports.ws });
     const { certFile, keyFile } = config.tls;
@@ -123,13 +131,27 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
         corsOrigins: config.hls.corsOrigins,
         targetDurationSec: config.hls.segmentDurationSec,
         partDurationMs: config.hls.lowLatency ? config.hls.partDurationMs : 0,
+        aclPropertyName: config.cdn.aclPropertyName,
         log: log.child({ component: "hls" }),
       }),
       log: log.child({ component: "hls" }),
     });
     listeners.hls = hls;
     log.info("listening", { service: "hls", address: hlsHost, port: hls.port });
+    if (services.cdn) {
+      cdn = await CdnListener.start({
+        hostname: config.bind,
+        port: config.ports.cdn,
+        node: services.cdn,
+        log: log.child({ component: "cdn" }),
+      });
+      log.info("listening", { service: "cdn", address: config.bind, port: cdn.port });
+      await services.cdn.start(config.cdn.address ?? config.bind, cdn.port);
+    }
   } catch (err) {
+    await services.cdn?.close();
+    await cdn?.shutdown();
+    await hls?.shutdown();
     await listeners.rtmp?.close();
     await listeners.rtsp?.close();
     await listeners.srt?.close();
@@ -152,11 +174,15 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
     rtspPort: rtsp.port,
     srtPort: srt.port,
     sipPort,
+    cdnPort: cdn?.port,
     srt,
     stop() {
       stopped ??= (async () => {
         stopMemoryTrim();
         await restRequests.drain();
+        // Routes withdrawn and relays cut before the streams they carry end one by one.
+        await services.cdn?.close();
+        await cdn?.shutdown();
         await signaling.stop();
         await rest.shutdown();
         // Outputs first: waiting HLS requests settle, so the listener's shutdown is quick.
@@ -176,6 +202,7 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
         await srt.close();
         await services.pushes.closeAll();
         await services.rtmpPulls.closeAll();
+        await services.remotePulls.closeAll();
         await rtmp.close();
         await rtsp.close();
         await services.engine.close();

@@ -88,6 +88,14 @@ export class HlsRegistry implements HlsOutputs {
     return source ? this.#start(name, source, false) : undefined;
   }
 
+  /**
+   * Opens `name` for a viewer presenting `key` through the streams' gate (the CDN: access
+   * checked, a stream of another node pulled here).
+   */
+  open(name: string, key: string | undefined): Promise<unknown> {
+    return this.#streams.open(name, key);
+  }
+
   /** Stops the output of `name` (404 when there is none). */
   terminate(name: string): void {
     const output = this.#outputs.get(name);

@@ -317,6 +317,16 @@ export const cdnNode = z.object({
   globalState: z.string(),
   processingState: z.string(),
   role: z.string(),
+  /** Server version of the node. */
+  version: z.string().optional(),
+  /** Groups of the node. */
+  groups: z.array(z.string()).optional(),
+  /** Load the node announces (streams, players, transcodes, load average per core). */
+  load: z.record(z.string(), z.number()).optional(),
+  /** Relays this node pulls from that node (absent for this node itself). */
+  inbound: z.int().optional(),
+  /** Relays this node serves to that node (absent for this node itself). */
+  outbound: z.int().optional(),
 });
 
 /** A CDN transcoding profile. */

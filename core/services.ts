@@ -16,6 +16,7 @@ import { WhipRegistry } from "./whip_registry.ts";
 import { VodRegistry } from "./vod_registry.ts";
 import { PushRegistry } from "./push_registry.ts";
 import { RtmpPullRegistry } from "./rtmp_pull_registry.ts";
+import { RemotePullRegistry } from "./remote_pull_registry.ts";
 import { createLimits, type Limits } from "./limits.ts";
 import { DecoderHub } from "../media/transcoder/decoded_source.ts";
 import { TranscoderRegistry } from "./transcoder_registry.ts";
@@ -26,6 +27,9 @@ import { MixerRegistry } from "./mixer_registry.ts";
 import { WatermarkCache } from "./watermark_cache.ts";
 import { CallRegistry } from "./call_registry.ts";
 import { RoomRegistry } from "./room_registry.ts";
+import { CdnNode } from "./cdn/cdn_node.ts";
+import type { ClusterStore } from "./cluster/store.ts";
+import { createClusterStore } from "./cluster/select.ts";
 
 /** Registries and services of one server. */
 export interface Services {
@@ -55,6 +59,8 @@ export interface Services {
   readonly pushes: PushRegistry;
   /** Remote RTMP streams played into local streams. */
   readonly rtmpPulls: RtmpPullRegistry;
+  /** Streams pulled from or pushed to other WCS-compatible servers (`/pull`). */
+  readonly remotePulls: RemotePullRegistry;
   /** Sources being decoded for transcoders: one decoder per source stream. */
   readonly decoders: DecoderHub;
   /** Transcoders of the `/transcoder` and `/transcoder2` groups. */
@@ -73,10 +79,22 @@ export interface Services {
   readonly rooms: RoomRegistry;
   /** Server-wide caps of `config.limits`. */
   readonly limits: Limits;
+  /** This server as a CDN node, when `cdn.enabled`; it joins once its listener is up. */
+  readonly cdn?: CdnNode;
+}
+
+/** What tests (or embedders) may hand a server instead of building it from the configuration. */
+export interface ServiceOverrides {
+  /** The cluster store of the CDN node (several servers of one process may share one). */
+  clusterStore?: ClusterStore;
 }
 
 /** Builds the services of a server. */
-export function createServices(config: Config, log: Logger): Services {
+export function createServices(
+  config: Config,
+  log: Logger,
+  overrides: ServiceOverrides = {},
+): Services {
   const limits = createLimits(config.limits);
   const streams = new StreamRegistry(limits.streams);
   const engine = new EnginePool(createEngine(config.media.engine), {
@@ -105,6 +123,15 @@ export function createServices(config: Config, log: Logger): Services {
     mpegts: new MpegtsRegistry(config, streams, engine, log),
     pushes,
     rtmpPulls: new RtmpPullRegistry(config, streams, log, limits.pulls),
+    remotePulls: new RemotePullRegistry({
+      config,
+      streams,
+      engine,
+      nodeId,
+      log,
+      pulls: limits.pulls,
+      pushes: limits.pushes,
+    }),
     decoders,
     playRenditions,
     transcoders: new TranscoderRegistry(
@@ -128,5 +155,16 @@ export function createServices(config: Config, log: Logger): Services {
     calls: new CallRegistry(config, streams, pushes, engine, hooks, nodeId, limits.calls, log),
     rooms: new RoomRegistry(streams),
     limits,
+    cdn: config.cdn.enabled
+      ? new CdnNode({
+        config,
+        streams,
+        store: overrides.clusterStore ?? createClusterStore(config, log),
+        ownsStore: !overrides.clusterStore,
+        decoders,
+        engine,
+        log,
+      })
+      : undefined,
   };
 }

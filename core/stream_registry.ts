@@ -13,6 +13,24 @@ export type { RegisteredStream } from "../media/stream_record.ts";
 export type PublishWatcher = (event: "published" | "unpublished", stream: RegisteredStream) => void;
 
 /**
+ * Decides what a viewer gets for a stream name when more than this server's own streams
+ * exist: the CDN checks the viewer's access key and brings streams published on other nodes.
+ */
+export interface PlayGate {
+  /**
+   * The stream a viewer presenting `key` plays under `name`: the local one, or one brought
+   * from elsewhere (e.g. pulled from an origin); undefined when there is none. Rejects with
+   * ForbiddenError when the key does not open the stream.
+   */
+  open(name: string, key: string | undefined): Promise<RegisteredStream | undefined>;
+  /**
+   * Follows a viewer of `name` that presented `key`: `stop` is called with the reason when the
+   * key stops opening the stream. The returned function ends the watch (the viewer left).
+   */
+  watchViewer(name: string, key: string | undefined, stop: (info: string) => void): () => void;
+}
+
+/**
  * Streams by mediaSessionId, with lookup of the published stream of a name. Every published
  * stream, whatever its provider, holds a slot of the `streams` cap while registered.
  */
@@ -21,6 +39,7 @@ export class StreamRegistry implements StreamDirectory {
   #publishedByName = new Map<string, RegisteredStream>();
   #cap?: Cap;
   #watchers = new Set<PublishWatcher>();
+  #gate?: PlayGate;
 
   /** @param cap the `streams` cap published streams take a slot of; none: unlimited. */
   constructor(cap?: Cap) {
@@ -87,6 +106,27 @@ export class StreamRegistry implements StreamDirectory {
   /** Every stream, in registration order. */
   list(): RegisteredStream[] {
     return [...this.#byId.values()];
+  }
+
+  /** Installs (or, with undefined, removes) the gate viewers' streams are opened through. */
+  setGate(gate: PlayGate | undefined): void {
+    this.#gate = gate;
+  }
+
+  /**
+   * The stream a viewer presenting `key` plays under `name`: through the gate when one is
+   * installed (access checks, streams of other nodes), else the published one.
+   */
+  open(name: string, key?: string): Promise<RegisteredStream | undefined> {
+    return this.#gate ? this.#gate.open(name, key) : Promise.resolve(this.published(name));
+  }
+
+  /**
+   * Follows a viewer for the gate (its key may be revoked: `stop` is then called with the
+   * reason); the returned function ends the watch. Without a gate nothing is watched.
+   */
+  watchViewer(name: string, key: string | undefined, stop: (info: string) => void): () => void {
+    return this.#gate ? this.#gate.watchViewer(name, key, stop) : () => {};
   }
 
   /** Number of streams. */

@@ -7,9 +7,12 @@ import { z } from "zod";
 import {
   BadRequestError,
   ConflictError,
+  MediaServerError,
+  NotFoundError,
   ParseError,
   ServiceUnavailableError,
 } from "../core/errors.ts";
+import type { RegisteredStream } from "../core/stream_registry.ts";
 import { plainString } from "../core/records.ts";
 import type { Services } from "../core/services.ts";
 import { type StreamClient, type StreamStatus } from "../media/protocols/webrtc/client.ts";
@@ -265,13 +268,49 @@ async function handlePlay(
   const clientStream = withoutSdp(stream);
   const fail = (info: string) =>
     new SessionStreamClient(session, services, clientStream).status("FAILED", info);
-  const source = services.streams.published(name);
+  const key = viewerKey(session, stream, services);
+  const source = await openForViewer(services, name, key, fail);
+  if (source === null) return;
   if (!source) return fail(streamInfo.notFound);
   const media = offerMedia(stream.sdp, fail, ctx);
   if (!media) return;
   const plan = planPlay(services, source, media, playRequest(stream), ctx.log);
   if (!plan.ok) return fail(plan.info);
-  await startPlayer(session, ctx, stream, plan.build);
+  await startPlayer(session, ctx, stream, plan.build, key);
+}
+
+/**
+ * The access key a Web SDK viewer presents (`cdn.aclPropertyName`): a custom field of its
+ * connection, or of its play request.
+ */
+export function viewerKey(
+  session: SignalingSession,
+  stream: Record<string, unknown>,
+  services: Services,
+): string | undefined {
+  const property = services.config.cdn.aclPropertyName;
+  const fromStream = (stream.custom as Record<string, unknown> | undefined)?.[property];
+  const value = session.record().custom[property] ?? fromStream;
+  return typeof value === "string" ? value : undefined;
+}
+
+/**
+ * The stream a viewer plays under `name` (through the CDN when it is on: access checked,
+ * streams of other nodes brought here); null after `fail` was told why it cannot.
+ */
+export async function openForViewer(
+  services: Services,
+  name: string,
+  key: string | undefined,
+  fail: (info: string) => void,
+): Promise<RegisteredStream | undefined | null> {
+  try {
+    return await services.streams.open(name, key);
+  } catch (err) {
+    if (!(err instanceof MediaServerError)) throw err;
+    fail(err instanceof NotFoundError ? streamInfo.notFound : err.message);
+    return null;
+  }
 }
 
 /** What a play request asks of the stream's picture: `width`/`height`, `maxBitrate` (kbit/s). */
@@ -291,9 +330,11 @@ async function startPlayer(
   ctx: SignalingContext,
   stream: Record<string, unknown>,
   build: (common: PlayerCommon) => Player,
+  key?: string,
 ): Promise<void> {
   const { services } = ctx;
   const clientStream = withoutSdp(stream);
+  let unwatch = () => {};
   const player = build({
     mediaSessionId: stream.mediaSessionId as string,
     sessionId: session.sessionId,
@@ -306,7 +347,10 @@ async function startPlayer(
       session,
       services,
       clientStream,
-      () => services.streams.remove(player),
+      () => {
+        unwatch();
+        services.streams.remove(player);
+      },
     ),
   });
   try {
@@ -315,6 +359,11 @@ async function startPlayer(
     await player.terminate(streamInfo.idInUse);
     return;
   }
+  unwatch = services.streams.watchViewer(
+    String(stream.name ?? ""),
+    key,
+    (info) => void player.terminate(info),
+  );
   await answerOrFail(session, player, () => player.answer(), ctx);
 }
 

@@ -17,7 +17,7 @@ import {
 } from "../protocols/rtmp/server.ts";
 import type { RtmpConn } from "../protocols/rtmp/conn.ts";
 import { playRtmp } from "../publishers/rtmp_play.ts";
-import type { StreamDirectory } from "../stream_record.ts";
+import type { StreamRegistry } from "../../core/stream_registry.ts";
 import { RtmpIngest, rtmpMediaProvider } from "./rtmp_ingest.ts";
 
 /** Application (`appKey`) of RTMP clients whose app path names none of its own, as in WCS. */
@@ -43,13 +43,13 @@ export interface RtmpHooks {
 /** What the RTMP listener needs of the server (the server's services satisfy it). */
 export interface RtmpServerDeps {
   log: Logger;
-  streams: StreamDirectory;
+  streams: StreamRegistry;
   /** Converts Opus audio to AAC for players, MP3 to AAC for publishers. */
   engine: CodecEngine;
   hooks: RtmpHooks;
   /** This node's id, in every hook body. */
   nodeId: string;
-  config: Pick<Config, "bind" | "binds" | "ports" | "limits">;
+  config: Pick<Config, "bind" | "binds" | "ports" | "limits" | "cdn">;
 }
 
 /** A listening RTMP server. */
@@ -175,12 +175,19 @@ async function connectSession(
     },
     async play(name: string, query: Record<string, string>, target: PlayTarget) {
       const admitted = await admit("playStream", name, query);
+      const key = { ...request.query, ...query }[deps.config.cdn.aclPropertyName];
+      // Through the CDN's gate: the viewer's key checked, a stream of another node pulled here.
+      const exists = await deps.streams.open(admitted.name, key) !== undefined;
       // PLAYING only for a stream there is: a missing one is answered StreamNotFound.
-      const exists = deps.streams.published(admitted.name) !== undefined;
       if (exists) notify("StreamStatusEvent", admitted.stream, "PLAYING");
+      const unwatch = deps.streams.watchViewer(admitted.name, key, (info) => {
+        log.info("rtmp player stopped", { stream: admitted.name, reason: info });
+        target.conn.close();
+      });
       try {
         await playRtmp({ streams: deps.streams, engine: deps.engine, log }, admitted.name, target);
       } finally {
+        unwatch();
         if (exists) notify("StreamStatusEvent", admitted.stream, "STOPPED");
       }
     },

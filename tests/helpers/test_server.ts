@@ -3,6 +3,7 @@ import { type Config, configSchema } from "../../config.ts";
 import { type Logger, silentLogger } from "../../core/log.ts";
 import { operations } from "../../routes/mod.ts";
 import { type RunningServer, startServer } from "../../server.ts";
+import type { ServiceOverrides } from "../../core/services.ts";
 
 /** A running test server and the base URL of its REST API. */
 export interface TestServer extends RunningServer {
@@ -26,7 +27,7 @@ export interface TestServer extends RunningServer {
 export function testConfig(overrides: Record<string, unknown> = {}): Config {
   const dir = Deno.makeTempDirSync({ prefix: "mediaserver-test-" });
   return configSchema.parse({
-    ports: { rest: 0, ws: 0, wss: 0, hls: 0, rtmp: 0, rtsp: 0, srt: 0, sip: 0 },
+    ports: { rest: 0, ws: 0, wss: 0, hls: 0, rtmp: 0, rtsp: 0, srt: 0, sip: 0, cdn: 0 },
     folders: { media: `${dir}/content`, records: `${dir}/records`, logs: `${dir}/logs` },
     ...overrides,
   });
@@ -36,8 +37,9 @@ export function testConfig(overrides: Record<string, unknown> = {}): Config {
 export async function startTestServer(
   config: Config = testConfig(),
   log: Logger = silentLogger,
+  overrides: ServiceOverrides = {},
 ): Promise<TestServer> {
-  const server = await startServer(config, log);
+  const server = await startServer(config, log, overrides);
   const restUrl = `http://${hostOf(config.binds.rest ?? config.bind)}:${server.restPort}`;
   return {
     ...server,

@@ -52,6 +52,12 @@ export interface HlsOutputs {
    * the stream is published. Undefined when there is none.
    */
   find(name: string, start: boolean): HlsOutput | undefined;
+  /**
+   * Opens stream `name` for a viewer presenting access key `key` before its playlist is
+   * served: rejects with ForbiddenError when the key does not open it; may bring the stream
+   * here from another node (the CDN). Absent: every published stream is open.
+   */
+  open?(name: string, key: string | undefined): Promise<unknown>;
 }
 
 /** What the handler is built from. */
@@ -63,6 +69,8 @@ export interface HlsHttpOptions {
   targetDurationSec: number;
   /** `hls.partDurationMs` when LL-HLS is on, else 0. */
   partDurationMs: number;
+  /** Query parameter carrying a viewer's access key (`cdn.aclPropertyName`). */
+  aclPropertyName?: string;
   log: Logger;
 }
 
@@ -130,6 +138,10 @@ export function createHlsHandler(options: HlsHttpOptions): HlsHttpHandler {
         reply = textReply(405, "method not allowed", [["Allow", "GET, HEAD, OPTIONS"]]);
       } else {
         const route = parsePath(path);
+        if (outputs.open && route.file.endsWith(".m3u8")) {
+          const key = new URLSearchParams(req.query).get(options.aclPropertyName ?? "aclAuth");
+          await outputs.open(route.name, key ?? undefined);
+        }
         let target: Target | undefined;
         if (route.variant !== undefined) {
           target = fileTarget(route.variant, route.file);
