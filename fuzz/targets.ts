@@ -8,7 +8,7 @@ import { BadRequestError, ParseError } from "../core/errors.ts";
 import { parseH264Sps } from "../media/codecs/h264.ts";
 import { parseH265Sps } from "../media/codecs/h265.ts";
 import { splitLengthPrefixed } from "../media/codecs/nalu.ts";
-import type { MediaFrame } from "../media/frame.ts";
+import type { MediaFrame, Track } from "../media/frame.ts";
 import { memoryByteSource, Mp4Demuxer } from "../media/formats/mp4/demuxer.ts";
 import { TsDemuxer } from "../media/formats/mpegts/demuxer.ts";
 import { parseSdp } from "../media/formats/sdp/sdp.ts";
@@ -43,6 +43,12 @@ import {
   SipStreamParser,
 } from "../media/protocols/sip/message.ts";
 import { parseNameAddr, parseSipUri } from "../media/protocols/sip/uri.ts";
+import {
+  decodeRelayMessage,
+  encodeEnd,
+  encodeFrame,
+  encodeHello,
+} from "../media/protocols/relay/relay_message.ts";
 import { RtmpMediaReceiver } from "../media/providers/rtmp_receiver.ts";
 import {
   ControlType,
@@ -62,7 +68,7 @@ import { parseSenderReports } from "../media/rtp/rtcp.ts";
 import { sdpTrack } from "../media/rtp/sdp_track.ts";
 import { parseFrame } from "../signaling/frame.ts";
 import { prng } from "./mutators.ts";
-import { decodePacketList } from "./packet_list.ts";
+import { decodePacketList, encodePacketList } from "./packet_list.ts";
 
 /** One parser under fuzz. */
 export interface FuzzTarget {
@@ -311,6 +317,39 @@ function srtDatagrams(input: Uint8Array): void {
   receiver?.flush();
 }
 
+/**
+ * Relay messages as an edge reads them (a packet list, one message each): the hello gives the
+ * tracks the frames are checked against; a bad message is refused and the next one still read.
+ */
+function relayMessages(input: Uint8Array): void {
+  let tracks: Track[] | undefined;
+  let failure: unknown;
+  for (const bytes of decodePacketList(input)) {
+    try {
+      const message = decodeRelayMessage(bytes, tracks);
+      if (message.type === "hello") tracks = message.tracks;
+      if (message.type === "frame") parseParameterSets(message.frame);
+    } catch (err) {
+      if (!(err instanceof ParseError)) throw err;
+      failure ??= err;
+    }
+  }
+  if (failure) throw failure;
+}
+
+/** What an origin sends of an FLV capture: hello, its frames, end. */
+function relaySeed(flv: Uint8Array): Uint8Array {
+  const receiver = new RtmpMediaReceiver();
+  const frames = flvMessages(flv).flatMap((m) => receiver.receive(m));
+  frames.push(...receiver.finishProbe());
+  const tracks = receiver.tracks ?? [];
+  return encodePacketList([
+    encodeHello("relay", tracks),
+    ...frames.map(encodeFrame).filter((m) => m.length <= 0xffff),
+    encodeEnd("source ended"),
+  ]);
+}
+
 /** Every fuzz target. */
 export const targets: readonly FuzzTarget[] = [
   {
@@ -433,6 +472,13 @@ export const targets: readonly FuzzTarget[] = [
     name: "srt",
     maxBytes: 16_000,
     run: srtDatagrams,
+  },
+  {
+    name: "relay",
+    corpus: "flv",
+    seeds: (files) => files.map(relaySeed),
+    maxBytes: 64_000,
+    run: relayMessages,
   },
   {
     name: "signaling",

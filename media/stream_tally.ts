@@ -17,6 +17,7 @@ export type ReaderKind =
   | "push"
   | "transcoder"
   | "snapshot"
+  | "relay"
   | "other";
 
 /** Totals of the streams of one provider. */
