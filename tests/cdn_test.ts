@@ -131,3 +131,183 @@ Deno.test("cdn: an edge pulls an origin's stream on demand for an RTMP player, a
     await cluster.close();
   }
 });
+
+/** ffmpeg reading an RTMP stream into nothing; the caller waits for it to end. */
+function readRtmp(url: string, seconds: number): Deno.ChildProcess {
+  return new Deno.Command("ffmpeg", {
+    args: ["-hide_banner", "-nostdin", "-loglevel", "error", "-rw_timeout", "8000000", "-i", url]
+      .concat(["-t", String(seconds), "-f", "null", "-"]),
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+}
+
+Deno.test("cdn: a stream's access list set on the origin refuses keyless viewers on the edge, admits the key, and stops its viewer when the key is removed", async () => {
+  const cluster = await startCluster("acl", {
+    origin: undefined,
+    edge: undefined,
+    transcoder: undefined,
+  });
+  const { origin, edge } = cluster;
+  try {
+    // The list is managed on the origin, where the stream is published.
+    assert.equal(
+      (await edge.post("/cdn/stream/access_list/add", { name: "nope", keys: ["k"] })).status,
+      404,
+    );
+    assert.equal(
+      (await origin.post("/cdn/stream/access_list/add", { name: "acl", keys: ["k1"] })).status,
+      200,
+    );
+    await waitFor("the list on the edge", async () => {
+      const keys = await json<string[]>(
+        await edge.post("/cdn/stream/access_list/print", { name: "acl" }),
+      );
+      return keys.includes("k1") ? true : undefined;
+    });
+    const base = `rtmp://127.0.0.1:${edge.rtmpPort}/live`;
+    await assert.rejects(recordRtmp(`${base}/acl`, 1), /ffmpeg failed/);
+    await assert.rejects(recordRtmp(`${base}?aclAuth=wrong/acl`, 1), /ffmpeg failed/);
+    const played = await recordRtmp(`${base}?aclAuth=k1/acl`, 2);
+    assert.equal(played.streams.find((s) => s.codec_type === "video")?.codec_name, "h264");
+
+    const viewer = readRtmp(`${base}?aclAuth=k1/acl`, 30);
+    await waitFor(
+      "the keyed viewer on the edge",
+      () => edge.services.streams.published("acl")?.record ? true : undefined,
+    );
+    await new Promise((r) => setTimeout(r, 1500));
+    const removedAt = Date.now();
+    assert.equal(
+      (await origin.post("/cdn/stream/access_list/remove", { name: "acl", keys: ["k1"] })).status,
+      200,
+    );
+    await viewer.output();
+    const stoppedAfterMs = Date.now() - removedAt;
+    assert(stoppedAfterMs < 5000, `the viewer ran ${stoppedAfterMs} ms after its key was removed`);
+    assert.deepEqual(
+      await json(await edge.post("/cdn/stream/access_list/print", { name: "acl" })),
+      [],
+    );
+    // A list without keys opens to no one until it is deleted.
+    await assert.rejects(recordRtmp(`${base}/acl`, 1), /ffmpeg failed/);
+    assert.equal(
+      (await origin.post("/cdn/stream/access_list/delete", { name: "acl" })).status,
+      200,
+    );
+    assert.equal(
+      (await origin.post("/cdn/stream/access_list/delete", { name: "acl" })).status,
+      404,
+    );
+  } finally {
+    await cluster.close();
+  }
+});
+
+Deno.test("cdn: playing <stream>-240p on the edge elects the transcoder node, which encodes the origin's stream at 240p", async () => {
+  const cluster = await startCluster("tc", {
+    origin: undefined,
+    edge: undefined,
+    transcoder: cdnConfig("transcoder"),
+  });
+  const { origin, edge } = cluster;
+  try {
+    const profile = { video: { width: 0, height: 240, codec: "h264", bitrate: 300, gop: 25 } };
+    assert.equal((await origin.post("/cdn/profile/add", { name: "-240p", profile })).status, 200);
+    await waitFor("the profile on the edge", async () => {
+      const profiles = await json<Record<string, unknown>>(await edge.post("/cdn/profile/print"));
+      return profiles["-240p"] ? true : undefined;
+    });
+    assert.equal((await edge.post("/cdn/profile/add", { name: "-240p", profile })).status, 409);
+    const played = await recordRtmp(`rtmp://127.0.0.1:${edge.rtmpPort}/live/tc-240p`, 3);
+    const video = played.streams.find((s) => s.codec_type === "video");
+    assert.equal(video?.codec_name, "h264");
+    assert.equal(video?.height, 240);
+    assert(video?.width === 426 || video?.width === 428, `width ${video?.width}`);
+    const routes = await json<Record<string, string[]>>(
+      await edge.post("/cdn/stream/show_routes", { streamName: "tc-240p" }),
+    );
+    assert.deepEqual(routes["REQUESTED-PROFILE"], ["-240p"]);
+    assert(
+      Object.keys(routes).some((key) => /^\d+-PROFILE-/.test(key)),
+      JSON.stringify(routes),
+    );
+    // A group without a transcoder: no route for profiles.
+    assert.equal(
+      (await edge.post("/cdn/profile/modify", {
+        name: "-240p",
+        profile: { video: { height: 180 } },
+      }))
+        .status,
+      200,
+    );
+    assert.equal((await edge.post("/cdn/profile/remove", { name: "-360p" })).status, 404);
+  } finally {
+    await cluster.close();
+  }
+});
+
+Deno.test("cdn: with no transcoder in the edge's group, a profile is refused with 'No available transcoders'", async () => {
+  const cluster = await startCluster("nt", {
+    origin: undefined,
+    edge: cdnConfig("edge", { groups: ["EU"] }),
+    transcoder: cdnConfig("transcoder", { groups: ["US"] }),
+  });
+  const { edge } = cluster;
+  try {
+    const profile = { video: { height: 240 } };
+    assert.equal((await edge.post("/cdn/profile/add", { name: "-240p", profile })).status, 200);
+    const viewer = readRtmp(`rtmp://127.0.0.1:${edge.rtmpPort}/live/nt-240p`, 2);
+    const out = await viewer.output();
+    assert(!out.success);
+    // ffmpeg prints the server's NetStream.Play.Failed description.
+    assert.match(
+      new TextDecoder().decode(out.stderr),
+      /No available transcoders|Play\.Failed|error/i,
+    );
+  } finally {
+    await cluster.close();
+  }
+});
+
+Deno.test("cdn: a stopped origin goes PASSIVE, ends its edge viewers, can be removed only once PASSIVE", async () => {
+  const cluster = await startCluster("gone", {
+    origin: undefined,
+    edge: undefined,
+    transcoder: undefined,
+  });
+  const { origin, edge } = cluster;
+  let originStopped = false;
+  try {
+    const viewer = readRtmp(`rtmp://127.0.0.1:${edge.rtmpPort}/live/gone`, 30);
+    await waitFor(
+      "the edge's pull",
+      () => edge.services.streams.published("gone") ? true : undefined,
+    );
+    const nodes = await json<{ id: string; role: string }[]>(await edge.post("/cdn/show_nodes"));
+    const originId = nodes.find((n) => n.role === "ORIGIN")!.id;
+    const edgeId = nodes.find((n) => n.role === "EDGE")!.id;
+    assert.equal((await edge.post("/cdn/remove_node", { nodeIp: edgeId })).status, 409);
+    assert.equal((await edge.post("/cdn/remove_node", { nodeIp: "10.9.9.9:1" })).status, 404);
+    await stopPublisher(cluster.publisher);
+    await origin.stop();
+    originStopped = true;
+    const out = await viewer.output();
+    assert(out.code !== null);
+    await waitFor("the origin PASSIVE on the edge", async () => {
+      const list = await json<{ id: string; globalState: string }[]>(
+        await edge.post("/cdn/show_nodes"),
+      );
+      return list.find((n) => n.id === originId)?.globalState === "PASSIVE" ? true : undefined;
+    }, 5000);
+    assert.equal(edge.services.streams.published("gone"), undefined);
+    assert.equal((await edge.post("/cdn/remove_node", { nodeIp: originId })).status, 200);
+    const after = await json<{ id: string }[]>(await edge.post("/cdn/show_nodes"));
+    assert(!after.some((n) => n.id === originId));
+  } finally {
+    if (originStopped) {
+      await edge.stop();
+      await cluster.store.close();
+    } else await cluster.close();
+  }
+});

@@ -492,7 +492,7 @@ export class CdnNode implements PlayGate {
     await this.#options.store.put("acl", name, current.filter((key) => !keys.includes(key)));
   }
 
-  /** `/cdn/stream/access_list/delete`: the list emptied (the stream is open again). */
+  /** `/cdn/stream/access_list/delete`: the list dropped (the stream is open again). */
   async aclDelete(name: string): Promise<void> {
     this.#requireAcl(name);
     await this.#options.store.delete("acl", name);

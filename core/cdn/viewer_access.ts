@@ -1,6 +1,7 @@
 /**
- * Stream access lists (CDN 2.2): a stream without a list, or with an empty one, is open; a
- * listed stream opens only to viewers presenting one of its keys. Lists live in the cluster
+ * Stream access lists (CDN 2.2): a stream without a list is open; a stream with one opens only
+ * to viewers presenting one of its keys (none, once every key was removed, until the list is
+ * deleted). Lists live in the cluster
  * store, so a change made on the origin applies on every node at once; viewers whose key a
  * change revokes are stopped with "restricted access".
  */
@@ -19,7 +20,7 @@ export class ViewerAccess {
   #keysOf: (stream: string) => readonly string[] | undefined;
   #viewers = new Map<string, Set<Viewer>>();
 
-  /** @param keysOf the access list of a stream (undefined or empty: open to all). */
+  /** @param keysOf the access list of a stream (undefined: open to all). */
   constructor(keysOf: (stream: string) => readonly string[] | undefined) {
     this.#keysOf = keysOf;
   }
@@ -27,7 +28,7 @@ export class ViewerAccess {
   /** True when `key` opens `stream`. */
   allows(stream: string, key: string | undefined): boolean {
     const keys = this.#keysOf(stream);
-    return !keys?.length || (key !== undefined && keys.includes(key));
+    return keys === undefined || (key !== undefined && keys.includes(key));
   }
 
   /** Throws ForbiddenError ("restricted access") when `key` does not open `stream`. */
