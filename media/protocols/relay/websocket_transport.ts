@@ -33,9 +33,16 @@ class WebSocketTransport implements RelayTransport {
     socket.addEventListener("message", (event) => {
       if (event.data instanceof ArrayBuffer) this.#handler?.(new Uint8Array(event.data));
     });
+    let failure = "";
+    socket.addEventListener("error", (event) => failure = (event as ErrorEvent).message ?? "");
     socket.addEventListener("close", (event) => {
-      const why = event.reason ? `${event.code}: ${event.reason}` : `${event.code}`;
-      this.#finish(`connection closed by the peer (${why})`);
+      // Without a close frame (a reset, a dead peer) Deno reports code 0 or 1006.
+      if (event.code === 0 || event.code === 1006) {
+        this.#finish(`connection lost${failure ? ` (${failure})` : ""}`);
+      } else {
+        const why = event.reason ? `${event.code}: ${event.reason}` : `${event.code}`;
+        this.#finish(`connection closed by the peer (${why})`);
+      }
     });
     if (socket.readyState >= WebSocket.CLOSING) this.#finish("connection closed");
   }
