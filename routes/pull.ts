@@ -17,23 +17,29 @@ export const pullOperations = [
     summary: "Play a stream of another server into a local stream.",
     body: pullBody,
     response: null,
+    handle: (body, { services }) =>
+      services.remotePulls.pull(body.uri, body.remoteStreamName, body.localStreamName),
   }),
   operation({
     path: "/pull/find_all",
     summary: "List every remote pull.",
     body: noParams,
     response: z.array(remotePullRecord),
+    handle: (_body, { services }) => services.remotePulls.list(),
   }),
   operation({
     path: "/pull/push",
     summary: "Publish a local stream to another server.",
     body: pullBody,
     response: null,
+    handle: (body, { services }) =>
+      services.remotePulls.push(body.uri, body.localStreamName, body.remoteStreamName),
   }),
   operation({
     path: "/pull/terminate",
     summary: "Stop a remote pull or push.",
     body: z.object({ uri: wsUri }),
     response: null,
+    handle: (body, { services }) => services.remotePulls.terminate(body.uri),
   }),
 ];

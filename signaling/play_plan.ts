@@ -55,7 +55,7 @@ export type PlayPlan =
   | { ok: false; info: string };
 
 /** The media address of the configuration. */
-export function peerAddress(services: Services): PeerAddress {
+export function peerAddress(services: Pick<Services, "config">): PeerAddress {
   const { media, bind, binds } = services.config;
   return {
     bind: binds.media ?? bind,

@@ -33,6 +33,7 @@ const built = new Set(operations.filter((op) => op.handle).map((op) => op.path))
 const sourceUnreachableStatus: Record<string, number> = {
   "/rtsp/startup": 502,
   "/pull/rtmp/pull": 502,
+  "/pull/pull": 502,
 };
 
 Deno.test("every contract path answers; the ones not built answer 501 naming the operation", async () => {

@@ -154,3 +154,37 @@ export function serverOfferCodecs(video: boolean): NegotiatedCodec[] {
   }
   return codecs;
 }
+
+/** H.264 profile-level-ids a receiving offer lists, with their payload types. */
+const receiveH264Profiles = [
+  { profile: "42e01f", payloadType: 102 },
+  { profile: "42001f", payloadType: 104 },
+  { profile: "4d001f", payloadType: 106 },
+  { profile: "64001f", payloadType: 108 },
+] as const;
+/** Payload type of VP8 in a receiving offer, as Chrome numbers it. */
+const receiveVp8PayloadType = 96;
+
+/**
+ * The codecs of the server's offer to receive a stream from another server (a remote pull):
+ * Opus, and H.264 (packetization-mode 1, the common profiles) or VP8, so the remote can send
+ * its publisher's video as it is; the answer says which one it sends.
+ */
+export function receiveOfferCodecs(): NegotiatedCodec[] {
+  const [opus] = serverOfferCodecs(false);
+  const h264 = receiveH264Profiles.map(({ profile, payloadType }) =>
+    toNegotiated("video", "H264", {
+      name: "H264",
+      clockRate: 90000,
+      payloadType,
+      fmtp: `level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=${profile}`,
+    }, videoFeedback)
+  );
+  const vp8 = toNegotiated("video", "VP8", {
+    name: "VP8",
+    clockRate: 90000,
+    payloadType: receiveVp8PayloadType,
+    fmtp: "",
+  }, videoFeedback);
+  return [...h264, vp8, opus];
+}
