@@ -42,6 +42,9 @@ export interface NodeEntry {
 /** Kinds of shared records; each kind is a map from key to a JSON value. */
 export type RecordKind = "route" | "acl" | "profile";
 
+/** Every record kind, in a stable order. */
+export const recordKinds: readonly RecordKind[] = ["route", "acl", "profile"];
+
 /** One change of the shared state, as the change feed delivers it. */
 export type ClusterChange =
   /** A node announced itself, changed its record, or came back alive. */
