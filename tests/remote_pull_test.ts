@@ -7,6 +7,7 @@
  */
 import assert from "node:assert/strict";
 import { run, tempPath } from "../media/formats/test_fixtures.ts";
+import { openPeerCount } from "../media/protocols/webrtc/peer.ts";
 import { Stream } from "../media/stream.ts";
 import { publishRtmp, stopPublisher } from "./helpers/ffmpeg_rtmp.ts";
 import { probe, waitFor } from "./helpers/media_fixtures.ts";
@@ -276,13 +277,27 @@ Deno.test({
         /copy is already published/,
       );
       assert.equal((await findAll(b)).length, 1);
+
+      // The local stream terminated on B ends the pull (no reconnect) and A's play.
+      const local = b.services.streams.published("copy")!;
+      await post(b, "/stream/terminate", { mediaSessionId: local.mediaSessionId });
+      await waitFor(
+        "the pull ended with its local stream",
+        async () => (await findAll(b)).length === 0 ? true : undefined,
+      );
+      await waitFor(
+        "A's play ended",
+        () => a.services.streams.list().some((s) => !s.published) ? undefined : true,
+      );
+      assert.equal(b.services.limits.pulls.current, 0);
     } finally {
       await stopPublisher(cam);
       await b.stop();
       await a.stop();
     }
-    // Server stop ended the pull and gave its slot back.
+    // Server stop ended the pull and gave its slot back; no peer is left open.
     assert.equal(b.services.limits.pulls.current, 0);
+    assert.equal(openPeerCount(), 0);
   },
 });
 
@@ -296,7 +311,7 @@ Deno.test({
     let a = await startTestServer(config);
     const b = await startTestServer();
     b.services.remotePulls.setBackoff({ minMs: 200, maxMs: 1000 });
-    let cam = await camera(a, "src");
+    let cam: Deno.ChildProcess | undefined = await camera(a, "src");
     try {
       await post(b, "/pull/pull", {
         uri: a.wsUrl,
@@ -340,8 +355,16 @@ Deno.test({
       assert.notEqual(after.remoteMediaSessionId, before.remoteMediaSessionId);
       const keyframe = await nextKeyframe(b, "copy");
       assert.ok(keyframe.data.byteLength > 1000);
-    } finally {
+
+      // Terminated while it waits to reconnect: it stops at once.
       await stopPublisher(cam);
+      cam = undefined;
+      await waitFor("RECONNECTING once A's stream stopped", () => status(b, "RECONNECTING"));
+      await post(b, "/pull/terminate", { uri: a.wsUrl });
+      assert.deepEqual(await findAll(b), []);
+      assert.equal(b.services.limits.pulls.current, 0);
+    } finally {
+      if (cam) await stopPublisher(cam);
       await b.stop();
       await a.stop();
     }
