@@ -261,10 +261,7 @@ Deno.test("cdn: with no transcoder in the edge's group, a profile is refused wit
     const out = await viewer.output();
     assert(!out.success);
     // ffmpeg prints the server's NetStream.Play.Failed description.
-    assert.match(
-      new TextDecoder().decode(out.stderr),
-      /No available transcoders|Play\.Failed|error/i,
-    );
+    assert.match(new TextDecoder().decode(out.stderr), /Server error: No available transcoders/);
   } finally {
     await cluster.close();
   }

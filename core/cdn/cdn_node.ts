@@ -11,11 +11,7 @@ import type { PlayGate, StreamRegistry } from "../stream_registry.ts";
 import type { RegisteredStream } from "../../media/stream_record.ts";
 import { Stream } from "../../media/stream.ts";
 import type { Track } from "../../media/frame.ts";
-import {
-  ConflictError,
-  NotFoundError,
-  ServiceUnavailableError,
-} from "../errors.ts";
+import { ConflictError, NotFoundError, ServiceUnavailableError } from "../errors.ts";
 import type {
   CdnRole,
   ClusterChange,

@@ -8,6 +8,11 @@ import type { StreamRegistry } from "../stream_registry.ts";
 import { RelayPull } from "../../media/providers/relay_pull.ts";
 import type { Stream } from "../../media/stream.ts";
 
+/**
+ * Time from dialing to the first frame, in ms: a transcoder's encoding only answers once its
+ * first keyframe is out.
+ */
+const helloTimeoutMs = 15_000;
 /** How often a pull looks for viewers, in ms. */
 const viewerCheckMs = 1000;
 
@@ -74,6 +79,7 @@ export class EdgePulls {
       localName: name,
       streams: this.#streams,
       log: this.#log.child({ stream: name, from: target.nodeId }),
+      helloTimeoutMs,
     });
     const entry: Entry = {
       name,

@@ -38,7 +38,8 @@ export interface RelaySendOptions {
 
 /**
  * Sends `source` to the edge on `socket` (a socket from `Deno.upgradeWebSocket`, open or
- * opening, or any RelayTransport): hello, then every frame of a reader, then `end`. When the
+ * opening, or any RelayTransport): hello (with the first frame when a video track's config
+ * is not known yet), then every frame of a reader, then `end`. When the
  * transport holds more than `maxBufferedBytes`, frames are dropped and video resumes at the
  * next keyframe (one is requested from the source once the backlog clears); the edge is told
  * how many frames it missed. Resolves with the reason the relay ended: "source ended", the
@@ -83,7 +84,18 @@ export async function serveRelay(
   signal?.addEventListener("abort", onAbort, { once: true });
   if (signal?.aborted) onAbort();
 
-  transport.send(encodeHello(source.name, source.tracks));
+  // An encoder's output learns its SPS/PPS (the track's config) only with its first
+  // keyframe, and the edge needs them in the hello: it waits for the first frame then.
+  let helloSent = false;
+  const sendHello = () => {
+    if (helloSent) return;
+    helloSent = true;
+    transport.send(encodeHello(source.name, source.tracks));
+  };
+  const configPending = source.tracks.some((t) =>
+    (t.codec === "H264" || t.codec === "H265") && !t.config
+  );
+  if (!configPending) sendHello();
   log.info("relay started", { maxBufferedBytes });
   let congested = false;
   let waitKeyframe = false;
@@ -116,11 +128,13 @@ export async function serveRelay(
         transport.send(encodeDropped(skipped));
         skipped = 0;
       }
+      sendHello();
       transport.send(encodeFrame(frame));
       counters.frames++;
       counters.bytes += frame.data.length;
     }
     reason ??= "source ended";
+    sendHello();
     transport.send(encodeEnd(reason));
     transport.close(reason);
   } finally {
