@@ -151,6 +151,9 @@ export class WcsClientSession {
     request: RemoteStreamRequest,
     onStatus: (status: RemoteStreamStatus) => void,
   ): Promise<string> {
+    if (this.#closeReason !== undefined) {
+      throw new BadGatewayError(`${this.#where(request.name)}: ${this.#closeReason}`);
+    }
     const watch: StreamWatch = { answer: Promise.withResolvers<string>(), onStatus, ended: false };
     this.#streams.set(request.mediaSessionId, watch);
     this.#send(kind === "publish" ? "publishStream" : "playStream", {
