@@ -9,6 +9,7 @@ Deno.test("defaults: loopback bind, WCS ports, folders, no hooks backend", () =>
   const config = loadConfig({ readTextFile: noFile });
   assert.equal(config.bind, "127.0.0.1");
   assert.deepEqual(config.ports, {
+    cdn: 8084,
     rest: 8081,
     ws: 8080,
     wss: 8443,

@@ -5,7 +5,7 @@
  */
 import { ConflictError, NotFoundError, ServiceUnavailableError } from "./errors.ts";
 import type { Cap } from "./limits.ts";
-import type { RegisteredStream, StreamDirectory } from "../media/stream_record.ts";
+import type { RegisteredStream, ViewerDirectory } from "../media/stream_record.ts";
 
 export type { RegisteredStream } from "../media/stream_record.ts";
 
@@ -34,7 +34,7 @@ export interface PlayGate {
  * Streams by mediaSessionId, with lookup of the published stream of a name. Every published
  * stream, whatever its provider, holds a slot of the `streams` cap while registered.
  */
-export class StreamRegistry implements StreamDirectory {
+export class StreamRegistry implements ViewerDirectory {
   #byId = new Map<string, RegisteredStream>();
   #publishedByName = new Map<string, RegisteredStream>();
   #cap?: Cap;

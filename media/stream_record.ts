@@ -96,3 +96,15 @@ export interface StreamDirectory {
   /** The published stream of this name, if any. */
   published(name: string): RegisteredStream | undefined;
 }
+
+/**
+ * What viewers' protocols need of the server's streams: besides the directory, the stream a
+ * viewer plays opened through the server's gate (the CDN's access check, or a stream pulled
+ * from another node), and the viewer followed so a revoked key can stop it.
+ */
+export interface ViewerDirectory extends StreamDirectory {
+  /** The stream a viewer presenting access key `key` plays under `name`; undefined: none. */
+  open(name: string, key?: string): Promise<RegisteredStream | undefined>;
+  /** Follows a viewer; `stop` ends it with the reason. The returned function ends the watch. */
+  watchViewer(name: string, key: string | undefined, stop: (info: string) => void): () => void;
+}

@@ -17,8 +17,10 @@ import { parsePayload } from "./payload.ts";
 import { closeCodes, type SignalingSession } from "./session.ts";
 import {
   admit,
+  openForViewer,
   SessionStreamClient,
   streamInfo,
+  viewerKey,
   withFinalStatus,
   withoutSdp,
 } from "./webrtc_streams.ts";
@@ -48,7 +50,9 @@ async function handleMsePlay(
   const clientStream = withoutSdp(stream);
   const fail = (info: string) =>
     new SessionStreamClient(session, services, clientStream).status("FAILED", info);
-  const source = services.streams.published(name);
+  const key = viewerKey(session, stream, services);
+  const source = await openForViewer(services, name, key, fail);
+  if (source === null) return;
   if (!source) return fail(streamInfo.notFound);
   const video = source instanceof Stream ? source.videoTrack : undefined;
   if (!(source instanceof Stream) || (video && video.codec !== "H264")) {
@@ -58,6 +62,7 @@ async function handleMsePlay(
   }
   const frames = aacStreamFor(source, services.engine, ctx.log);
   if (!MsePlayer.plays(frames)) return fail(streamInfo.noCodecs);
+  let unwatch = () => {};
   const player: MsePlayer = new MsePlayer({
     source,
     frames,
@@ -71,7 +76,10 @@ async function handleMsePlay(
       session,
       services,
       clientStream,
-      () => services.streams.remove(player),
+      () => {
+        unwatch();
+        services.streams.remove(player);
+      },
     ),
   });
   try {
@@ -80,6 +88,7 @@ async function handleMsePlay(
     await player.terminate(streamInfo.idInUse);
     return;
   }
+  unwatch = services.streams.watchViewer(name, key, (info) => void player.terminate(info));
   session.send("setRemoteSDP", player.mediaSessionId, player.answer(), true);
 }
 

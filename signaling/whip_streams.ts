@@ -106,7 +106,9 @@ export async function openWhipSession(
   if (kind === "publish" && services.streams.published(request.name)) {
     throw new ConflictError(`stream ${request.name} is already published`);
   }
-  if (kind === "play" && !services.streams.published(request.name)) {
+  // Through the CDN's gate: a stream of another node is pulled here; WHEP presents no
+  // access key, so a stream with an access list refuses it (403).
+  if (kind === "play" && !await services.streams.open(request.name)) {
     throw new NotFoundError(`stream ${request.name} is not published`);
   }
   const sessionId = crypto.randomUUID();

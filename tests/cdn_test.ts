@@ -127,6 +127,18 @@ Deno.test("cdn: an edge pulls an origin's stream on demand for an RTMP player, a
     );
     // The origin's stream goes on.
     assert(origin.services.streams.published("cam"));
+
+    // An HLS viewer of the edge brings it back: its playlist request opens the pull.
+    const playlist = await waitFor("the edge's HLS playlist", async () => {
+      const res = await fetch(`${edge.hlsUrl}/cam/cam.m3u8`);
+      const text = await res.text();
+      return res.status === 200 && text.startsWith("#EXTM3U") ? text : undefined;
+    }, 15_000);
+    assert.match(playlist, /\.m3u8/);
+    assert(edge.services.streams.published("cam"), "the edge pulled the stream for HLS");
+    const missing = await fetch(`${edge.hlsUrl}/none/none.m3u8`);
+    await missing.body?.cancel();
+    assert.equal(missing.status, 404);
   } finally {
     await cluster.close();
   }

@@ -6,7 +6,7 @@
 import { BadGatewayError, ParseError } from "../../core/errors.ts";
 import type { Logger } from "../../core/log.ts";
 import { redactText } from "../../core/redact.ts";
-import type { StreamRegistry } from "../../core/stream_registry.ts";
+import type { StreamDirectory } from "../stream_record.ts";
 import type { Track } from "../frame.ts";
 import {
   decodeRelayMessage,
@@ -33,7 +33,7 @@ export interface RelayPullOptions {
   /** Name of the local stream. */
   localName: string;
   /** Where the local stream is registered while the pull runs. */
-  streams: StreamRegistry;
+  streams: StreamDirectory;
   log: Logger;
   /** `mediaProvider` of the local stream (default `relayMediaProvider`). */
   mediaProvider?: string;

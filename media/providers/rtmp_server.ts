@@ -17,7 +17,7 @@ import {
 } from "../protocols/rtmp/server.ts";
 import type { RtmpConn } from "../protocols/rtmp/conn.ts";
 import { playRtmp } from "../publishers/rtmp_play.ts";
-import type { StreamRegistry } from "../../core/stream_registry.ts";
+import type { ViewerDirectory } from "../stream_record.ts";
 import { RtmpIngest, rtmpMediaProvider } from "./rtmp_ingest.ts";
 
 /** Application (`appKey`) of RTMP clients whose app path names none of its own, as in WCS. */
@@ -43,7 +43,7 @@ export interface RtmpHooks {
 /** What the RTMP listener needs of the server (the server's services satisfy it). */
 export interface RtmpServerDeps {
   log: Logger;
-  streams: StreamRegistry;
+  streams: ViewerDirectory;
   /** Converts Opus audio to AAC for players, MP3 to AAC for publishers. */
   engine: CodecEngine;
   hooks: RtmpHooks;
