@@ -1,0 +1,323 @@
+/**
+ * CDN relay: one ~2 Mbit/s H.264+AAC stream (ffmpeg publishing RTMP to an origin) pulled by
+ * an edge over the relay, played by RTMP players. Origin, edge and a `redis-server` run as
+ * separate processes on 127.0.0.1, started like `deno task start` with MEDIASERVER_*
+ * variables, so each server's CPU time (utime + stime from /proc/<pid>/stat) is its own; the
+ * players are the light readers of bench/rtmp.ts, in this process. Measured, in order:
+ * - the origin with the publisher only (no relay, no player), and the idle edge;
+ * - one player on the edge (the edge pulls the stream): CPU per relayed stream on the origin
+ *   (sending) and on the edge (receiving and serving that player), as deltas from the above;
+ * - one player on the origin as well: relay added latency, the arrival of each video message
+ *   at the edge's player minus its arrival at the origin's player (matched by RTMP timestamp
+ *   and size; both players in this process, on one clock), p50/p99;
+ * - fan-out: the same steps of players on the edge (its pull kept up) and then on the origin
+ *   (the single node, serving its own publisher): CPU and lowest RSS per player as the slope
+ *   from idle through the steps every player kept up with, players per core, and the ratio
+ *   edge / single node (goal: at least 0.9).
+ * Relay counters (frames, bytes, frames dropped for congestion) come from the nodes' logs.
+ *
+ * `CLUSTER_BENCH_PLAYERS` sets the fan-out steps, comma-separated (default 50,100).
+ */
+import { envName } from "../config.ts";
+import { MessageType, type RtmpMessage } from "../media/protocols/rtmp/message.ts";
+import { lines } from "./support/lines.ts";
+import {
+  fanOut,
+  fanOutLines,
+  LightPlayer,
+  makeSource,
+  measureGroups,
+  measureMs,
+  perPlayer,
+  playerSteps,
+  publishLoop,
+  type Result,
+  sourceSeconds,
+  stopPublisher,
+  videoKbps,
+  waitUntilPlayable,
+  type Window,
+} from "./support/rtmp_fanout.ts";
+import { freePort, spawnDeno, startPermissions, waitForHttp } from "../tests/helpers/process.ts";
+
+/** Time a server process may take to answer /health, in ms. */
+const startTimeoutMs = 30_000;
+/** Time given to redis-server to listen, in ms. */
+const redisStartMs = 5_000;
+/** Length of the latency window, in ms. */
+const latencyMs = 10_000;
+/** Time given to new players to settle before a window, in ms. */
+const settleMs = 2_000;
+/** Time the nodes get to log a relay's end after the publisher stopped, in ms. */
+const relayEndMs = 2_000;
+/** Name of the published stream. */
+const streamName = "bench";
+
+const steps = playerSteps("CLUSTER_BENCH_PLAYERS", "50,100");
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+type Role = "origin" | "edge";
+
+/** One server process of the CDN, its relay log lines kept. */
+class Node {
+  readonly role: Role;
+  readonly child: Deno.ChildProcess;
+  readonly restPort = freePort();
+  readonly rtmpPort = freePort();
+  /** Log lines about relays and pulls, parsed. */
+  readonly relayLog: Record<string, unknown>[] = [];
+  /** The last lines of stderr, for a failure's report. */
+  readonly errors: string[] = [];
+  #reading: Promise<unknown>;
+
+  constructor(role: Role, redisUrl: string, dir: string) {
+    this.role = role;
+    const ports: Record<string, number> = {
+      rest: this.restPort,
+      rtmp: this.rtmpPort,
+      ws: freePort(),
+      wss: freePort(),
+      hls: freePort(),
+      rtsp: freePort(),
+      srt: freePort(),
+      sip: freePort(),
+      cdn: freePort(),
+    };
+    const env: Record<string, string> = {
+      [envName(["folders", "media"])]: `${dir}/${role}/content`,
+      [envName(["folders", "records"])]: `${dir}/${role}/records`,
+      [envName(["folders", "logs"])]: `${dir}/${role}/logs`,
+      [envName(["log", "level"])]: "info",
+      [envName(["cdn", "enabled"])]: "true",
+      [envName(["cdn", "role"])]: role,
+      // The edge's pull outlives the gaps between the bench's phases.
+      [envName(["cdn", "pullGraceMs"])]: "600000",
+      [envName(["cluster", "redisUrl"])]: redisUrl,
+    };
+    for (const [name, port] of Object.entries(ports)) env[envName(["ports", name])] = String(port);
+    this.child = spawnDeno(["run", ...startPermissions, "main.ts"], env);
+    this.#reading = Promise.allSettled([this.#readLog(), this.#readErrors()]);
+  }
+
+  async #readLog(): Promise<void> {
+    for await (const line of lines(this.child.stdout)) {
+      if (!/"msg":"(relay|cdn pull)/.test(line)) continue;
+      try {
+        this.relayLog.push(JSON.parse(line));
+      } catch {
+        // Not a whole JSON line.
+      }
+    }
+  }
+
+  async #readErrors(): Promise<void> {
+    for await (const line of lines(this.child.stderr)) {
+      this.errors.push(line);
+      if (this.errors.length > 20) this.errors.shift();
+    }
+  }
+
+  get pid(): number {
+    return this.child.pid;
+  }
+
+  url(stream: string): string {
+    return `rtmp://127.0.0.1:${this.rtmpPort}/live/${stream}`;
+  }
+
+  async ready(): Promise<void> {
+    try {
+      await waitForHttp(`http://127.0.0.1:${this.restPort}/health`, startTimeoutMs);
+    } catch (err) {
+      throw new Error(`${this.role}: ${(err as Error).message}\n${this.errors.join("\n")}`);
+    }
+  }
+
+  async stop(): Promise<void> {
+    try {
+      this.child.kill("SIGTERM");
+    } catch {
+      // Exited already.
+    }
+    await this.child.status;
+    await this.#reading;
+  }
+}
+
+/** A redis-server without persistence on a free port. */
+async function startRedis(): Promise<{ url: string; child: Deno.ChildProcess }> {
+  const port = freePort();
+  const child = new Deno.Command("redis-server", {
+    args: ["--bind", "127.0.0.1", "--port", String(port), "--save", "", "--appendonly", "no"],
+    stdin: "null",
+    stdout: "null",
+    stderr: "null",
+  }).spawn();
+  const started = performance.now();
+  for (;;) {
+    try {
+      (await Deno.connect({ hostname: "127.0.0.1", port })).close();
+      return { url: `redis://127.0.0.1:${port}`, child };
+    } catch {
+      if (performance.now() - started > redisStartMs) {
+        await stopChild(child);
+        throw new Error(`redis-server did not listen on ${port}`);
+      }
+      await sleep(20);
+    }
+  }
+}
+
+async function stopChild(child: Deno.ChildProcess): Promise<void> {
+  try {
+    child.kill("SIGKILL");
+  } catch {
+    // Exited already.
+  }
+  await child.status;
+}
+
+/** Arrival time of each video message of a player, by RTMP timestamp and size. */
+class Arrivals {
+  readonly atMs = new Map<string, number>();
+  recording = false;
+
+  readonly onMessage = (m: RtmpMessage) => {
+    // Sequence headers (AVC packet type 0) repeat with timestamp 0: not frames.
+    if (!this.recording || m.type !== MessageType.video || m.payload[1] === 0) return;
+    const key = `${m.timestamp}/${m.payload.length}`;
+    if (!this.atMs.has(key)) this.atMs.set(key, performance.now());
+  };
+}
+
+/** The `q` quantile of sorted `values` (nearest rank). */
+function quantile(sorted: number[], q: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
+}
+
+const pct = (cores: number) => `${(cores * 100).toFixed(1)}%`;
+
+const source = await makeSource();
+const dir = await Deno.makeTempDir({ prefix: "bench-cluster-" });
+const redis = await startRedis();
+const origin = new Node("origin", redis.url, dir);
+const edge = new Node("edge", redis.url, dir);
+let publisher: Deno.ChildProcess | undefined;
+let players: LightPlayer[] = [];
+try {
+  await Promise.all([origin.ready(), edge.ready()]);
+  const sourceBytesPerSecond = (await Deno.stat(source)).size / sourceSeconds;
+  publisher = publishLoop(source, origin.url(streamName));
+  await waitUntilPlayable(origin.url(streamName), "origin");
+  await sleep(settleMs);
+
+  // The origin ingesting alone; the edge idle.
+  const [ingest, edgeIdle] = await measureGroups([[origin.pid], [edge.pid]], measureMs);
+
+  // One player on the edge: the relay runs.
+  const edgeArrivals = new Arrivals();
+  const edgePlayer = new LightPlayer(edgeArrivals.onMessage);
+  players.push(edgePlayer);
+  await edgePlayer.open(edge.url(streamName));
+  await sleep(settleMs);
+  const edgeBytesBefore = edgePlayer.bytes;
+  const [relayOrigin, relayEdge] = await measureGroups([[origin.pid], [edge.pid]], measureMs);
+  const edgeMbps = (edgePlayer.bytes - edgeBytesBefore) * 8 / (measureMs / 1000) / 1e6;
+
+  // One player on the origin too: the same messages, timed at both.
+  const originArrivals = new Arrivals();
+  const originPlayer = new LightPlayer(originArrivals.onMessage);
+  players.push(originPlayer);
+  await originPlayer.open(origin.url(streamName));
+  await sleep(settleMs);
+  originArrivals.recording = edgeArrivals.recording = true;
+  await sleep(latencyMs);
+  originArrivals.recording = edgeArrivals.recording = false;
+  const deltas: number[] = [];
+  for (const [key, atOrigin] of originArrivals.atMs) {
+    const atEdge = edgeArrivals.atMs.get(key);
+    if (atEdge !== undefined) deltas.push(atEdge - atOrigin);
+  }
+  deltas.sort((a, b) => a - b);
+  await Promise.all(players.map((p) => p.close()));
+  players = [];
+
+  // Fan-out on the edge (its pull kept by the grace time), then on the origin alone.
+  const edgeFanOut: Result = await fanOut(
+    "edge",
+    edge.url(streamName),
+    () => [edge.pid],
+    steps,
+    sourceBytesPerSecond,
+  );
+  const singleFanOut: Result = await fanOut(
+    "single node",
+    origin.url(streamName),
+    () => [origin.pid],
+    steps,
+    sourceBytesPerSecond,
+  );
+
+  await stopPublisher(publisher);
+  publisher = undefined;
+  await sleep(relayEndMs);
+
+  const row = (label: string, w: Window, base?: Window) =>
+    `${label.padEnd(44)} ${pct(w.cores).padStart(6)} CPU ${
+      (w.rssKb / 1024).toFixed(1).padStart(6)
+    } MiB${base ? ` | +${pct(w.cores - base.cores)} over the row above` : ""}`;
+  const edgePer = perPlayer(edgeFanOut);
+  const singlePer = perPlayer(singleFanOut);
+  console.log(
+    `CDN relay: 1 stream (${
+      (sourceBytesPerSecond * 8 / 1e6).toFixed(2)
+    } Mbit/s: ${videoKbps} kbit/s H.264 + 96 kbit/s AAC), origin -> edge over the relay, Redis cluster store, RTMP players, 127.0.0.1, ${
+      measureMs / 1000
+    } s windows`,
+  );
+  console.log(row("origin: publisher only", ingest));
+  console.log(row("origin: + relay to the edge", relayOrigin, ingest));
+  console.log(row("edge: idle", edgeIdle));
+  console.log(
+    `${row("edge: relayed stream + 1 RTMP player", relayEdge, edgeIdle)} | player ${
+      edgeMbps.toFixed(2)
+    } Mbit/s`,
+  );
+  const edgeRelayOnly = relayEdge.cores - edgeIdle.cores - edgePer.cpu;
+  console.log(
+    `CPU per relayed stream: origin ${pct(relayOrigin.cores - ingest.cores)}, edge ${
+      pct(relayEdge.cores - edgeIdle.cores)
+    } with its player (${pct(edgeRelayOnly)} without the fan-out's per-player cost)`,
+  );
+  console.log(
+    deltas.length === 0
+      ? `relay added latency: no video message matched (origin ${originArrivals.atMs.size}, edge ${edgeArrivals.atMs.size} messages)`
+      : `relay added latency (edge player - origin player, ${deltas.length} of ${originArrivals.atMs.size} video messages matched): p50 ${
+        quantile(deltas, 0.5).toFixed(1)
+      } ms, p99 ${quantile(deltas, 0.99).toFixed(1)} ms, max ${deltas.at(-1)!.toFixed(1)} ms`,
+  );
+  for (const line of [...fanOutLines(edgeFanOut), ...fanOutLines(singleFanOut)]) {
+    console.log(line);
+  }
+  console.log(
+    `edge / single node players per core: ${
+      edgePer.cpu > 0 ? (singlePer.cpu / edgePer.cpu).toFixed(2) : "n/a"
+    } (goal >= 0.9); memory per player edge ${edgePer.memKb.toFixed(0)} KiB, single node ${
+      singlePer.memKb.toFixed(0)
+    } KiB`,
+  );
+  for (const node of [origin, edge]) {
+    for (const entry of node.relayLog) {
+      const { time: _time, level: _level, ...fields } = entry;
+      console.log(`${node.role} log: ${JSON.stringify(fields)}`);
+    }
+  }
+} finally {
+  await Promise.all(players.map((p) => p.close()));
+  if (publisher) await stopPublisher(publisher);
+  await Promise.all([edge.stop(), origin.stop()]);
+  await stopChild(redis.child);
+  await Deno.remove(dir, { recursive: true });
+  await Deno.remove(source);
+}
