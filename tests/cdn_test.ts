@@ -183,6 +183,21 @@ Deno.test("cdn: a stream's access list set on the origin refuses keyless viewers
     const played = await recordRtmp(`${base}?aclAuth=k1/acl`, 2);
     assert.equal(played.streams.find((s) => s.codec_type === "video")?.codec_name, "h264");
 
+    // HLS: the key in the master playlist's URL, copied into every variant URL.
+    const hls = `${edge.hlsUrl}/acl/acl.m3u8`;
+    const refused = await fetch(hls);
+    await refused.body?.cancel();
+    assert.equal(refused.status, 403);
+    const master = await waitFor("the keyed master playlist", async () => {
+      const res = await fetch(`${hls}?aclAuth=k1`);
+      const text = await res.text();
+      return res.status === 200 ? text : undefined;
+    }, 15_000);
+    const variant = master.split("\n").find((line) => line && !line.startsWith("#"))!;
+    assert.match(variant, /[?&]aclAuth=k1$/);
+    const media = await fetch(new URL(variant, `${edge.hlsUrl}/acl/`));
+    assert.equal(media.status, 200, await media.text());
+
     const viewer = readRtmp(`${base}?aclAuth=k1/acl`, 30);
     await waitFor(
       "the keyed viewer on the edge",

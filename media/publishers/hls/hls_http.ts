@@ -113,6 +113,17 @@ export function createHlsHandler(options: HlsHttpOptions): HlsHttpHandler {
     };
   };
 
+  const aclPropertyName = options.aclPropertyName ?? "aclAuth";
+  /** The master playlist with the viewer's access key copied into every variant URL. */
+  const withKey = (master: string, key: string) => {
+    const param = `${encodeURIComponent(aclPropertyName)}=${encodeURIComponent(key)}`;
+    return master.split("\n").map((line) =>
+      line === "" || line.startsWith("#")
+        ? line
+        : `${line}${line.includes("?") ? "&" : "?"}${param}`
+    ).join("\n");
+  };
+
   return async (req) => {
     const started = performance.now();
     const { path } = req;
@@ -139,7 +150,7 @@ export function createHlsHandler(options: HlsHttpOptions): HlsHttpHandler {
       } else {
         const route = parsePath(path);
         if (outputs.open && route.file.endsWith(".m3u8")) {
-          const key = new URLSearchParams(req.query).get(options.aclPropertyName ?? "aclAuth");
+          const key = new URLSearchParams(req.query).get(aclPropertyName);
           await outputs.open(route.name, key ?? undefined);
         }
         let target: Target | undefined;
@@ -215,7 +226,10 @@ export function createHlsHandler(options: HlsHttpOptions): HlsHttpHandler {
       if (!(await output.waitVariants(firstWaitMs))) {
         throw new HttpAnswer(404, `no segment of ${output.name} yet`);
       }
-      return playlist(output.masterPlaylist());
+      const key = new URLSearchParams(rawQuery).get(aclPropertyName);
+      return playlist(
+        key === null ? output.masterPlaylist() : withKey(output.masterPlaylist(), key),
+      );
     }
     const variant = output.variant(target.variant);
     if (!variant) throw new HttpAnswer(404, `no variant ${target.variant} of ${output.name}`);
