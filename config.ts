@@ -364,6 +364,17 @@ export const configSchema = z.strictObject({
     originAllowedToTranscode: z.boolean().default(false).describe(
       "An origin may encode profiles when no transcoder node is available.",
     ),
+    maxEncodings: z.int().min(0).max(10_000).default(0).describe(
+      "A transcoder node encoding this many profiles takes no new streams (`thresholdState`); 0: no limit.",
+    ),
+    loadThreshold: z.number().min(0).max(1000).default(0).describe(
+      "A transcoder node whose load average per core reaches this takes no new streams (`thresholdState`); 0: not checked.",
+    ),
+    thresholdState: z.enum(["CONNECTIONS_ALLOWED", "GROUP_CONNECTIONS_ALLOWED"]).default(
+      "GROUP_CONNECTIONS_ALLOWED",
+    ).describe(
+      "The processing state a transcoder node over `maxEncodings` or `loadThreshold` announces: CONNECTIONS_ALLOWED still takes profiles of streams it decodes, GROUP_CONNECTIONS_ALLOWED none.",
+    ),
   }).prefault({}).refine((c) => c.heartbeatMs < c.nodeTtlMs, {
     message: "heartbeatMs must be below nodeTtlMs",
     path: ["nodeTtlMs"],

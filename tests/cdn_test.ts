@@ -235,7 +235,7 @@ Deno.test("cdn: playing <stream>-240p on the edge elects the transcoder node, wh
   const cluster = await startCluster("tc", {
     origin: undefined,
     edge: undefined,
-    transcoder: cdnConfig("transcoder"),
+    transcoder: cdnConfig("transcoder", { maxEncodings: 1 }),
   });
   const { origin, edge } = cluster;
   try {
@@ -259,7 +259,43 @@ Deno.test("cdn: playing <stream>-240p on the edge elects the transcoder node, wh
       Object.keys(routes).some((key) => /^\d+-PROFILE-/.test(key)),
       JSON.stringify(routes),
     );
-    // A group without a transcoder: no route for profiles.
+    // At its one encoding (cdn.maxEncodings) the transcoder takes no new stream.
+    const viewer = readRtmp(`rtmp://127.0.0.1:${edge.rtmpPort}/live/tc-240p`, 30);
+    const transcoder = cluster.transcoder!;
+    try {
+      await waitFor("the transcoder at its limit", async () => {
+        const states = await json<string[]>(await transcoder.post("/cdn/show_state"));
+        return states[0] === "GROUP_CONNECTIONS_ALLOWED" ? true : undefined;
+      });
+      assert.equal(
+        (await origin.post("/cdn/profile/add", {
+          name: "-180p",
+          profile: { video: { height: 180 } },
+        }))
+          .status,
+        200,
+      );
+      await waitFor("the -180p profile on the edge", async () => {
+        const profiles = await json<Record<string, unknown>>(await edge.post("/cdn/profile/print"));
+        return profiles["-180p"] ? true : undefined;
+      });
+      const refused = await readRtmp(`rtmp://127.0.0.1:${edge.rtmpPort}/live/tc-180p`, 2).output();
+      assert.match(
+        new TextDecoder().decode(refused.stderr),
+        /Server error: No available transcoders/,
+      );
+    } finally {
+      await stopPublisher(viewer);
+    }
+    assert.equal(
+      (await edge.post("/cdn/enforce_state", { state: "NEW_STREAMS_ALLOWED" })).status,
+      200,
+    );
+    assert.deepEqual(await json(await edge.post("/cdn/show_state")), ["NEW_STREAMS_ALLOWED"]);
+    assert.equal(
+      (await edge.post("/cdn/enforce_state", { state: "BUSY" })).status,
+      400,
+    );
     assert.equal(
       (await edge.post("/cdn/profile/modify", {
         name: "-240p",

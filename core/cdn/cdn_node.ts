@@ -67,7 +67,8 @@ export class CdnNode implements PlayGate {
   #id = "";
   #url = "";
   #startedAtMs = Date.now();
-  #state: ProcessingState = "NEW_STREAMS_ALLOWED";
+  /** The state `/cdn/enforce_state` set; unset: the state follows the load. */
+  #enforced?: ProcessingState;
   #view?: ClusterView;
   #heartbeat?: ReturnType<typeof setInterval>;
   #heartbeatFailing = false;
@@ -75,6 +76,8 @@ export class CdnNode implements PlayGate {
   #unwatchView?: () => void;
   /** Routes of the streams published here: stream name → route id. */
   #routes = new Map<string, string>();
+  /** Route ids of the profile encodings this node (transcoder) offers. */
+  #profileRoutes = new Set<string>();
   #routeSeq = 0;
   #access: ViewerAccess;
   #pulls: EdgePulls;
@@ -96,6 +99,8 @@ export class CdnNode implements PlayGate {
       log: this.#log,
       graceMs: options.config.cdn.pullGraceMs,
       openSource: (name) => this.#openRemote(name, undefined),
+      // Peers learn at once that the node's load (and maybe state) changed.
+      onChange: () => void this.#beat(),
     });
   }
 
@@ -118,6 +123,8 @@ export class CdnNode implements PlayGate {
     const { store, streams, config } = this.#options;
     this.#view = await ClusterView.open(store);
     this.#unwatchView = this.#view.watch((change) => this.#onChange(change));
+    // Before the heartbeat, so peers that see this node alive again no longer see them.
+    this.#withdrawStale();
     await this.#beat();
     this.#heartbeat = setInterval(() => void this.#beat(), config.cdn.heartbeatMs);
     this.#unwatchStreams = streams.watch((event, stream) => this.#onPublish(event, stream));
@@ -154,7 +161,7 @@ export class CdnNode implements PlayGate {
       groups: config.cdn.groups,
       url: this.#url,
       version: serverVersion,
-      processingState: this.#state,
+      processingState: this.#processingState(),
       load: {
         streams: list.filter((s) => s.published).length,
         players: list.filter((s) => !s.published).length,
@@ -163,6 +170,20 @@ export class CdnNode implements PlayGate {
       },
       startedAtMs: this.#startedAtMs,
     };
+  }
+
+  /**
+   * The enforced state, else the load's: a transcoder past `cdn.maxEncodings` encodings or
+   * `cdn.loadThreshold` load per core announces `cdn.thresholdState`.
+   */
+  #processingState(): ProcessingState {
+    if (this.#enforced) return this.#enforced;
+    const { maxEncodings, loadThreshold, thresholdState } = this.#options.config.cdn;
+    if (this.role !== "transcoder") return "NEW_STREAMS_ALLOWED";
+    const cores = navigator.hardwareConcurrency || 1;
+    const loaded = (maxEncodings > 0 && this.#transcodes.size >= maxEncodings) ||
+      (loadThreshold > 0 && Deno.loadavg()[0] / cores >= loadThreshold);
+    return loaded ? thresholdState : "NEW_STREAMS_ALLOWED";
   }
 
   async #beat(): Promise<void> {
@@ -180,12 +201,25 @@ export class CdnNode implements PlayGate {
     if (change.type === "resync") {
       // The store lost what was written while it was away (a Redis restart): say it again.
       void this.#beat();
+      this.#withdrawStale();
       for (const name of this.#routes.keys()) this.#announce(name);
       for (const name of this.#aclStreams()) this.#access.enforce(name);
       return;
     }
     if (change.type === "put" || change.type === "delete") {
       if (change.kind === "acl") this.#access.enforce(change.key);
+    }
+  }
+
+  /**
+   * Withdraws the routes under this node's id that it does not offer: a run of it killed
+   * before it could withdraw them left them (peers would pull streams no longer here).
+   */
+  #withdrawStale(): void {
+    const mine = new Set([...this.#routes.values(), ...this.#profileRoutes]);
+    for (const [routeId, value] of this.#view?.records("route") ?? []) {
+      if ((value as RouteValue).nodeId !== this.#id || mine.has(routeId)) continue;
+      void this.#options.store.delete("route", routeId).catch(() => false);
     }
   }
 
@@ -387,8 +421,12 @@ export class CdnNode implements PlayGate {
       profile,
       tracks: output.tracks.map(describeTrack),
     };
+    this.#profileRoutes.add(routeId);
     void this.#options.store.put("route", routeId, value).catch(() => undefined);
-    output.done.then(() => this.#options.store.delete("route", routeId).catch(() => false));
+    output.done.then(() => {
+      this.#profileRoutes.delete(routeId);
+      return this.#options.store.delete("route", routeId).catch(() => false);
+    });
   }
 
   /** Registers a relay served to node `peer` so a connection reset can cut it. */
@@ -438,12 +476,12 @@ export class CdnNode implements PlayGate {
 
   /** States for `/cdn/show_state`. */
   showState(): string[] {
-    return [this.#state];
+    return [this.#processingState()];
   }
 
   /** `/cdn/enforce_state`: the processing state this node announces from now. */
   async enforceState(state: ProcessingState): Promise<void> {
-    this.#state = state;
+    this.#enforced = state;
     await this.#options.store.heartbeat(this.#record(), this.#options.config.cdn.nodeTtlMs);
   }
 

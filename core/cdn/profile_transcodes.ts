@@ -78,6 +78,8 @@ export interface ProfileTranscodesOptions {
   graceMs: number;
   /** Brings the source stream `name` here (pulled from its origin); undefined when none has it. */
   openSource: (name: string) => Promise<Stream | undefined>;
+  /** Told when an encoding starts or ends (the node's load changed). */
+  onChange?: () => void;
 }
 
 interface Encoding {
@@ -134,6 +136,7 @@ export class ProfileTranscodes {
         onEnded: (reason) => {
           clearInterval(encoding.timer);
           if (this.#running.get(name) === encoding) this.#running.delete(name);
+          this.#options.onChange?.();
           log.info("cdn profile encoding ended", { stream: name, reason });
         },
       }),
@@ -150,6 +153,7 @@ export class ProfileTranscodes {
       }, readerCheckMs),
     };
     this.#running.set(name, encoding);
+    this.#options.onChange?.();
     const deadline = Date.now() + outputWaitMs;
     while (!encoding.transcoder.output && encoding.transcoder.state !== "ENDED") {
       if (Date.now() > deadline) {
