@@ -183,6 +183,20 @@ Deno.test("cdn: a stream's access list set on the origin refuses keyless viewers
     const played = await recordRtmp(`${base}?aclAuth=k1/acl`, 2);
     assert.equal(played.streams.find((s) => s.codec_type === "video")?.codec_name, "h264");
 
+    // RTSP: the key in the URL's query.
+    const rtspProbe = (query: string) =>
+      new Deno.Command("ffprobe", {
+        args: ["-v", "error", "-rtsp_transport", "tcp", "-show_entries", "stream=codec_name"]
+          .concat(["-of", "csv=p=0", `${edge.rtspUrl}/acl${query}`]),
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+    const rtspRefused = await rtspProbe("");
+    assert(!rtspRefused.success);
+    assert.match(new TextDecoder().decode(rtspRefused.stderr), /403/);
+    const rtspPlayed = await rtspProbe("?aclAuth=k1");
+    assert.match(new TextDecoder().decode(rtspPlayed.stdout), /h264/);
+
     // HLS: the key in the master playlist's URL, copied into every variant URL.
     const hls = `${edge.hlsUrl}/acl/acl.m3u8`;
     const refused = await fetch(hls);

@@ -10,14 +10,14 @@ import type { Logger } from "../../core/log.ts";
 import { type RtspListenerLimits, RtspServer } from "../protocols/rtsp/server.ts";
 import type { RtspConnTimeouts } from "../protocols/rtsp/server_conn.ts";
 import { RtspServerAuth } from "../protocols/rtsp/server_auth.ts";
-import type { StreamDirectory } from "../stream_record.ts";
+import type { ViewerDirectory } from "../stream_record.ts";
 import { RtspSession } from "./rtsp_session.ts";
 
 /** What the RTSP server needs of the server (the server's services satisfy it). */
 export interface RtspServerDeps {
   log: Logger;
-  streams: StreamDirectory;
-  config: Pick<Config, "bind" | "binds" | "ports" | "limits" | "media" | "rtsp">;
+  streams: ViewerDirectory;
+  config: Pick<Config, "bind" | "binds" | "ports" | "limits" | "media" | "rtsp" | "cdn">;
 }
 
 /** Options of startRtspServer for tests. */
@@ -57,6 +57,7 @@ export function startRtspServer(
     log,
     auth: new RtspServerAuth(config.rtsp.serverUsers),
     sessionTimeoutSec: options.sessionTimeoutSec,
+    aclPropertyName: config.cdn.aclPropertyName,
   };
   const server = new RtspServer((conn) => new RtspSession(sessionDeps, conn), log, {
     connections: new Cap("rtsp connections", config.limits.connectionsPerListener),

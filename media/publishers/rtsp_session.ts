@@ -9,7 +9,12 @@
  * nor an RTCP packet for its timeout ends with its connection; a TCP one ends with the
  * connection.
  */
-import { ConflictError, ParseError, ServiceUnavailableError } from "../../core/errors.ts";
+import {
+  ConflictError,
+  MediaServerError,
+  ParseError,
+  ServiceUnavailableError,
+} from "../../core/errors.ts";
 import type { Logger } from "../../core/log.ts";
 import { writeSdp } from "../formats/sdp/sdp.ts";
 import type { SdpMedia } from "../formats/sdp/sdp.ts";
@@ -30,7 +35,7 @@ import type { RtspServerAuth } from "../protocols/rtsp/server_auth.ts";
 import { UdpPortPair, type UdpPortRange } from "../protocols/rtsp/udp_pair.ts";
 import { trackMedia } from "../rtp/track_sdp.ts";
 import { Stream } from "../stream.ts";
-import type { StreamDirectory } from "../stream_record.ts";
+import type { ViewerDirectory } from "../stream_record.ts";
 import { RtspPlay, type RtspTrackTransport } from "./rtsp_play.ts";
 import { RtspRecord } from "../providers/rtsp_record.ts";
 
@@ -41,7 +46,7 @@ export const rtspServerName = "media-server-rtsp/1";
 
 /** What a session needs of the server. */
 export interface RtspSessionDeps {
-  streams: StreamDirectory;
+  streams: ViewerDirectory;
   /** Address and port range of the UDP media sockets. */
   udp: UdpPortRange;
   log: Logger;
@@ -49,6 +54,8 @@ export interface RtspSessionDeps {
   auth: RtspServerAuth;
   /** Overrides `rtspSessionTimeoutSec` (tests). */
   sessionTimeoutSec?: number;
+  /** URL query parameter carrying a viewer's access key (`cdn.aclPropertyName`). */
+  aclPropertyName: string;
 }
 
 const encoder = new TextEncoder();
@@ -185,10 +192,19 @@ export class RtspSession implements RtspConnHandler {
     return stream instanceof Stream && !stream.ended ? stream : undefined;
   }
 
-  #describe(request: RtspServerRequest): RtspReply {
+  async #describe(request: RtspServerRequest): Promise<RtspReply> {
     const accept = request.headers.get("accept");
     if (accept !== undefined && !/application\/sdp|\*\/\*/i.test(accept)) return { status: 400 };
     const { name } = parseTarget(request.url);
+    // Through the CDN's gate: the viewer's key (`?aclAuth=` by default) checked, a stream of
+    // another node pulled here.
+    const key = new URL(request.url).searchParams.get(this.#deps.aclPropertyName) ?? undefined;
+    try {
+      await this.#deps.streams.open(name, key);
+    } catch (err) {
+      if (err instanceof MediaServerError) return { status: err.status };
+      throw err;
+    }
     const stream = this.#stream(name);
     if (!stream) return { status: 404 };
     const media = stream.tracks.map((t) => trackMedia(t, trackControl(t.id)))
