@@ -187,6 +187,8 @@ export class CdnNode implements PlayGate {
   }
 
   async #beat(): Promise<void> {
+    // Not alive before the view is loaded and stale routes withdrawn (a resync beats then).
+    if (!this.#view?.synced) return;
     try {
       await this.#options.store.heartbeat(this.#record(), this.#options.config.cdn.nodeTtlMs);
       if (this.#heartbeatFailing) this.#log.info("cluster store reachable again");
@@ -200,8 +202,9 @@ export class CdnNode implements PlayGate {
   #onChange(change: ClusterChange): void {
     if (change.type === "resync") {
       // The store lost what was written while it was away (a Redis restart): say it again.
-      void this.#beat();
+      // Stale routes withdrawn before the heartbeat: peers see them gone before this node alive.
       this.#withdrawStale();
+      void this.#beat();
       for (const name of this.#routes.keys()) this.#announce(name);
       for (const name of this.#aclStreams()) this.#access.enforce(name);
       return;
