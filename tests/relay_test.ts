@@ -3,6 +3,7 @@
  * calling serveRelay on a Stream fed with real H.264 + AAC frames) and an edge (RelayPull
  * into a second StreamRegistry).
  */
+import { concatBytes } from "../signaling/websocket/bytes.ts";
 import assert from "node:assert/strict";
 import { BadGatewayError, ConflictError, ForbiddenError, NotFoundError } from "../core/errors.ts";
 import { silentLogger } from "../core/log.ts";
@@ -222,13 +223,7 @@ function annexB(track: Track, frames: MediaFrame[]): Uint8Array {
   const parts = frames.flatMap((
     f,
   ) => [...(f.keyframe ? header : []), lengthPrefixedToAnnexB(f.data)]);
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const part of parts) {
-    out.set(part, at);
-    at += part.length;
-  }
-  return out;
+  return concatBytes(parts);
 }
 
 Deno.test("relay: an edge that stops reading makes the origin drop to the next keyframe; what it gets decodes", async () => {
