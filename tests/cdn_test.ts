@@ -293,6 +293,24 @@ Deno.test("cdn: playing <stream>-240p on the edge elects the transcoder node, wh
         const profiles = await json<Record<string, unknown>>(await edge.post("/cdn/profile/print"));
         return profiles["-180p"] ? true : undefined;
       });
+      // A second edge shares the running encoding: one PROFILE hop, not one per edge.
+      const edge2 = await startTestServer(cdnConfig("edge"), undefined, {
+        clusterStore: cluster.store,
+      });
+      try {
+        const second = await recordRtmp(`rtmp://127.0.0.1:${edge2.rtmpPort}/live/tc-240p`, 2);
+        assert.equal(second.streams.find((s) => s.codec_type === "video")?.height, 240);
+        const hops = await json<Record<string, string[]>>(
+          await edge2.post("/cdn/stream/show_routes", { streamName: "tc-240p" }),
+        );
+        assert.equal(
+          Object.keys(hops).filter((key) => /-PROFILE-/.test(key)).length,
+          1,
+          JSON.stringify(hops),
+        );
+      } finally {
+        await edge2.stop();
+      }
       const refused = await readRtmp(`rtmp://127.0.0.1:${edge.rtmpPort}/live/tc-180p`, 2).output();
       assert.match(
         new TextDecoder().decode(refused.stderr),
@@ -375,7 +393,23 @@ Deno.test("cdn: a stopped origin goes PASSIVE, ends its edge viewers, can be rem
       return list.find((n) => n.id === originId)?.globalState === "PASSIVE" ? true : undefined;
     }, 5000);
     assert.equal(edge.services.streams.published("gone"), undefined);
+    // A route a killed origin could not withdraw goes when the node is removed.
+    await cluster.store.put("route", `9-${originId}-0`, {
+      stream: "ghost",
+      nodeId: originId,
+      url: `ws://${originId}`,
+      role: "origin",
+      tracks: [],
+    });
+    await waitFor("the ghost route on the edge", async () => {
+      const routes = await json<Record<string, string>>(await edge.post("/cdn/show_routes"));
+      return Object.values(routes).includes("ghost") ? true : undefined;
+    });
     assert.equal((await edge.post("/cdn/remove_node", { nodeIp: originId })).status, 200);
+    await waitFor("the ghost route gone", async () => {
+      const routes = await json<Record<string, string>>(await edge.post("/cdn/show_routes"));
+      return Object.keys(routes).length === 0 ? true : undefined;
+    });
     const after = await json<{ id: string }[]>(await edge.post("/cdn/show_nodes"));
     assert(!after.some((n) => n.id === originId));
   } finally {

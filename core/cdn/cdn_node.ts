@@ -76,8 +76,8 @@ export class CdnNode implements PlayGate {
   #unwatchView?: () => void;
   /** Routes of the streams published here: stream name → route id. */
   #routes = new Map<string, string>();
-  /** Route ids of the profile encodings this node (transcoder) offers. */
-  #profileRoutes = new Set<string>();
+  /** Routes of the profile encodings this node (transcoder) offers, by output name. */
+  #profileRoutes = new Map<string, { routeId: string; value: RouteValue }>();
   #routeSeq = 0;
   #access: ViewerAccess;
   #pulls: EdgePulls;
@@ -206,6 +206,9 @@ export class CdnNode implements PlayGate {
       this.#withdrawStale();
       void this.#beat();
       for (const name of this.#routes.keys()) this.#announce(name);
+      for (const { routeId, value } of this.#profileRoutes.values()) {
+        void this.#options.store.put("route", routeId, value).catch(() => undefined);
+      }
       for (const name of this.#aclStreams()) this.#access.enforce(name);
       return;
     }
@@ -219,7 +222,10 @@ export class CdnNode implements PlayGate {
    * before it could withdraw them left them (peers would pull streams no longer here).
    */
   #withdrawStale(): void {
-    const mine = new Set([...this.#routes.values(), ...this.#profileRoutes]);
+    const mine = new Set([
+      ...this.#routes.values(),
+      ...[...this.#profileRoutes.values()].map((route) => route.routeId),
+    ]);
     for (const [routeId, value] of this.#view?.records("route") ?? []) {
       if ((value as RouteValue).nodeId !== this.#id || mine.has(routeId)) continue;
       void this.#options.store.delete("route", routeId).catch(() => false);
@@ -351,7 +357,7 @@ export class CdnNode implements PlayGate {
       );
     }
     return await this.#pulls.pull(name, () => {
-      const transcoder = this.#electTranscoder(name, source);
+      const transcoder = this.#electTranscoder(name, source, profile.profile);
       return this.#target(transcoder.record.id, transcoder.record.url, {
         stream: source,
         profile: profile.profile,
@@ -360,12 +366,13 @@ export class CdnNode implements PlayGate {
   }
 
   /**
-   * A transcoder for a profile of `source`: round-robin among live transcoders of this node's
-   * groups that take new streams, or that already decode `source` when they only take
-   * connections; the last choice for the same name is kept for a while so simultaneous
-   * viewers land on one transcoder.
+   * A transcoder for `profile` of `source`: one already encoding it, whatever its state (the
+   * encoding is shared); else round-robin among live transcoders of this node's groups that
+   * take new streams, or that already decode `source` when they only take connections. The
+   * last choice for the same name is kept for a while so simultaneous viewers land on one
+   * transcoder.
    */
-  #electTranscoder(name: string, source: string): NodeEntry {
+  #electTranscoder(name: string, source: string, profile: string): NodeEntry {
     const now = Date.now();
     const remembered = this.#elected.get(name);
     if (remembered && now - remembered.atMs < electionMemoryMs) {
@@ -373,21 +380,27 @@ export class CdnNode implements PlayGate {
       if (entry) return entry;
     }
     const groups = this.#options.config.cdn.groups;
-    const decodes = (nodeId: string) =>
-      [...this.#view?.records("route").values() ?? []].some((value) => {
-        const route = value as RouteValue;
-        return route.nodeId === nodeId && route.stream === source && route.profile;
-      });
-    const candidates = (this.#view?.nodes() ?? []).filter(({ record, alive }) => {
+    const encodings = [...this.#view?.records("route").values() ?? []]
+      .map((value) => value as RouteValue)
+      .filter((route) => route.stream === source && route.profile);
+    const eligible = (this.#view?.nodes() ?? []).filter(({ record, alive }) => {
       const transcodes = record.role === "transcoder" ||
         (record.role === "origin" && this.#options.config.cdn.originAllowedToTranscode);
       const sameGroup = groups.length === 0
         ? record.groups.length === 0
         : record.groups.some((group) => groups.includes(group));
-      const takes = record.processingState === "NEW_STREAMS_ALLOWED" ||
-        (record.processingState === "CONNECTIONS_ALLOWED" && decodes(record.id));
-      return alive && transcodes && sameGroup && takes;
+      return alive && transcodes && sameGroup;
     }).sort((a, b) => a.record.id.localeCompare(b.record.id));
+    const encoding = eligible.find(({ record }) =>
+      encodings.some((route) => route.nodeId === record.id && route.profile === profile)
+    );
+    const candidates = encoding
+      ? [encoding]
+      : eligible.filter(({ record }) =>
+        record.processingState === "NEW_STREAMS_ALLOWED" ||
+        (record.processingState === "CONNECTIONS_ALLOWED" &&
+          encodings.some((route) => route.nodeId === record.id))
+      );
     if (candidates.length === 0) throw new ServiceUnavailableError("No available transcoders");
     const chosen = candidates[this.#roundRobin++ % candidates.length];
     this.#elected.set(name, { nodeId: chosen.record.id, atMs: now });
@@ -414,7 +427,9 @@ export class CdnNode implements PlayGate {
     return output;
   }
 
+  /** Offers an encoding to the CDN once, for as long as it runs (every edge shares it). */
   #announceProfile(source: string, profile: string, output: Stream): void {
+    if (this.#profileRoutes.has(output.name)) return;
     const routeId = `${this.#routeSeq++}-${this.#id}-${profile}`;
     const value: RouteValue = {
       stream: source,
@@ -424,10 +439,10 @@ export class CdnNode implements PlayGate {
       profile,
       tracks: output.tracks.map(describeTrack),
     };
-    this.#profileRoutes.add(routeId);
+    this.#profileRoutes.set(output.name, { routeId, value });
     void this.#options.store.put("route", routeId, value).catch(() => undefined);
     output.done.then(() => {
-      this.#profileRoutes.delete(routeId);
+      this.#profileRoutes.delete(output.name);
       return this.#options.store.delete("route", routeId).catch(() => false);
     });
   }
@@ -591,6 +606,10 @@ export class CdnNode implements PlayGate {
       throw new ConflictError(`node ${id} is ACTIVE; only a PASSIVE node is removed`);
     }
     await this.#options.store.removeNode(id);
+    // Its routes go with it: nothing will withdraw them now.
+    for (const [routeId, value] of this.#view?.records("route") ?? []) {
+      if ((value as RouteValue).nodeId === id) await this.#options.store.delete("route", routeId);
+    }
   }
 
   /**
