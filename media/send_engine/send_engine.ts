@@ -1,0 +1,375 @@
+/**
+ * The SRTP fan-out send engine (fastpath.md): Workers, one per core by default, each with its
+ * own FFI UDP socket and a share of the subscribers. The main thread hands every publisher
+ * packet to each Worker that has subscribers for it once, in transferred batches (one per
+ * Worker per event-loop turn); Workers copy, rewrite, protect (libcrypto over FFI) and send
+ * (`sendmmsg`, UDP GSO). DTLS, keys and RTCP stay with werift: a subscriber arrives here with
+ * its SRTP master keys and its address.
+ */
+import { BadRequestError, ConflictError } from "../../core/errors.ts";
+import type { SrtpBackend } from "../rtp/srtp/srtp_protector.ts";
+import {
+  type SrtpMasterKeys,
+  type SrtpProfile,
+  srtpProfileSizes,
+} from "../rtp/srtp/srtp_profile.ts";
+import { BatchWriter } from "./send_batch.ts";
+import type { FromWorker, StatsTriples, ToWorker, WorkerSettings } from "./send_messages.ts";
+import { afInet, afInet6, ipv4Bytes, writeSockaddr } from "./sockaddr.ts";
+
+/** Options of SendEngine.start. */
+export interface SendEngineOptions {
+  /** Workers (default: the number of CPU cores). */
+  workers?: number;
+  /** Address the Workers' sockets bind (default 0.0.0.0). */
+  bindHost?: string;
+  /** SRTP implementation (default auto: libcrypto over FFI, else node:crypto). */
+  srtpBackend?: SrtpBackend | "auto";
+  /** Use UDP GSO where the kernel has it (default true). */
+  gso?: boolean;
+  /** Told when a Worker could not take a subscriber (it then gets nothing). */
+  onSubscriberError?: (id: string, error: string) => void;
+  /** How long close waits for a Worker to close its socket, in ms (default 2000). */
+  closeTimeoutMs?: number;
+}
+
+/** A subscriber handed to the engine after its DTLS handshake. */
+export interface SubscriberSpec {
+  /** Unique id (the player's id). */
+  id: string;
+  /** Its address and port (the ICE-selected remote candidate). */
+  host: string;
+  port: number;
+  /** The negotiated DTLS-SRTP profile and the server's (sending side's) master key and salt. */
+  profile: SrtpProfile;
+  keys: SrtpMasterKeys;
+  /** Fan-out groups it receives (e.g. a stream's video), each with its SSRC/PT rewrite. */
+  groups: { group: string; ssrc?: number; payloadType?: number }[];
+}
+
+/** Counters of one subscriber. */
+export interface SubscriberStats {
+  /** Datagrams sent. */
+  sent: number;
+  /** Datagrams dropped: socket buffer full, refused by the kernel, or not protectable. */
+  dropped: number;
+  /** Index of its Worker. */
+  worker: number;
+}
+
+/** What a started Worker reports. */
+export interface SendWorkerInfo {
+  /** Local UDP port of its socket. */
+  port: number;
+  srtpBackend: SrtpBackend;
+  gso: boolean;
+}
+
+interface WorkerSlot {
+  worker: Worker;
+  info: SendWorkerInfo;
+  writer: BatchWriter;
+  subscribers: number;
+  /** Members per group number in this Worker. */
+  groups: Map<number, number>;
+  waiters: Map<number, (stats: StatsTriples) => void>;
+  closed?: () => void;
+}
+
+interface EngineSubscriber {
+  id: string;
+  handle: number;
+  worker: number;
+  groups: number[];
+}
+
+const workerUrl = new URL("./send_worker.ts", import.meta.url);
+
+/** The send engine and its Workers. */
+export class SendEngine {
+  static #live = 0;
+  readonly #slots: WorkerSlot[];
+  readonly #options: SendEngineOptions;
+  readonly #family: number;
+  readonly #subscribers = new Map<string, EngineSubscriber>();
+  readonly #byHandle = new Map<number, EngineSubscriber>();
+  readonly #groupNumbers = new Map<string, number>();
+  #nextHandle = 1;
+  #nextRequest = 1;
+  #flushScheduled = false;
+  #closed = false;
+
+  private constructor(slots: WorkerSlot[], options: SendEngineOptions) {
+    this.#slots = slots;
+    this.#options = options;
+    this.#family = ipv4Bytes(options.bindHost ?? "0.0.0.0") ? afInet : afInet6;
+    slots.forEach((slot) => {
+      slot.worker.onmessage = (event: MessageEvent<FromWorker>) =>
+        this.#onMessage(slot, event.data);
+    });
+  }
+
+  /** Starts the Workers and waits until each has its socket; throws when one cannot. */
+  static async start(options: SendEngineOptions = {}): Promise<SendEngine> {
+    const count = options.workers ?? navigator.hardwareConcurrency ?? 1;
+    if (!Number.isInteger(count) || count < 1) {
+      throw new RangeError(`worker count ${count} is not a positive integer`);
+    }
+    const settings: WorkerSettings = {
+      bindHost: options.bindHost ?? "0.0.0.0",
+      srtpBackend: options.srtpBackend ?? "auto",
+      gso: options.gso ?? true,
+    };
+    const workers: Worker[] = [];
+    const started = await Promise.allSettled(
+      Array.from({ length: count }, () => {
+        const worker = new Worker(workerUrl, { type: "module" });
+        SendEngine.#live++;
+        workers.push(worker);
+        return new Promise<SendWorkerInfo>((resolve, reject) => {
+          worker.onmessage = (event: MessageEvent<FromWorker>) => {
+            const message = event.data;
+            if (message.type === "ready") resolve(message);
+            else if (message.type === "failed") reject(new Error(message.error));
+          };
+          worker.onerror = (event: ErrorEvent) => {
+            event.preventDefault();
+            reject(new Error(`send worker failed to start: ${event.message}`));
+          };
+          post(worker, { type: "start", settings });
+        });
+      }),
+    );
+    const failure = started.find((r) => r.status === "rejected");
+    if (failure) {
+      for (const worker of workers) {
+        worker.terminate();
+        SendEngine.#live--;
+      }
+      throw (failure as PromiseRejectedResult).reason;
+    }
+    const slots = workers.map((worker, i): WorkerSlot => ({
+      worker,
+      info: (started[i] as PromiseFulfilledResult<SendWorkerInfo>).value,
+      writer: new BatchWriter(),
+      subscribers: 0,
+      groups: new Map(),
+      waiters: new Map(),
+    }));
+    for (const slot of slots) {
+      slot.worker.onerror = (event: ErrorEvent) => {
+        event.preventDefault();
+        console.error(`send worker failed: ${event.message}`);
+      };
+    }
+    return new SendEngine(slots, options);
+  }
+
+  /** Send Workers started by all engines of this thread and not yet ended (a gauge). */
+  static get liveWorkers(): number {
+    return SendEngine.#live;
+  }
+
+  /** What each Worker reported when it started. */
+  get workers(): readonly SendWorkerInfo[] {
+    return this.#slots.map((slot) => slot.info);
+  }
+
+  /** Subscribers in the engine. */
+  get size(): number {
+    return this.#subscribers.size;
+  }
+
+  /**
+   * Adds a subscriber to the Worker with the fewest; packets published from now on reach it.
+   * BadRequestError on bad keys or address, ConflictError on a duplicate id.
+   */
+  addSubscriber(spec: SubscriberSpec): void {
+    this.#assertOpen();
+    if (this.#subscribers.has(spec.id)) {
+      throw new ConflictError(`subscriber ${spec.id} is already in the send engine`);
+    }
+    const size = srtpProfileSizes(spec.profile);
+    if (!size) throw new BadRequestError("profile", `unknown SRTP profile ${spec.profile}`);
+    if (spec.keys.masterKey.length !== size.keyBytes) {
+      throw new BadRequestError("keys.masterKey", `${spec.profile} needs ${size.keyBytes} bytes`);
+    }
+    if (spec.keys.masterSalt.length !== size.saltBytes) {
+      throw new BadRequestError("keys.masterSalt", `${spec.profile} needs ${size.saltBytes} bytes`);
+    }
+    try {
+      writeSockaddr(new Uint8Array(32), this.#family, spec.host, spec.port);
+    } catch (err) {
+      throw new BadRequestError("host", (err as Error).message);
+    }
+    let index = 0;
+    this.#slots.forEach((slot, i) => {
+      if (slot.subscribers < this.#slots[index].subscribers) index = i;
+    });
+    const slot = this.#slots[index];
+    const groups = spec.groups.map((g) => ({ ...g, group: this.#groupNumber(g.group) }));
+    const subscriber: EngineSubscriber = {
+      id: spec.id,
+      handle: this.#nextHandle++,
+      worker: index,
+      groups: groups.map((g) => g.group),
+    };
+    this.#subscribers.set(spec.id, subscriber);
+    this.#byHandle.set(subscriber.handle, subscriber);
+    slot.subscribers++;
+    for (const group of subscriber.groups) {
+      slot.groups.set(group, (slot.groups.get(group) ?? 0) + 1);
+    }
+    this.#send(slot, {
+      type: "add",
+      subscriber: {
+        handle: subscriber.handle,
+        host: spec.host,
+        port: spec.port,
+        profile: spec.profile,
+        masterKey: spec.keys.masterKey,
+        masterSalt: spec.keys.masterSalt,
+        groups,
+      },
+    });
+  }
+
+  /** Removes a subscriber: packets published from now on no longer reach it. */
+  removeSubscriber(id: string): boolean {
+    const subscriber = this.#subscribers.get(id);
+    if (!subscriber || this.#closed) return false;
+    this.#subscribers.delete(id);
+    this.#byHandle.delete(subscriber.handle);
+    const slot = this.#slots[subscriber.worker];
+    slot.subscribers--;
+    for (const group of subscriber.groups) {
+      const left = slot.groups.get(group)! - 1;
+      if (left === 0) slot.groups.delete(group);
+      else slot.groups.set(group, left);
+    }
+    this.#send(slot, { type: "remove", handle: subscriber.handle });
+    return true;
+  }
+
+  /**
+   * Sends the RTP packet to every subscriber of `group`, or only to `ids` among them (a
+   * retransmission). Each Worker concerned gets the bytes once, at the end of this turn.
+   */
+  publish(group: string, packet: Uint8Array, ids?: readonly string[]): void {
+    this.#assertOpen();
+    const number = this.#groupNumbers.get(group);
+    if (number === undefined) return;
+    if (ids) {
+      const byWorker = new Map<number, number[]>();
+      for (const id of ids) {
+        const subscriber = this.#subscribers.get(id);
+        if (!subscriber?.groups.includes(number)) continue;
+        const handles = byWorker.get(subscriber.worker) ?? [];
+        handles.push(subscriber.handle);
+        byWorker.set(subscriber.worker, handles);
+      }
+      for (const [worker, handles] of byWorker) {
+        this.#slots[worker].writer.append(number, packet, handles);
+      }
+    } else {
+      for (const slot of this.#slots) {
+        if (slot.groups.has(number)) slot.writer.append(number, packet);
+      }
+    }
+    if (!this.#flushScheduled) {
+      this.#flushScheduled = true;
+      queueMicrotask(() => this.flush());
+    }
+  }
+
+  /** Hands the packets published so far to the Workers now. */
+  flush(): void {
+    this.#flushScheduled = false;
+    for (const slot of this.#slots) this.#flushSlot(slot);
+  }
+
+  /** Counters of every subscriber, by id. */
+  async stats(): Promise<Map<string, SubscriberStats>> {
+    this.#assertOpen();
+    this.flush();
+    const replies = await Promise.all(
+      this.#slots.map((slot) =>
+        new Promise<StatsTriples>((resolve) => {
+          const request = this.#nextRequest++;
+          slot.waiters.set(request, resolve);
+          post(slot.worker, { type: "stats", request });
+        })
+      ),
+    );
+    const out = new Map<string, SubscriberStats>();
+    replies.forEach((triples, worker) => {
+      for (let i = 0; i < triples.length; i += 3) {
+        const subscriber = this.#byHandle.get(triples[i]);
+        if (subscriber) {
+          out.set(subscriber.id, { sent: triples[i + 1], dropped: triples[i + 2], worker });
+        }
+      }
+    });
+    return out;
+  }
+
+  /** Sends what is pending, closes every Worker's socket and ends the Workers. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.flush();
+    this.#closed = true;
+    const timeoutMs = this.#options.closeTimeoutMs ?? 2000;
+    await Promise.all(this.#slots.map(async (slot) => {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      await Promise.race([
+        new Promise<void>((resolve) => {
+          slot.closed = resolve;
+          post(slot.worker, { type: "close" });
+        }),
+        new Promise<void>((resolve) => timer = setTimeout(resolve, timeoutMs)),
+      ]);
+      clearTimeout(timer);
+      slot.worker.terminate();
+      SendEngine.#live--;
+      for (const resolve of slot.waiters.values()) resolve([]);
+    }));
+  }
+
+  #groupNumber(group: string): number {
+    let number = this.#groupNumbers.get(group);
+    if (number === undefined) this.#groupNumbers.set(group, number = this.#groupNumbers.size + 1);
+    return number;
+  }
+
+  /** Posts a control message after the packets published before it. */
+  #send(slot: WorkerSlot, message: ToWorker): void {
+    this.#flushSlot(slot);
+    post(slot.worker, message);
+  }
+
+  #flushSlot(slot: WorkerSlot): void {
+    if (slot.writer.used === 0 || this.#closed) return;
+    const buffer = slot.writer.take();
+    slot.worker.postMessage({ type: "batch", buffer } satisfies ToWorker, [buffer]);
+  }
+
+  #onMessage(slot: WorkerSlot, message: FromWorker): void {
+    if (message.type === "stats") {
+      slot.waiters.get(message.request)?.(message.stats);
+      slot.waiters.delete(message.request);
+    } else if (message.type === "closed") {
+      slot.closed?.();
+    } else if (message.type === "error") {
+      const id = this.#byHandle.get(message.handle)?.id ?? `#${message.handle}`;
+      this.#options.onSubscriberError?.(id, message.error);
+    }
+  }
+
+  #assertOpen(): void {
+    if (this.#closed) throw new Error("the send engine is closed");
+  }
+}
+
+function post(worker: Worker, message: ToWorker): void {
+  worker.postMessage(message);
+}

@@ -1,0 +1,222 @@
+import assert from "node:assert/strict";
+import dgram from "node:dgram";
+import { randomBytes } from "node:crypto";
+import { Buffer } from "node:buffer";
+import { SrtpSession } from "werift";
+import { ConflictError } from "../../core/errors.ts";
+import { SendEngine } from "./send_engine.ts";
+
+interface Receiver {
+  port: number;
+  got: Uint8Array[];
+  close(): Promise<void>;
+}
+
+async function receiver(): Promise<Receiver> {
+  const socket = dgram.createSocket("udp4");
+  const got: Uint8Array[] = [];
+  socket.on("message", (message: Uint8Array) => got.push(new Uint8Array(message)));
+  await new Promise<void>((resolve) => socket.bind(0, "127.0.0.1", resolve));
+  return {
+    port: socket.address().port,
+    got,
+    close: () => new Promise<void>((resolve) => socket.close(() => resolve())),
+  };
+}
+
+async function until(check: () => boolean, timeoutMs = 3000): Promise<void> {
+  const start = Date.now();
+  while (!check()) {
+    if (Date.now() - start > timeoutMs) throw new Error("timed out");
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
+const delay = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Distinct sockets this process has open (the sanitizers do not see FFI sockets; a Worker
+ * briefly holds duplicates of the process's own, hence distinct inodes).
+ */
+function openSockets(): number {
+  const sockets = new Set<string>();
+  for (const entry of Deno.readDirSync("/proc/self/fd")) {
+    try {
+      const target = Deno.readLinkSync(`/proc/self/fd/${entry.name}`);
+      if (target.startsWith("socket:")) sockets.add(target);
+    } catch {
+      // closed while listing
+    }
+  }
+  return sockets.size;
+}
+
+function rtpPacket(sequence: number, ssrc: number, payloadBytes: number): Uint8Array {
+  const packet = new Uint8Array(12 + payloadBytes);
+  const view = new DataView(packet.buffer);
+  packet[0] = 0x80;
+  packet[1] = 96;
+  view.setUint16(2, sequence & 0xffff);
+  view.setUint32(4, sequence * 3000);
+  view.setUint32(8, ssrc);
+  packet.set(randomBytes(payloadBytes), 12);
+  return packet;
+}
+
+/** werift's receiving side for keys the engine sends with. */
+function weriftReceiver(profile: number, masterKey: Uint8Array, masterSalt: Uint8Array) {
+  return new SrtpSession({
+    profile,
+    keys: {
+      localMasterKey: Buffer.from(masterKey),
+      localMasterSalt: Buffer.from(masterSalt),
+      remoteMasterKey: Buffer.from(masterKey),
+      remoteMasterSalt: Buffer.from(masterSalt),
+    },
+  });
+}
+
+function withSsrcAndPt(packet: Uint8Array, ssrc: number, payloadType: number): Uint8Array {
+  const out = packet.slice();
+  new DataView(out.buffer).setUint32(8, ssrc);
+  out[1] = (out[1] & 0x80) | payloadType;
+  return out;
+}
+
+Deno.test("send engine: subscribers get their SRTP copies, decryptable by werift; a removed one gets nothing more; Workers and sockets end", async () => {
+  const workersBefore = SendEngine.liveWorkers;
+  const socketsBefore = openSockets();
+  const [a, b, c] = await Promise.all([receiver(), receiver(), receiver()]);
+  const engine = await SendEngine.start({ workers: 2, bindHost: "127.0.0.1" });
+  try {
+    assert.equal(SendEngine.liveWorkers, workersBefore + 2);
+    assert.ok(engine.workers.every((w) => w.srtpBackend === "ffi" && w.port > 0));
+    const keyA = { masterKey: randomBytes(16), masterSalt: randomBytes(14) };
+    const keyB = { masterKey: randomBytes(16), masterSalt: randomBytes(12) };
+    const keyC = { masterKey: randomBytes(16), masterSalt: randomBytes(14) };
+    engine.addSubscriber({
+      id: "a",
+      host: "127.0.0.1",
+      port: a.port,
+      profile: "AES_CM_128_HMAC_SHA1_80",
+      keys: keyA,
+      groups: [{ group: "video", ssrc: 0xaaaa0001, payloadType: 102 }],
+    });
+    engine.addSubscriber({
+      id: "b",
+      host: "127.0.0.1",
+      port: b.port,
+      profile: "AEAD_AES_128_GCM",
+      keys: keyB,
+      groups: [{ group: "video" }],
+    });
+    engine.addSubscriber({
+      id: "c",
+      host: "127.0.0.1",
+      port: c.port,
+      profile: "AES_CM_128_HMAC_SHA1_80",
+      keys: keyC,
+      groups: [{ group: "audio" }],
+    });
+    assert.throws(
+      () =>
+        engine.addSubscriber({
+          id: "a",
+          host: "127.0.0.1",
+          port: 1,
+          profile: "AEAD_AES_128_GCM",
+          keys: keyB,
+          groups: [],
+        }),
+      ConflictError,
+    );
+    assert.throws(
+      () =>
+        engine.addSubscriber({
+          id: "d",
+          host: "127.0.0.1",
+          port: 1,
+          profile: "AEAD_AES_128_GCM",
+          keys: keyA,
+          groups: [],
+        }),
+      (err: Error & { field?: string }) => err.field === "keys.masterSalt",
+    );
+
+    // 20 video packets across the sequence wrap, published in two turns; 5 audio packets.
+    const video = Array.from({ length: 20 }, (_, i) => rtpPacket(65526 + i, 0x1111, 1000));
+    const audio = Array.from({ length: 5 }, (_, i) => rtpPacket(10 + i, 0x2222, 160));
+    for (const packet of video.slice(0, 10)) engine.publish("video", packet);
+    await delay(0);
+    for (const packet of video.slice(10)) engine.publish("video", packet);
+    for (const packet of audio) engine.publish("audio", packet);
+    await until(() => a.got.length === 20 && b.got.length === 20 && c.got.length === 5);
+
+    const srtpA = weriftReceiver(1, keyA.masterKey, keyA.masterSalt);
+    const srtpB = weriftReceiver(7, keyB.masterKey, keyB.masterSalt);
+    const srtpC = weriftReceiver(1, keyC.masterKey, keyC.masterSalt);
+    const decrypt = (s: SrtpSession, d: Uint8Array) => new Uint8Array(s.decrypt(Buffer.from(d)));
+    assert.deepEqual(
+      a.got.map((d) => decrypt(srtpA, d)),
+      video.map((p) => withSsrcAndPt(p, 0xaaaa0001, 102)),
+    );
+    assert.deepEqual(b.got.map((d) => decrypt(srtpB, d)), video);
+    assert.deepEqual(c.got.map((d) => decrypt(srtpC, d)), audio);
+
+    const before = await engine.stats();
+    assert.notEqual(before.get("a")!.worker, before.get("b")!.worker, "spread by load");
+    assert.deepEqual(before.get("b"), { sent: 20, dropped: 0, worker: before.get("b")!.worker });
+
+    // A retransmission for "a" only; then "b" leaves and the stream goes on.
+    engine.publish("video", video[19], ["a"]);
+    assert.equal(engine.removeSubscriber("b"), true);
+    const more = Array.from({ length: 5 }, (_, i) => rtpPacket(20 + i, 0x1111, 900));
+    for (const packet of more) engine.publish("video", packet);
+    await until(() => a.got.length === 26);
+    await delay(100);
+    assert.equal(b.got.length, 20, "a removed subscriber gets nothing more");
+    assert.deepEqual(
+      a.got.slice(21).map((d) => decrypt(srtpA, d)),
+      more.map((p) => withSsrcAndPt(p, 0xaaaa0001, 102)),
+    );
+
+    const stats = await engine.stats();
+    assert.deepEqual(stats.get("a"), { sent: 26, dropped: 0, worker: stats.get("a")!.worker });
+    assert.equal(stats.get("c")?.sent, 5);
+    assert.equal(stats.has("b"), false);
+  } finally {
+    await engine.close();
+    await Promise.all([a.close(), b.close(), c.close()]);
+  }
+  assert.equal(SendEngine.liveWorkers, workersBefore);
+  assert.equal(openSockets(), socketsBefore, "the Workers' sockets are closed");
+});
+
+Deno.test("send engine: the node:crypto SRTP backend gives the same packets", async () => {
+  const a = await receiver();
+  const engine = await SendEngine.start({
+    workers: 1,
+    bindHost: "127.0.0.1",
+    srtpBackend: "portable",
+  });
+  try {
+    assert.equal(engine.workers[0].srtpBackend, "portable");
+    const keys = { masterKey: randomBytes(16), masterSalt: randomBytes(12) };
+    engine.addSubscriber({
+      id: "x",
+      host: "127.0.0.1",
+      port: a.port,
+      profile: "AEAD_AES_128_GCM",
+      keys,
+      groups: [{ group: "g" }],
+    });
+    const packets = Array.from({ length: 4 }, (_, i) => rtpPacket(65534 + i, 5, 500));
+    for (const packet of packets) engine.publish("g", packet);
+    await until(() => a.got.length === 4);
+    const srtp = weriftReceiver(7, keys.masterKey, keys.masterSalt);
+    assert.deepEqual(a.got.map((d) => new Uint8Array(srtp.decrypt(Buffer.from(d)))), packets);
+  } finally {
+    await engine.close();
+    await a.close();
+  }
+});

@@ -1,0 +1,55 @@
+/**
+ * Messages between the SendEngine (main thread) and its Workers. Control messages and packet
+ * batches share one postMessage channel, so a Worker sees them in the order they were made
+ * (a subscriber removed after a publish still gets that packet, and nothing after).
+ */
+import type { SrtpBackend } from "../rtp/srtp/srtp_protector.ts";
+import type { SrtpProfile } from "../rtp/srtp/srtp_profile.ts";
+
+/** One fan-out group a subscriber receives, with the rewrite its copies get. */
+export interface GroupMembership {
+  /** Group number (the engine numbers group names). */
+  group: number;
+  /** SSRC written into this subscriber's copies (default: the publisher's). */
+  ssrc?: number;
+  /** Payload type written into this subscriber's copies (default: the publisher's). */
+  payloadType?: number;
+}
+
+/** A subscriber as a Worker gets it. */
+export interface WorkerSubscriber {
+  handle: number;
+  host: string;
+  port: number;
+  profile: SrtpProfile;
+  masterKey: Uint8Array;
+  masterSalt: Uint8Array;
+  groups: GroupMembership[];
+}
+
+/** Start-up settings of a Worker. */
+export interface WorkerSettings {
+  bindHost: string;
+  srtpBackend: SrtpBackend | "auto";
+  gso: boolean;
+}
+
+/** Main thread → Worker. */
+export type ToWorker =
+  | { type: "start"; settings: WorkerSettings }
+  | { type: "add"; subscriber: WorkerSubscriber }
+  | { type: "remove"; handle: number }
+  | { type: "batch"; buffer: ArrayBuffer }
+  | { type: "stats"; request: number }
+  | { type: "close" };
+
+/** Counters of one subscriber: [handle, sent, dropped] triples, flattened. */
+export type StatsTriples = number[];
+
+/** Worker → main thread. */
+export type FromWorker =
+  | { type: "ready"; port: number; srtpBackend: SrtpBackend; gso: boolean }
+  | { type: "failed"; error: string }
+  | { type: "stats"; request: number; stats: StatsTriples }
+  | { type: "error"; handle: number; error: string }
+  | { type: "closed" };
