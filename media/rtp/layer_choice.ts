@@ -1,0 +1,150 @@
+/**
+ * Which simulcast layer one subscriber gets. The subscriber's manual choice (`changeQuality`)
+ * is a cap; under it an automatic ceiling follows the subscriber's feedback: it drops one
+ * layer when a receiver report shows heavy loss (at most once per `downHoldMs`, so the
+ * effect of one step is seen before the next), and at once to the layer that fits when a
+ * bandwidth estimate (REMB or transport-cc) says the current one does not; it climbs one
+ * layer after `upHoldMs` of clean reports with room in the estimate. Among the layers under
+ * both limits the highest alive one is chosen; when none is alive, the lowest alive above.
+ */
+
+/** Loss share (0-1) of one receiver report that lowers the layer. */
+export const lossDownFraction = 0.1;
+/** Loss share (0-1) at or under which a report counts as clean. */
+export const lossCleanFraction = 0.02;
+/** Shortest time between two loss-driven steps down, in ms. */
+export const downHoldMs = 2000;
+/** Clean time needed before each step up, in ms. */
+export const upHoldMs = 8000;
+/** Share of the bandwidth estimate a layer's bitrate may use. */
+export const bandwidthHeadroom = 0.9;
+/** A bandwidth estimate older than this is ignored, in ms. */
+export const estimateMaxAgeMs = 5000;
+
+/** Thresholds of the automatic choice (defaults: the constants above). */
+export interface LayerChoiceOptions {
+  lossDownFraction?: number;
+  lossCleanFraction?: number;
+  downHoldMs?: number;
+  upHoldMs?: number;
+  bandwidthHeadroom?: number;
+}
+
+/** Chooses the layer of one subscriber from its cap, feedback and the layers alive. */
+export class LayerChoice {
+  readonly layers: number;
+  readonly #lossDown: number;
+  readonly #lossClean: number;
+  readonly #downHoldMs: number;
+  readonly #upHoldMs: number;
+  readonly #headroom: number;
+  #cap: number;
+  #ceiling: number;
+  #chosen = -1;
+  #lastDownMs = -Infinity;
+  #cleanSinceMs: number | undefined;
+  #estimateKbps = 0;
+  #estimateAtMs = -Infinity;
+
+  /** `layers`: how many the publisher sends, indexed lowest first. */
+  constructor(layers: number, options: LayerChoiceOptions = {}) {
+    this.layers = layers;
+    this.#cap = layers - 1;
+    this.#ceiling = layers - 1;
+    this.#lossDown = options.lossDownFraction ?? lossDownFraction;
+    this.#lossClean = options.lossCleanFraction ?? lossCleanFraction;
+    this.#downHoldMs = options.downHoldMs ?? downHoldMs;
+    this.#upHoldMs = options.upHoldMs ?? upHoldMs;
+    this.#headroom = options.bandwidthHeadroom ?? bandwidthHeadroom;
+  }
+
+  /** The manual cap (changeQuality), highest layer index allowed. */
+  get cap(): number {
+    return this.#cap;
+  }
+
+  /** The automatic ceiling from feedback. */
+  get ceiling(): number {
+    return this.#ceiling;
+  }
+
+  /** The layer chosen by the last `choose`, -1 before. */
+  get chosen(): number {
+    return this.#chosen;
+  }
+
+  /** Sets the manual cap (clamped to the layers there are). */
+  setCap(layer: number): void {
+    this.#cap = Math.max(0, Math.min(this.layers - 1, layer));
+  }
+
+  /** A receiver report's fraction lost about the subscriber's track, as a share 0-1. */
+  onLoss(fraction: number, nowMs: number): void {
+    if (fraction > this.#lossClean) this.#cleanSinceMs = nowMs;
+    else this.#cleanSinceMs ??= nowMs;
+    if (fraction < this.#lossDown || nowMs - this.#lastDownMs < this.#downHoldMs) return;
+    const from = this.#chosen < 0 ? this.#ceiling : Math.min(this.#ceiling, this.#chosen);
+    this.#ceiling = Math.max(0, from - 1);
+    this.#lastDownMs = nowMs;
+  }
+
+  /** A bandwidth estimate for the subscriber (REMB or transport-cc), in kbit/s. */
+  onEstimate(kbps: number, nowMs: number): void {
+    this.#estimateKbps = kbps;
+    this.#estimateAtMs = nowMs;
+  }
+
+  /**
+   * The layer to forward now, given which layers are alive and their measured bitrates
+   * (kbit/s, 0 when unknown), lowest first; -1 when no layer is alive.
+   */
+  choose(alive: readonly boolean[], layerKbps: readonly number[], nowMs: number): number {
+    const budget = nowMs - this.#estimateAtMs <= estimateMaxAgeMs
+      ? this.#estimateKbps * this.#headroom
+      : Infinity;
+    const fits = (layer: number) => !(layerKbps[layer] > budget);
+    if (budget !== Infinity) {
+      let fit = this.#ceiling;
+      while (fit > 0 && !fits(fit)) fit--;
+      if (fit < this.#ceiling) {
+        this.#ceiling = fit;
+        this.#cleanSinceMs = nowMs;
+      }
+    }
+    if (
+      this.#ceiling < this.layers - 1 && this.#cleanSinceMs !== undefined &&
+      nowMs - this.#cleanSinceMs >= this.#upHoldMs && fits(this.#ceiling + 1)
+    ) {
+      this.#ceiling++;
+      this.#cleanSinceMs = nowMs;
+    }
+    const limit = Math.min(this.#cap, this.#ceiling);
+    let chosen = -1;
+    for (let layer = limit; layer >= 0 && chosen < 0; layer--) if (alive[layer]) chosen = layer;
+    for (let layer = limit + 1; layer < this.layers && chosen < 0; layer++) {
+      if (alive[layer]) chosen = layer;
+    }
+    this.#chosen = chosen;
+    return chosen;
+  }
+}
+
+/** Ranks of well-known rid sets, lowest quality first: WCS's and Chrome's samples'. */
+const lowMediumHigh: Record<string, number> = { l: 0, m: 1, h: 2 };
+const quarterHalfFull: Record<string, number> = { q: 0, h: 1, f: 2 };
+
+/**
+ * The rids of a simulcast offer ordered lowest quality first: `l`/`m`/`h` (and Chrome's
+ * `q`/`h`/`f`), or names with a picture height like `180p`/`360p`/`720p`; other names keep
+ * the offer's order.
+ */
+export function orderRids(rids: readonly string[]): string[] {
+  // "h" is the top of l/m/h but the middle of q/h/f.
+  const ranks = rids.some((rid) => rid === "q" || rid === "f") ? quarterHalfFull : lowMediumHigh;
+  const rank = (rid: string): number | undefined => {
+    const height = /^(\d+)p$/.exec(rid);
+    return height ? Number(height[1]) : ranks[rid];
+  };
+  if (rids.some((rid) => rank(rid) === undefined)) return [...rids];
+  return [...rids].sort((a, b) => rank(a)! - rank(b)!);
+}
