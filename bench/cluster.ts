@@ -18,9 +18,7 @@
  *
  * `CLUSTER_BENCH_PLAYERS` sets the fan-out steps, comma-separated (default 50,100).
  */
-import { envName } from "../config.ts";
 import { MessageType, type RtmpMessage } from "../media/protocols/rtmp/message.ts";
-import { lines } from "./support/lines.ts";
 import {
   fanOut,
   fanOutLines,
@@ -38,12 +36,9 @@ import {
   waitUntilPlayable,
   type Window,
 } from "./support/rtmp_fanout.ts";
-import { freePort, spawnDeno, startPermissions, waitForHttp } from "../tests/helpers/process.ts";
+import { type RedisServer, startRedis } from "../tests/helpers/redis_server.ts";
+import { ServerProcess } from "../tests/helpers/server_process.ts";
 
-/** Time a server process may take to answer /health, in ms. */
-const startTimeoutMs = 30_000;
-/** Time given to redis-server to listen, in ms. */
-const redisStartMs = 5_000;
 /** Length of the latency window, in ms. */
 const latencyMs = 10_000;
 /** Time given to new players to settle before a window, in ms. */
@@ -57,125 +52,27 @@ const steps = playerSteps("CLUSTER_BENCH_PLAYERS", "50,100");
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-type Role = "origin" | "edge";
-
-/** One server process of the CDN, its relay log lines kept. */
-class Node {
-  readonly role: Role;
-  readonly child: Deno.ChildProcess;
-  readonly restPort = freePort();
-  readonly rtmpPort = freePort();
-  /** Log lines about relays and pulls, parsed. */
-  readonly relayLog: Record<string, unknown>[] = [];
-  /** The last lines of stderr, for a failure's report. */
-  readonly errors: string[] = [];
-  #reading: Promise<unknown>;
-
-  constructor(role: Role, redisUrl: string, dir: string) {
-    this.role = role;
-    const ports: Record<string, number> = {
-      rest: this.restPort,
-      rtmp: this.rtmpPort,
-      ws: freePort(),
-      wss: freePort(),
-      hls: freePort(),
-      rtsp: freePort(),
-      srt: freePort(),
-      sip: freePort(),
-      cdn: freePort(),
-    };
-    const env: Record<string, string> = {
-      [envName(["folders", "media"])]: `${dir}/${role}/content`,
-      [envName(["folders", "records"])]: `${dir}/${role}/records`,
-      [envName(["folders", "logs"])]: `${dir}/${role}/logs`,
-      [envName(["log", "level"])]: "info",
-      [envName(["cdn", "enabled"])]: "true",
-      [envName(["cdn", "role"])]: role,
-      // The edge's pull outlives the gaps between the bench's phases.
-      [envName(["cdn", "pullGraceMs"])]: "600000",
-      [envName(["cluster", "redisUrl"])]: redisUrl,
-    };
-    for (const [name, port] of Object.entries(ports)) env[envName(["ports", name])] = String(port);
-    this.child = spawnDeno(["run", ...startPermissions, "main.ts"], env);
-    this.#reading = Promise.allSettled([this.#readLog(), this.#readErrors()]);
-  }
-
-  async #readLog(): Promise<void> {
-    for await (const line of lines(this.child.stdout)) {
-      if (!/"msg":"(relay|cdn pull)/.test(line)) continue;
-      try {
-        this.relayLog.push(JSON.parse(line));
-      } catch {
-        // Not a whole JSON line.
-      }
-    }
-  }
-
-  async #readErrors(): Promise<void> {
-    for await (const line of lines(this.child.stderr)) {
-      this.errors.push(line);
-      if (this.errors.length > 20) this.errors.shift();
-    }
-  }
-
-  get pid(): number {
-    return this.child.pid;
-  }
-
-  url(stream: string): string {
-    return `rtmp://127.0.0.1:${this.rtmpPort}/live/${stream}`;
-  }
-
-  async ready(): Promise<void> {
-    try {
-      await waitForHttp(`http://127.0.0.1:${this.restPort}/health`, startTimeoutMs);
-    } catch (err) {
-      throw new Error(`${this.role}: ${(err as Error).message}\n${this.errors.join("\n")}`);
-    }
-  }
-
-  async stop(): Promise<void> {
-    try {
-      this.child.kill("SIGTERM");
-    } catch {
-      // Exited already.
-    }
-    await this.child.status;
-    await this.#reading;
-  }
+/** A node of the CDN on `redis`; the edge's pull outlives the gaps between the bench's phases. */
+function cdnNode(role: "origin" | "edge", redis: RedisServer, dir: string): ServerProcess {
+  return new ServerProcess(role, dir, {
+    log: { level: "info" },
+    cdn: { enabled: true, role, pullGraceMs: 600_000 },
+    cluster: { redisUrl: redis.url },
+  });
 }
 
-/** A redis-server without persistence on a free port. */
-async function startRedis(): Promise<{ url: string; child: Deno.ChildProcess }> {
-  const port = freePort();
-  const child = new Deno.Command("redis-server", {
-    args: ["--bind", "127.0.0.1", "--port", String(port), "--save", "", "--appendonly", "no"],
-    stdin: "null",
-    stdout: "null",
-    stderr: "null",
-  }).spawn();
-  const started = performance.now();
-  for (;;) {
+/** A node's log lines about relays and pulls, parsed. */
+async function relayLog(node: ServerProcess): Promise<Record<string, unknown>[]> {
+  const entries = [];
+  for (const line of (await Deno.readTextFile(node.logPath)).split("\n")) {
+    if (!/"msg":"(relay|cdn pull)/.test(line)) continue;
     try {
-      (await Deno.connect({ hostname: "127.0.0.1", port })).close();
-      return { url: `redis://127.0.0.1:${port}`, child };
+      entries.push(JSON.parse(line));
     } catch {
-      if (performance.now() - started > redisStartMs) {
-        await stopChild(child);
-        throw new Error(`redis-server did not listen on ${port}`);
-      }
-      await sleep(20);
+      // Not a whole JSON line.
     }
   }
-}
-
-async function stopChild(child: Deno.ChildProcess): Promise<void> {
-  try {
-    child.kill("SIGKILL");
-  } catch {
-    // Exited already.
-  }
-  await child.status;
+  return entries;
 }
 
 /** Arrival time of each video message of a player, by RTMP timestamp and size. */
@@ -201,15 +98,17 @@ const pct = (cores: number) => `${(cores * 100).toFixed(1)}%`;
 const source = await makeSource();
 const dir = await Deno.makeTempDir({ prefix: "bench-cluster-" });
 const redis = await startRedis();
-const origin = new Node("origin", redis.url, dir);
-const edge = new Node("edge", redis.url, dir);
+const origin = cdnNode("origin", redis, dir);
+const edge = cdnNode("edge", redis, dir);
+const originStream = `${origin.rtmpUrl}/${streamName}`;
+const edgeStream = `${edge.rtmpUrl}/${streamName}`;
 let publisher: Deno.ChildProcess | undefined;
 let players: LightPlayer[] = [];
 try {
-  await Promise.all([origin.ready(), edge.ready()]);
+  await Promise.all([origin.start(), edge.start()]);
   const sourceBytesPerSecond = (await Deno.stat(source)).size / sourceSeconds;
-  publisher = publishLoop(source, origin.url(streamName));
-  await waitUntilPlayable(origin.url(streamName), "origin");
+  publisher = publishLoop(source, originStream);
+  await waitUntilPlayable(originStream, "origin");
   await sleep(settleMs);
 
   // The origin ingesting alone; the edge idle.
@@ -219,7 +118,7 @@ try {
   const edgeArrivals = new Arrivals();
   const edgePlayer = new LightPlayer(edgeArrivals.onMessage);
   players.push(edgePlayer);
-  await edgePlayer.open(edge.url(streamName));
+  await edgePlayer.open(edgeStream);
   await sleep(settleMs);
   const edgeBytesBefore = edgePlayer.bytes;
   const [relayOrigin, relayEdge] = await measureGroups([[origin.pid], [edge.pid]], measureMs);
@@ -229,7 +128,7 @@ try {
   const originArrivals = new Arrivals();
   const originPlayer = new LightPlayer(originArrivals.onMessage);
   players.push(originPlayer);
-  await originPlayer.open(origin.url(streamName));
+  await originPlayer.open(originStream);
   await sleep(settleMs);
   originArrivals.recording = edgeArrivals.recording = true;
   await sleep(latencyMs);
@@ -246,14 +145,14 @@ try {
   // Fan-out on the edge (its pull kept by the grace time), then on the origin alone.
   const edgeFanOut: Result = await fanOut(
     "edge",
-    edge.url(streamName),
+    edgeStream,
     () => [edge.pid],
     steps,
     sourceBytesPerSecond,
   );
   const singleFanOut: Result = await fanOut(
     "single node",
-    origin.url(streamName),
+    originStream,
     () => [origin.pid],
     steps,
     sourceBytesPerSecond,
@@ -312,16 +211,16 @@ try {
     } KiB`,
   );
   for (const node of [origin, edge]) {
-    for (const entry of node.relayLog) {
+    for (const entry of await relayLog(node)) {
       const { time: _time, level: _level, ...fields } = entry;
-      console.log(`${node.role} log: ${JSON.stringify(fields)}`);
+      console.log(`${node.name} log: ${JSON.stringify(fields)}`);
     }
   }
 } finally {
   await Promise.all(players.map((p) => p.close()));
   if (publisher) await stopPublisher(publisher);
   await Promise.all([edge.stop(), origin.stop()]);
-  await stopChild(redis.child);
+  await redis.kill();
   await Deno.remove(dir, { recursive: true });
   await Deno.remove(source);
 }

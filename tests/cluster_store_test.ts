@@ -12,58 +12,7 @@ import { RedisClusterStore } from "../core/cluster/redis_store.ts";
 import type { ClusterChange, ClusterStore, NodeRecord } from "../core/cluster/store.ts";
 import { ServiceUnavailableError } from "../core/errors.ts";
 import { freePort } from "./helpers/process.ts";
-
-/** A running redis-server of one test. */
-interface RedisServer {
-  port: number;
-  url: string;
-  stop(): Promise<void>;
-}
-
-/** Starts redis-server on `port` (a free one by default) without persistence. */
-async function startRedis(port = freePort(), extraArgs: string[] = []): Promise<RedisServer> {
-  let child: Deno.ChildProcess;
-  try {
-    child = new Deno.Command("redis-server", {
-      args: ["--bind", "127.0.0.1", "--port", String(port), "--save", "", "--appendonly", "no"]
-        .concat(extraArgs),
-      stdin: "null",
-      stdout: "null",
-      stderr: "null",
-    }).spawn();
-  } catch (error) {
-    if (error instanceof Deno.errors.NotFound) {
-      throw new Error("redis-server is missing: install the Debian package redis-server");
-    }
-    throw error;
-  }
-  const started = performance.now();
-  for (;;) {
-    try {
-      (await Deno.connect({ hostname: "127.0.0.1", port })).close();
-      break;
-    } catch {
-      if (performance.now() - started > 5000) {
-        child.kill("SIGKILL");
-        await child.status;
-        throw new Error(`redis-server did not listen on ${port} within 5 s`);
-      }
-      await delay(20);
-    }
-  }
-  return {
-    port,
-    url: `redis://127.0.0.1:${port}`,
-    async stop() {
-      try {
-        child.kill("SIGKILL");
-      } catch {
-        // exited already
-      }
-      await child.status;
-    },
-  };
-}
+import { type RedisServer, startRedis } from "./helpers/redis_server.ts";
 
 /** The ServiceUnavailableError `call` rejects with (any other outcome fails). */
 async function unavailable(call: () => Promise<unknown>): Promise<ServiceUnavailableError> {
@@ -169,7 +118,7 @@ const backends: { name: string; open(): Promise<Pair> }[] = [
         async close() {
           await writer.close();
           await reader.close();
-          await server.stop();
+          await server.kill();
         },
       };
     },
@@ -318,34 +267,35 @@ for (const backend of backends) {
   });
 }
 
-Deno.test("redis store: without keyspace events (CONFIG refused) expiry is found by polling", async () => {
-  const server = await startRedis(undefined, ["--rename-command", "CONFIG", ""]);
-  const store = new RedisClusterStore({ url: server.url, expiryCheckMs: 200 });
-  try {
-    await store.ready(5000);
-    const seen = collect(store);
-    await store.heartbeat(nodeRecord("edge1"), 400);
-    await seen.next((c) => c.type === "nodeExpired", 400 + 500);
-  } finally {
-    await store.close();
-    await server.stop();
-  }
-});
+const expiryCases = [
+  {
+    name: "without keyspace events (CONFIG refused) expiry is found by polling",
+    extraArgs: ["--rename-command", "CONFIG", ""],
+    expiryCheckMs: 200,
+  },
+  {
+    name: "with keyspace events expiry is seen without polling",
+    extraArgs: [],
+    // A poll far beyond the test: only the `expired` event can report the expiry in time.
+    expiryCheckMs: 60_000,
+  },
+];
 
-Deno.test("redis store: with keyspace events expiry is seen without polling", async () => {
-  const server = await startRedis();
-  // A poll far beyond the test: only the `expired` event can report the expiry in time.
-  const store = new RedisClusterStore({ url: server.url, expiryCheckMs: 60_000 });
-  try {
-    await store.ready(5000);
-    const seen = collect(store);
-    await store.heartbeat(nodeRecord("edge1"), 400);
-    await seen.next((c) => c.type === "nodeExpired", 400 + 500);
-  } finally {
-    await store.close();
-    await server.stop();
-  }
-});
+for (const { name, extraArgs, expiryCheckMs } of expiryCases) {
+  Deno.test(`redis store: ${name}`, async () => {
+    const server = await startRedis({ extraArgs });
+    const store = new RedisClusterStore({ url: server.url, expiryCheckMs });
+    try {
+      await store.ready(5000);
+      const seen = collect(store);
+      await store.heartbeat(nodeRecord("edge1"), 400);
+      await seen.next((c) => c.type === "nodeExpired", 400 + 500);
+    } finally {
+      await store.close();
+      await server.kill();
+    }
+  });
+}
 
 Deno.test("redis store: a feed trimmed past the last change read makes a resync", async () => {
   const server = await startRedis();
@@ -377,7 +327,7 @@ Deno.test("redis store: a feed trimmed past the last change read makes a resync"
   } finally {
     raw.destroy();
     await store.close();
-    await server.stop();
+    await server.kill();
   }
 });
 
@@ -395,14 +345,13 @@ Deno.test("redis store: separate key prefixes are separate clusters", async () =
   } finally {
     await a.close();
     await b.close();
-    await server.stop();
+    await server.kill();
   }
 });
 
 Deno.test("redis store: an outage fails calls fast, then the store, its feed and a view recover", async () => {
-  const first = await startRedis();
-  const store = new RedisClusterStore({ url: first.url, expiryCheckMs: 250 });
-  let server = first;
+  const server = await startRedis();
+  const store = new RedisClusterStore({ url: server.url, expiryCheckMs: 250 });
   let other: RedisClusterStore | undefined;
   let view: ClusterView | undefined;
   try {
@@ -414,7 +363,7 @@ Deno.test("redis store: an outage fails calls fast, then the store, its feed and
     const seen = collect(store);
     const viewSeen = collect(view);
 
-    await server.stop();
+    await server.kill();
     await waitUntil(() => !store.available, 1000, "available turns false");
     await delay(2000);
     for (
@@ -438,7 +387,7 @@ Deno.test("redis store: an outage fails calls fast, then the store, its feed and
     assert.deepStrictEqual(view.get("route", "before"), { node: "origin1" });
 
     // Redis comes back empty (no persistence); another node writes before ours reconnects.
-    server = await startRedis(first.port);
+    await server.start();
     other = new RedisClusterStore({ url: server.url });
     await other.ready(5000);
     await other.put("route", "during", { node: "origin2" });
@@ -464,7 +413,7 @@ Deno.test("redis store: an outage fails calls fast, then the store, its feed and
     view?.close();
     await other?.close();
     await store.close();
-    await server.stop();
+    await server.kill();
   }
 });
 
@@ -481,7 +430,7 @@ Deno.test("redis store: created while Redis is down, it connects when Redis star
     // A view opened meanwhile starts empty and loads the state once it can.
     view = await ClusterView.open(store);
     assert.equal(view.synced, false);
-    server = await startRedis(port);
+    server = await startRedis({ port });
     await store.ready(5000);
     await store.heartbeat(nodeRecord("edge1"), 5000);
     assert.deepStrictEqual((await store.snapshot()).nodes.length, 1);
@@ -490,7 +439,7 @@ Deno.test("redis store: created while Redis is down, it connects when Redis star
   } finally {
     view?.close();
     await store.close();
-    await server?.stop();
+    await server?.kill();
   }
 });
 

@@ -10,10 +10,10 @@ import assert from "node:assert/strict";
 import type { Page } from "playwright-core";
 // Importing the package's manifest makes Deno install the package (and so its bundle).
 import websdkPackage from "@flashphoner/websdk/package.json" with { type: "json" };
-import { envName } from "../../config.ts";
 import { publishRtmp, stopPublisher } from "../helpers/ffmpeg_rtmp.ts";
 import { probe } from "../helpers/media_fixtures.ts";
-import { freePort, spawnDeno, startPermissions, waitForHttp } from "../helpers/process.ts";
+import { RedisServer } from "../helpers/redis_server.ts";
+import { ServerProcess } from "../helpers/server_process.ts";
 import { childrenNamed } from "../helpers/children.ts";
 import { startBrowser } from "./browser.ts";
 import { netnsEnv } from "./netns.ts";
@@ -25,8 +25,6 @@ const waitMs = 15_000;
 const heartbeatMs = 300;
 const nodeTtlMs = 1500;
 const pullGraceMs = 2000;
-/** Time a server process may take to answer /health, in ms (a cold start checks types). */
-const startTimeoutMs = 30_000;
 
 type Role = "origin" | "edge" | "transcoder";
 
@@ -57,50 +55,18 @@ interface Answer {
   body: unknown;
 }
 
-/** One server process of the CDN; started again on the same ports after a kill. */
-class ServerProcess {
+/** One node of the CDN: a server process of its role on the shared Redis. */
+class CdnNode extends ServerProcess {
   readonly role: Role;
-  readonly ports: Record<
-    "rest" | "ws" | "wss" | "hls" | "rtmp" | "rtsp" | "srt" | "sip" | "cdn",
-    number
-  >;
-  #env: Record<string, string>;
-  #logDir: string;
-  #child?: Deno.ChildProcess;
-  #piping: Promise<unknown> = Promise.resolve();
 
-  constructor(role: Role, redisPort: number, dir: string, udpPortMin: number) {
+  constructor(role: Role, redis: RedisServer, dir: string, udpPortMin: number) {
+    super(role, dir, {
+      log: { level: "info" },
+      media: { udpPortMin, udpPortMax: udpPortMin + 199 },
+      cdn: { enabled: true, role, heartbeatMs, nodeTtlMs, pullGraceMs },
+      cluster: { redisUrl: redis.url },
+    });
     this.role = role;
-    this.ports = {
-      rest: freePort(),
-      ws: freePort(),
-      wss: freePort(),
-      hls: freePort(),
-      rtmp: freePort(),
-      rtsp: freePort(),
-      srt: freePort(),
-      sip: freePort(),
-      cdn: freePort(),
-    };
-    this.#logDir = dir;
-    const env: Record<string, string> = {
-      [envName(["folders", "media"])]: `${dir}/${role}/content`,
-      [envName(["folders", "records"])]: `${dir}/${role}/records`,
-      [envName(["folders", "logs"])]: `${dir}/${role}/logs`,
-      [envName(["log", "level"])]: "info",
-      [envName(["media", "udpPortMin"])]: String(udpPortMin),
-      [envName(["media", "udpPortMax"])]: String(udpPortMin + 199),
-      [envName(["cdn", "enabled"])]: "true",
-      [envName(["cdn", "role"])]: role,
-      [envName(["cdn", "heartbeatMs"])]: String(heartbeatMs),
-      [envName(["cdn", "nodeTtlMs"])]: String(nodeTtlMs),
-      [envName(["cdn", "pullGraceMs"])]: String(pullGraceMs),
-      [envName(["cluster", "redisUrl"])]: `redis://127.0.0.1:${redisPort}`,
-    };
-    for (const [name, port] of Object.entries(this.ports)) {
-      env[envName(["ports", name])] = String(port);
-    }
-    this.#env = env;
   }
 
   /** Its id in the CDN: the host and port of its CDN listener. */
@@ -108,59 +74,9 @@ class ServerProcess {
     return `127.0.0.1:${this.ports.cdn}`;
   }
 
-  get wsUrl(): string {
-    return `ws://127.0.0.1:${this.ports.ws}`;
-  }
-
-  get rtmpUrl(): string {
-    return `rtmp://127.0.0.1:${this.ports.rtmp}/live`;
-  }
-
-  get running(): boolean {
-    return this.#child !== undefined;
-  }
-
-  /** Starts the process as the start task does and waits for /health. */
-  async start(): Promise<void> {
-    const child = spawnDeno(["run", ...startPermissions, "main.ts"], this.#env);
-    this.#child = child;
-    const append = { create: true, append: true, write: true };
-    const [out, err] = await Promise.all([
-      Deno.open(`${this.#logDir}/${this.role}.log`, append),
-      Deno.open(`${this.#logDir}/${this.role}.err`, append),
-    ]);
-    this.#piping = Promise.allSettled([
-      child.stdout.pipeTo(out.writable),
-      child.stderr.pipeTo(err.writable),
-    ]);
-    await waitForHttp(`http://127.0.0.1:${this.ports.rest}/health`, startTimeoutMs);
-  }
-
-  /** Sends `signal` and waits for the exit (SIGKILL after 5 s if it lingers). */
-  async kill(signal: Deno.Signal): Promise<void> {
-    const child = this.#child;
-    if (!child) return;
-    this.#child = undefined;
-    try {
-      child.kill(signal);
-    } catch {
-      // Exited already.
-    }
-    const timer = setTimeout(() => {
-      try {
-        child.kill("SIGKILL");
-      } catch {
-        // Exited meanwhile.
-      }
-    }, 5000);
-    await child.status;
-    clearTimeout(timer);
-    await this.#piping;
-  }
-
   /** POSTs `body` to `/rest-api<path>`. */
   async post(path: string, body: unknown = {}): Promise<Answer> {
-    const res = await fetch(`http://127.0.0.1:${this.ports.rest}/rest-api${path}`, {
+    const res = await fetch(`${this.restUrl}/rest-api${path}`, {
       method: "POST",
       headers: { "Content-Type": "application/json" },
       body: JSON.stringify(body),
@@ -180,80 +96,6 @@ class ServerProcess {
     const answer = await this.post(path, body);
     assert.equal(answer.status, 200, `${this.role} ${path}: ${JSON.stringify(answer.body)}`);
     return answer.body as T;
-  }
-
-  /** The last lines of its logs, for a failure's report. */
-  async tail(lines: number): Promise<string> {
-    const parts = [];
-    for (const ext of ["log", "err"]) {
-      const text = await Deno.readTextFile(`${this.#logDir}/${this.role}.${ext}`).catch(() => "");
-      // The tests' REST polling left out.
-      const kept = text.trimEnd().split("\n").filter((l) => !l.includes('"msg":"request"'));
-      parts.push(`--- ${this.role}.${ext}\n${kept.slice(-lines).join("\n")}`);
-    }
-    return parts.join("\n");
-  }
-}
-
-/** `redis-server` without persistence on `port`; started again on the same port after a kill. */
-class RedisProcess {
-  readonly port: number;
-  #child?: Deno.ChildProcess;
-
-  constructor(port: number) {
-    this.port = port;
-  }
-
-  async start(): Promise<void> {
-    this.#child = new Deno.Command("redis-server", {
-      args: [
-        "--port",
-        String(this.port),
-        "--bind",
-        "127.0.0.1",
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-      ],
-      stdin: "null",
-      stdout: "null",
-      stderr: "null",
-    }).spawn();
-    await until(
-      "redis-server to listen",
-      async () => {
-        try {
-          (await Deno.connect({ hostname: "127.0.0.1", port: this.port })).close();
-          return true;
-        } catch {
-          return false;
-        }
-      },
-      (up) => up,
-      5000,
-    );
-  }
-
-  /** The answer of one `redis-cli` command, trimmed. */
-  async cli(...args: string[]): Promise<string> {
-    const out = await new Deno.Command("redis-cli", {
-      args: ["-h", "127.0.0.1", "-p", String(this.port), ...args],
-      stdin: "null",
-    }).output();
-    return new TextDecoder().decode(out.stdout).trim();
-  }
-
-  async kill(): Promise<void> {
-    const child = this.#child;
-    if (!child) return;
-    this.#child = undefined;
-    try {
-      child.kill("SIGKILL");
-    } catch {
-      // Exited already.
-    }
-    await child.status;
   }
 }
 
@@ -310,7 +152,7 @@ async function stopPlay(page: Page, key: string): Promise<void> {
 }
 
 /** Waits until `node` lists the three nodes ACTIVE; returns them sorted by role. */
-function threeActive(node: ServerProcess, timeoutMs = waitMs): Promise<NodeView[]> {
+function threeActive(node: CdnNode, timeoutMs = waitMs): Promise<NodeView[]> {
   return until(
     `three ACTIVE nodes on the ${node.role}`,
     async () =>
@@ -321,7 +163,7 @@ function threeActive(node: ServerProcess, timeoutMs = waitMs): Promise<NodeView[
 }
 
 /** Waits until `node`'s show_routes lists each of `names` (as a route's stream name). */
-function routesListing(node: ServerProcess, names: string[], timeoutMs = waitMs) {
+function routesListing(node: CdnNode, names: string[], timeoutMs = waitMs) {
   return until(
     `routes of ${names.join(", ")} on the ${node.role}`,
     () => node.ok<Record<string, string>>("/cdn/show_routes"),
@@ -331,7 +173,7 @@ function routesListing(node: ServerProcess, names: string[], timeoutMs = waitMs)
 }
 
 /** The globalState `node` shows for the node `id` (undefined when it does not list it). */
-async function stateOf(node: ServerProcess, id: string): Promise<string | undefined> {
+async function stateOf(node: CdnNode, id: string): Promise<string | undefined> {
   return (await node.ok<NodeView[]>("/cdn/show_nodes")).find((n) => n.id === id)?.globalState;
 }
 
@@ -342,10 +184,10 @@ Deno.test("CDN of three server processes on Redis, played by the Web SDK in Chro
   assert.equal(websdkPackage.version, "2.0.276");
   const suiteStarted = performance.now();
   const dir = await Deno.makeTempDir({ prefix: "cdn-e2e-" });
-  const redis = new RedisProcess(freePort());
-  const origin = new ServerProcess("origin", redis.port, dir, 40000);
-  const edge = new ServerProcess("edge", redis.port, dir, 40200);
-  const transcoder = new ServerProcess("transcoder", redis.port, dir, 40400);
+  const redis = new RedisServer();
+  const origin = new CdnNode("origin", redis, dir, 40000);
+  const edge = new CdnNode("edge", redis, dir, 40200);
+  const transcoder = new CdnNode("transcoder", redis, dir, 40400);
   const servers = [origin, edge, transcoder];
   const publishers: Deno.ChildProcess[] = [];
   const publish = (name: string) => {
@@ -559,7 +401,7 @@ Deno.test("CDN of three server processes on Redis, played by the Web SDK in Chro
     await step(
       "the origin killed: the edge's viewer ends, the origin goes PASSIVE; restarted and republished, the stream plays again",
       async () => {
-        await origin.kill("SIGKILL");
+        await origin.kill();
         const killedAt = performance.now();
         const ended = await until(
           "the edge's viewer to end",
@@ -604,7 +446,7 @@ Deno.test("CDN of three server processes on Redis, played by the Web SDK in Chro
     await step(
       "the edge killed: it goes PASSIVE on the origin, which removes it then (and refuses to remove an ACTIVE node)",
       async () => {
-        await edge.kill("SIGKILL");
+        await edge.kill();
         const killedAt = performance.now();
         await until(
           "the edge PASSIVE on the origin",
@@ -634,7 +476,7 @@ Deno.test("CDN of three server processes on Redis, played by the Web SDK in Chro
     await browser?.close();
     for (const child of publishers) await stopPublisher(child);
     // SIGTERM: the servers leave the CDN as they would on a normal stop.
-    await Promise.all(servers.map((s) => s.kill("SIGTERM")));
+    await Promise.all(servers.map((s) => s.stop()));
     await redis.kill();
     if (!failed) await Deno.remove(dir, { recursive: true });
   }
