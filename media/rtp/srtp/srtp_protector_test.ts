@@ -126,6 +126,18 @@ Deno.test("AEAD_AES_256_GCM: FFI and portable give the same bytes", () => {
       assert.equal(out.length, plain.length + 16);
       assert.deepEqual(protectCopy(portable, plain), out);
     }
+    // A packet inside a larger buffer, at an odd offset, is found at its own address.
+    const twin = new FfiSrtpProtector(init);
+    try {
+      const plain = rtpPacket(7, 1234, 300, false); // an SSRC new to both
+      const slab = new Uint8Array(8192);
+      slab.set(plain, 1001);
+      const inPlace = slab.subarray(1001, 1001 + plain.length + srtpTrailerBytes);
+      const length = twin.protect(inPlace, plain.length);
+      assert.deepEqual(inPlace.subarray(0, length), protectCopy(portable, plain));
+    } finally {
+      twin.close();
+    }
   } finally {
     ffi.close();
   }
