@@ -128,7 +128,7 @@ export const configSchema = z.strictObject({
     udpPortMin: port.default(31000).describe("Lowest UDP port for media."),
     udpPortMax: port.default(31999).describe("Highest UDP port for media."),
     sendEngine: z.enum(["auto", "ffi", "werift"]).default("auto").describe(
-      "WebRTC fan-out sender: `ffi` (SRTP on libcrypto and `sendmmsg` over FFI, in Workers), `werift`, or `ffi` when libc and libcrypto.so.3 load (needs `--allow-ffi`).",
+      "WebRTC fan-out sender: `ffi` (SRTP on libcrypto and `sendmmsg` over FFI, in Workers), `werift`, or (`auto`) `ffi` when libc and libcrypto.so.3 load (needs `--allow-ffi`). Not used by WebRTC players yet: they send through werift whatever this says.",
     ),
     sendWorkers: z.int().min(1).max(256).optional().describe(
       "Workers of the `ffi` send engine. Default: the number of CPU cores.",
