@@ -108,7 +108,7 @@ export const configSchema = z.strictObject({
     z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, "an appKey of letters, digits, . _ - (1 to 64)"),
     appSchema,
   ).default({}).describe(
-    "Applications by appKey (in the file, or JSON in the environment): `{hooksUrl, restOnError?, enabledHooks?, timeoutMs?}`. A session's hooks go to its app's `hooksUrl`; `restOnError` (LOG or FAIL) is the app's default for hooks its backend's `restClientConfig` leaves it unset; `enabledHooks` lists the hooks called (absent: all); `timeoutMs` overrides `hooks.timeoutMs`. Empty: every appKey uses `hooks.url`. Otherwise connections of an appKey neither listed nor built in (defaultApp, flashStreamingApp, roomApp, which use `hooks.url` unless listed) are refused.",
+    "Applications by appKey (in the file, or JSON in the environment): `{hooksUrl, restOnError?, enabledHooks?, timeoutMs?}`. A session's hooks go to its app's `hooksUrl`; `restOnError` (LOG or FAIL) is the app's default for hooks its backend's `restClientConfig` leaves it unset; `enabledHooks` lists the hooks called (absent: all); `timeoutMs` overrides `hooks.timeoutMs`. Empty: every appKey uses `hooks.url`. Otherwise connections of an appKey neither listed nor built in (defaultApp, flashStreamingApp, roomApp, sfuApp, which use `hooks.url` unless listed) are refused.",
   ),
   keepAlive: z.strictObject({
     intervalMs: z.int().min(100).max(600_000).default(5_000).describe(

@@ -197,6 +197,7 @@ export async function startServer(
         await services.vod.closeAll();
         await services.rtsp.closeAll();
         await services.whip.closeAll();
+        await services.sfu.closeAll();
         await services.mpegts.closeAll();
         await services.calls.closeAll();
         await srt.close();

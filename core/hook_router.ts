@@ -13,6 +13,7 @@ export const builtInAppKeys: ReadonlySet<string> = new Set([
   "defaultApp",
   "flashStreamingApp",
   "roomApp",
+  "sfuApp",
 ]);
 
 /** Options of HookRouter: the `hooks` and `apps` sections of the configuration. */

@@ -298,6 +298,7 @@ const sfuTrack = z.object({
 
 /** Statistics of an SFU room. */
 export const sfuStats = z.object({
+  roomName: z.string(),
   participants: z.array(z.object({
     nickName: z.string(),
     outgoingTracks: z.array(

@@ -27,6 +27,7 @@ import { MixerRegistry } from "./mixer_registry.ts";
 import { WatermarkCache } from "./watermark_cache.ts";
 import { CallRegistry } from "./call_registry.ts";
 import { RoomRegistry } from "./room_registry.ts";
+import { SfuRoomRegistry } from "./sfu/room_registry.ts";
 import { CdnNode } from "./cdn/cdn_node.ts";
 import type { ClusterStore } from "./cluster/store.ts";
 import { createClusterStore } from "./cluster/select.ts";
@@ -77,6 +78,8 @@ export interface Services {
   readonly calls: CallRegistry;
   /** Rooms of the built-in Room API application (`roomApp`). */
   readonly rooms: RoomRegistry;
+  /** Rooms of the SFU (the SFU SDK's `sfuApp` sessions). */
+  readonly sfu: SfuRoomRegistry;
   /** Server-wide caps of `config.limits`. */
   readonly limits: Limits;
   /** This server as a CDN node, when `cdn.enabled`; it joins once its listener is up. */
@@ -154,6 +157,7 @@ export function createServices(
     hls: new HlsRegistry(config, streams, playRenditions, engine, log),
     calls: new CallRegistry(config, streams, pushes, engine, hooks, nodeId, limits.calls, log),
     rooms: new RoomRegistry(streams),
+    sfu: new SfuRoomRegistry(log),
     limits,
     cdn: config.cdn.enabled
       ? new CdnNode({

@@ -10,6 +10,7 @@ import { recorderOperations } from "./recorder.ts";
 import { rtmpOperations } from "./rtmp.ts";
 import { rtspOperations } from "./rtsp.ts";
 import { sessionOperations } from "./session.ts";
+import { sfuOperations } from "./sfu.ts";
 import { streamOperations } from "./stream.ts";
 import { transcoderOperations } from "./transcoder.ts";
 import { vodOperations } from "./vod.ts";
@@ -28,5 +29,6 @@ export const operations: readonly Operation[] = [
   ...vodOperations,
   ...hlsOperations,
   ...mpegtsOperations,
+  ...sfuOperations,
   ...cdnOperations,
 ] as Operation[];

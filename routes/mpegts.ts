@@ -1,10 +1,10 @@
-/** The `mpegts` and `sfu` groups. */
+/** The `mpegts` group. */
 import { z } from "zod";
 import { filterRecords } from "../core/filter.ts";
-import { mpegtsRecord, sfuStats } from "../core/records.ts";
+import { mpegtsRecord } from "../core/records.ts";
 import { findFilter, noParams, operation, plainString, requiredString } from "./operation.ts";
 
-/** Operations of the mpegts and sfu groups. */
+/** Operations of the mpegts group. */
 export const mpegtsOperations = [
   operation({
     path: "/mpegts/startup",
@@ -39,11 +39,5 @@ export const mpegtsOperations = [
     body: z.object({ localStreamName: requiredString }),
     response: null,
     handle: ({ localStreamName }, { services }) => services.mpegts.terminate(localStreamName),
-  }),
-  operation({
-    path: "/sfu/stats",
-    summary: "Statistics of an SFU room.",
-    body: z.object({ roomName: requiredString }),
-    response: sfuStats,
   }),
 ];

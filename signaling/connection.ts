@@ -10,6 +10,7 @@ import type { ConnectionRecord } from "../core/records.ts";
 import type { HandlerTable, SignalingContext } from "./handlers.ts";
 import { closeCodes, SignalingSession } from "./session.ts";
 import { attachSipPhone } from "./sip_phone.ts";
+import { sfuAppKey } from "./sfu/sfu_app.ts";
 
 /** Length of a session's authToken: 62^40 values, unguessable. */
 const authTokenChars = 40;
@@ -21,34 +22,37 @@ const sipLoginChars = 20;
  */
 const tryAgainLaterCode = 1013;
 
-/** The `connection` object of the SDK (§3.3), and the backend's answer to `/connect`. */
+/**
+ * The `connection` object of the SDK (§3.3), and the backend's answer to `/connect`. Every
+ * field is optional, and null stands for absent.
+ */
 const connectionObject = z.looseObject({
-  appKey: z.string().min(1).optional(),
-  mediaProviders: z.array(z.string()).optional(),
-  // The SFU SDK sends `authToken: null` on a first connection.
+  appKey: z.string().min(1).nullish(),
+  mediaProviders: z.array(z.string()).nullish(),
+  // Optional fields may be null (the SFU SDK sends `authToken: null`): null means absent.
   keepAlive: z.boolean().nullish(),
   authToken: z.string().nullish(),
-  clientVersion: z.string().optional(),
-  clientOSVersion: z.string().optional(),
-  clientBrowserVersion: z.string().optional(),
-  msePacketizationVersion: z.int().optional(),
-  custom: z.unknown().optional(),
-  clientInfo: z.record(z.string(), z.unknown()).optional(),
-  sipLogin: z.string().optional(),
+  clientVersion: z.string().nullish(),
+  clientOSVersion: z.string().nullish(),
+  clientBrowserVersion: z.string().nullish(),
+  msePacketizationVersion: z.int().nullish(),
+  custom: z.unknown().nullish(),
+  clientInfo: z.record(z.string(), z.unknown()).nullish(),
+  sipLogin: z.string().nullish(),
   // The SDK's phone example passes its port field's text ("5060", or "" when left empty).
   sipPort: z.union([
     z.int(),
     z.string().regex(/^\d{0,5}$/).transform((s) => s === "" ? undefined : Number(s)),
-  ]).optional(),
-  sipRegisterRequired: z.boolean().optional(),
-  width: z.int().optional(),
-  height: z.int().optional(),
-  supportedResolutions: z.string().optional(),
-  useDTLS: z.boolean().optional(),
-  useWsTunnel: z.boolean().optional(),
-  useWsTunnelPacketization2: z.boolean().optional(),
-  useBase64BinaryEncoding: z.boolean().optional(),
-  origin: z.string().optional(),
+  ]).nullish(),
+  sipRegisterRequired: z.boolean().nullish(),
+  width: z.int().nullish(),
+  height: z.int().nullish(),
+  supportedResolutions: z.string().nullish(),
+  useDTLS: z.boolean().nullish(),
+  useWsTunnel: z.boolean().nullish(),
+  useWsTunnelPacketization2: z.boolean().nullish(),
+  useBase64BinaryEncoding: z.boolean().nullish(),
+  origin: z.string().nullish(),
 });
 type ConnectionObject = z.output<typeof connectionObject>;
 
@@ -79,7 +83,9 @@ function recordOf(
     useWsTunnel: c.useWsTunnel ?? false,
     useWsTunnelPacketization2: c.useWsTunnelPacketization2 ?? false,
     useBase64BinaryEncoding: c.useBase64BinaryEncoding ?? false,
-    keepAlive: c.keepAlive ?? false,
+    // The SFU SDK never resumes a session (its authToken is always null): its participants
+    // must leave the rooms when the socket is lost, not a resume window later.
+    keepAlive: (c.keepAlive ?? false) && c.appKey !== sfuAppKey,
     msePacketizationVersion: c.msePacketizationVersion ?? 2,
     mediaProviders: c.mediaProviders ?? [],
     authToken: owned.authToken,

@@ -16,6 +16,7 @@ import { registerPushLogs } from "./push_logs.ts";
 import { closeCodes, closeHandshakeTimeoutMs, SignalingSession } from "./session.ts";
 import { registerWebRtcStreams } from "./webrtc_streams.ts";
 import { registerSipPhone } from "./sip_phone.ts";
+import { registerSfuApp } from "./sfu/sfu_app.ts";
 import { acceptLoop } from "../core/accept_loop.ts";
 import { closeConnection } from "../core/tls_handshake.ts";
 import {
@@ -46,6 +47,7 @@ export function defaultHandlers(): HandlerTable {
   registerWebRtcStreams(handlers);
   registerMseStreams(handlers);
   registerSipPhone(handlers);
+  registerSfuApp(handlers);
   return handlers;
 }
 

@@ -50,6 +50,8 @@ export class Peer {
   /** An RTP packet came through SRTP decryption. */
   #rtpDecrypted = false;
   readonly #dtlsFilters: DtlsRetransmitFilter[] = [];
+  /** Transports already watched (a renegotiation describes the same ones again). */
+  readonly #watched = new WeakSet<object>();
   #closed = false;
 
   /**
@@ -101,7 +103,10 @@ export class Peer {
     // client and 3 in 100 as a server with keys Chrome did not have ("Failed by ICE
     // timeout"); with the retransmit filter below, 0 in 60 as a server.
     if (/^a=setup:actpass\r?$/m.test(offerSdp)) {
-      for (const transport of this.pc.dtlsTransports) transport.role = "server";
+      // Only before the handshake: a re-offer (SFU renegotiation) keeps the agreed role.
+      for (const transport of this.pc.dtlsTransports) {
+        if (transport.state === "new") transport.role = "server";
+      }
     }
     await prepare();
     await this.pc.setLocalDescription(await this.pc.createAnswer());
@@ -144,6 +149,8 @@ export class Peer {
     const sdp = this.pc.localDescription?.sdp;
     if (!sdp) throw new Error("werift produced no local description");
     for (const transport of this.pc.dtlsTransports) {
+      if (this.#watched.has(transport)) continue;
+      this.#watched.add(transport);
       this.#dtlsFilters.push(
         filterDtlsRetransmits(transport.iceTransport.connection.onData as DatagramEvent),
       );

@@ -1,0 +1,71 @@
+/**
+ * The SFU rooms of the server by name: a room is created by the first `joinRoom` naming it
+ * (with that join's pin) and ends when its last participant leaves or its owner destroys it.
+ */
+import type { Logger } from "../log.ts";
+import { NotFoundError } from "../errors.ts";
+import type { JoinRequest, SfuParticipantStats } from "./room.ts";
+import { SfuRoom } from "./room.ts";
+import type { SfuParticipant } from "./participant.ts";
+
+/** SFU rooms by name. */
+export class SfuRoomRegistry {
+  readonly #rooms = new Map<string, SfuRoom>();
+  readonly #log: Logger;
+
+  constructor(log: Logger) {
+    this.#log = log.child({ component: "sfu" });
+  }
+
+  /** Joins room `name`, creating it with the request's pin when it does not exist. */
+  join(name: string, request: JoinRequest): Promise<SfuParticipant> {
+    let room = this.#rooms.get(name);
+    if (!room) {
+      room = new SfuRoom(name, request.pin, this.#log, (ended) => {
+        if (this.#rooms.get(ended.name) === ended) this.#rooms.delete(ended.name);
+        this.#log.info("SFU room ended", { room: ended.name });
+      });
+      this.#rooms.set(name, room);
+      this.#log.info("SFU room created", { room: name });
+    }
+    const created = room;
+    return room.join(request).catch((err) => {
+      // A room its first join failed to enter is not left behind.
+      if (created.participants.length === 0 && this.#rooms.get(name) === created) {
+        this.#rooms.delete(name);
+      }
+      throw err;
+    });
+  }
+
+  /** The room `name`, if it exists. */
+  get(name: string): SfuRoom | undefined {
+    return this.#rooms.get(name);
+  }
+
+  /** Every room. */
+  list(): SfuRoom[] {
+    return [...this.#rooms.values()];
+  }
+
+  /** `/sfu/stats`: the participants of room `name`; NotFoundError for an unknown room. */
+  stats(name: string): { roomName: string; participants: SfuParticipantStats[] } {
+    const room = this.#rooms.get(name);
+    if (!room) throw new NotFoundError(`SFU room ${JSON.stringify(name)} not found`);
+    return { roomName: name, participants: room.stats() };
+  }
+
+  /** Removes the session's participants from their rooms (its connection ended). */
+  async leaveSession(sessionId: string, reason: string): Promise<void> {
+    const leaving = this.list().flatMap((room) => {
+      const participant = room.participantOf(sessionId);
+      return participant ? [room.leave(participant, reason)] : [];
+    });
+    await Promise.allSettled(leaving);
+  }
+
+  /** Ends every room (server stop). */
+  async closeAll(): Promise<void> {
+    await Promise.allSettled(this.list().map((room) => room.close()));
+  }
+}

@@ -1,0 +1,292 @@
+/**
+ * The one werift peer connection of an SFU participant, negotiated both ways as the SFU SDK
+ * expects: the client's offers (joinRoom, updateRoomState) publish its tracks, labelled by
+ * `a=content`; the server's offers add a sendonly transceiver per track of another participant
+ * it must deliver. Negotiations run one at a time. Glare (a client offer while a server offer
+ * waits for its answer) is resolved for the server, as the SDK does: it rolls its own offer
+ * back, answers ours, then offers again, so the crossing client offer is dropped here.
+ */
+import type { RTCDataChannel, RTCRtpTransceiver } from "werift";
+import { GenericNack } from "werift";
+import { type Logger, silentLogger } from "../../core/log.ts";
+import {
+  type NegotiatedCodec,
+  receiveOfferCodecs,
+  serverOfferCodecs,
+} from "../protocols/webrtc/codecs.ts";
+import { Peer, type PeerAddress } from "../protocols/webrtc/peer.ts";
+import { RetransmitBudget } from "../protocols/webrtc/retransmit_budget.ts";
+import { WeriftSendPath } from "../protocols/webrtc/send_path.ts";
+import { type PublishedTrack, type Subscription } from "./published_track.ts";
+import { parseSections, type SdpSection, withoutSimulcast } from "./sdp_sections.ts";
+
+/** Label of the data channel the SFU SDK opens for chat. */
+export const controlChannelLabel = "control";
+
+/** A track of another participant delivered on this peer, at `mid`. */
+export interface Delivery {
+  readonly track: PublishedTrack;
+  readonly mid: string;
+}
+
+/** What the peer needs from its owner (the room's participant). */
+export interface PeerSignals {
+  /** Tracks about to be offered to the client, with their mids here (ADD_TRACKS). */
+  delivering(deliveries: readonly Delivery[]): void;
+  /** A server offer for the client (REMOTE_SDP of type offer). */
+  offer(sdp: string, tid: string): void;
+  /** A text message of the client on the control data channel. */
+  controlMessage(text: string): void;
+  /** The connection failed (ICE or DTLS). */
+  failed(reason: string): void;
+}
+
+/** A track published in a client offer, before the room knows it. */
+export interface OfferedTrack {
+  readonly section: SdpSection;
+  readonly transceiver: RTCRtpTransceiver;
+  readonly codec: NegotiatedCodec;
+}
+
+/** What a client offer changed. */
+export interface OfferOutcome {
+  readonly answer: string;
+  /** Sections the client now sends that were not published before. */
+  readonly added: OfferedTrack[];
+  /** mids (in this peer) of published tracks the client stopped sending. */
+  readonly stopped: string[];
+}
+
+/** One delivered track: its transceiver here and, once negotiated and connected, its path. */
+interface Receiving {
+  readonly track: PublishedTrack;
+  readonly transceiver: RTCRtpTransceiver;
+  subscription?: Subscription;
+}
+
+/** The codecs an SFU peer takes: Opus, H.264 (constrained baseline, mode 1) and VP8. */
+export function sfuCodecs(): NegotiatedCodec[] {
+  const [opus, h264] = serverOfferCodecs(true);
+  const vp8 = receiveOfferCodecs().find((c) => c.codec === "VP8");
+  return vp8 ? [opus, h264, vp8] : [opus, h264];
+}
+
+/** An SFU participant's peer connection. */
+export class ParticipantPeer {
+  readonly #peer: Peer;
+  readonly #codecs = sfuCodecs();
+  readonly #signals: PeerSignals;
+  readonly #log: Logger;
+  /** mids of this peer's published (receiving) transceivers. */
+  readonly #publishedMids = new Set<string>();
+  readonly #receiving = new Map<PublishedTrack, Receiving>();
+  /** Tracks to offer at the next server negotiation. */
+  #pending: PublishedTrack[] = [];
+  #queue: Promise<unknown> = Promise.resolve();
+  /** The first client offer was answered: server offers may follow. */
+  #answered = false;
+  #control?: RTCDataChannel;
+  #closed = false;
+
+  constructor(address: PeerAddress, signals: PeerSignals, log: Logger = silentLogger) {
+    this.#signals = signals;
+    this.#log = log;
+    this.#peer = new Peer(address, this.#codecs);
+    const pc = this.#peer.pc;
+    this.#peer.onFailed((phase, diagnostics) => {
+      this.#log.info("SFU peer failed", { phase, diagnostics });
+      signals.failed(phase === "dtls" ? "Failed by DTLS error" : "Failed by ICE error");
+    });
+    pc.connectionStateChange.subscribe((state) => {
+      if (state === "connected") this.#attachReady();
+    });
+    pc.onDataChannel.subscribe((channel) => {
+      if (channel.label !== controlChannelLabel) return;
+      this.#control = channel;
+      channel.onMessage.subscribe((data) => {
+        signals.controlMessage(typeof data === "string" ? data : new TextDecoder().decode(data));
+      });
+    });
+  }
+
+  /** Sends a text message to the client on its control channel (dropped until it is open). */
+  sendControl(text: string): void {
+    if (this.#control?.readyState === "open") this.#control.send(text);
+  }
+
+  /**
+   * Applies a client offer and answers it. "glare" when a server offer waits for its answer:
+   * the client rolls its offer back and sends it again after answering ours. A malformed
+   * offer is a ParseError and leaves the peer as it was.
+   */
+  clientOffer(sdp: unknown): Promise<OfferOutcome | "glare"> {
+    const sections = parseSections(sdp);
+    return this.#run(async () => {
+      if (this.#peer.pc.signalingState === "have-local-offer") return "glare";
+      const added: OfferedTrack[] = [];
+      const stopped: string[] = [];
+      const answer = await this.#peer.answer(withoutSimulcast(sdp as string), () => {
+        for (const transceiver of this.#peer.pc.getTransceivers()) {
+          const section = sections.find((s) => s.mid === transceiver.mid);
+          if (!section || this.#isDelivery(transceiver)) continue;
+          const sends = section.direction === "sendonly" || section.direction === "sendrecv";
+          const known = this.#publishedMids.has(section.mid);
+          if (sends) {
+            transceiver.setDirection("recvonly");
+            const codec = this.#negotiated(transceiver);
+            if (!known && codec) {
+              this.#publishedMids.add(section.mid);
+              added.push({ section, transceiver, codec });
+            }
+          } else {
+            transceiver.setDirection("inactive");
+            if (known) {
+              this.#publishedMids.delete(section.mid);
+              stopped.push(section.mid);
+            }
+          }
+        }
+      });
+      this.#answered = true;
+      this.#attachReady();
+      this.#negotiateSoon();
+      return { answer, added, stopped };
+    });
+  }
+
+  /** Applies the client's answer to the pending server offer; false when none is pending. */
+  clientAnswer(sdp: unknown): Promise<boolean> {
+    parseSections(sdp);
+    return this.#run(async () => {
+      if (this.#peer.pc.signalingState !== "have-local-offer") return false;
+      await this.#peer.acceptAnswer(sdp as string);
+      this.#attachReady();
+      this.#negotiateSoon();
+      return true;
+    });
+  }
+
+  /** Delivers `track` of another participant: offered at the next server negotiation. */
+  deliver(track: PublishedTrack): void {
+    if (this.#closed || this.#receiving.has(track) || this.#pending.includes(track)) return;
+    this.#pending.push(track);
+    this.#negotiateSoon();
+  }
+
+  /**
+   * Stops delivering `track`; returns its mid here when the client was told of it (for
+   * REMOVE_TRACKS), undefined when it was never offered.
+   */
+  withdraw(track: PublishedTrack): string | undefined {
+    const i = this.#pending.indexOf(track);
+    if (i >= 0) this.#pending.splice(i, 1);
+    const receiving = this.#receiving.get(track);
+    if (!receiving) return undefined;
+    this.#receiving.delete(track);
+    if (receiving.subscription) track.unsubscribe(receiving.subscription);
+    return receiving.transceiver.mid ?? undefined;
+  }
+
+  /** The mid here of a delivered track; undefined when it is not delivered here. */
+  midOf(track: PublishedTrack): string | undefined {
+    return this.#receiving.get(track)?.transceiver.mid ?? undefined;
+  }
+
+  /** The tracks delivered here and the layer each one forwards (null without layers). */
+  incoming(): Map<PublishedTrack, string | null> {
+    const out = new Map<PublishedTrack, string | null>();
+    for (const [track, r] of this.#receiving) out.set(track, r.subscription?.layer ?? null);
+    return out;
+  }
+
+  /** Closes the connection; delivered tracks stop forwarding here. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    for (const track of [...this.#receiving.keys()]) this.withdraw(track);
+    this.#pending = [];
+    await this.#queue.catch(() => {});
+    await this.#peer.close();
+  }
+
+  /** Runs one negotiation step after the ones queued before it. */
+  #run<T>(step: () => Promise<T>): Promise<T> {
+    const result = this.#queue.then(() => {
+      if (this.#closed) throw new Error("the participant's peer is closed");
+      return step();
+    });
+    this.#queue = result.catch(() => {});
+    return result;
+  }
+
+  /** Queues a server offer when tracks wait to be delivered and the peer is stable. */
+  #negotiateSoon(): void {
+    if (!this.#answered || this.#pending.length === 0 || this.#closed) return;
+    this.#run(() => this.#offer()).catch((err) => {
+      if (!this.#closed) this.#log.warn("SFU server offer failed", { err });
+    });
+  }
+
+  async #offer(): Promise<void> {
+    const pc = this.#peer.pc;
+    if (pc.signalingState !== "stable" || this.#pending.length === 0) return;
+    const batch = this.#pending;
+    this.#pending = [];
+    const added: Receiving[] = [];
+    const sdp = await this.#peer.offer(() => {
+      for (const track of batch) {
+        const transceiver = pc.addTransceiver(track.kind, { direction: "sendonly" });
+        const codec = this.#codecs.find((c) => c.params.mimeType === track.codec.params.mimeType);
+        if (codec) transceiver.setCodecPreferences([codec.params]);
+        const receiving: Receiving = { track, transceiver };
+        this.#receiving.set(track, receiving);
+        added.push(receiving);
+      }
+    });
+    const tid = crypto.randomUUID();
+    this.#signals.delivering(added.map((r) => ({ track: r.track, mid: r.transceiver.mid ?? "" })));
+    this.#signals.offer(sdp, tid);
+  }
+
+  /** Starts forwarding the delivered tracks whose sender is negotiated, once connected. */
+  #attachReady(): void {
+    if (this.#peer.pc.connectionState !== "connected") return;
+    for (const receiving of this.#receiving.values()) {
+      if (receiving.subscription) continue;
+      const sender = receiving.transceiver.sender;
+      const codec = sender.codec;
+      if (!codec || this.#peer.pc.signalingState !== "stable") continue;
+      const track = receiving.track;
+      const path = new WeriftSendPath(sender, codec.payloadType);
+      sender.onPictureLossIndication.subscribe(() => track.requestKeyframe());
+      const budget = new RetransmitBudget();
+      sender.onGenericNack.subscribe((nack: GenericNack) =>
+        track.retransmit(path, nack.lost, budget)
+      );
+      sender.onRtcp.subscribe((rtcp) => {
+        // FIR (RFC 5104, PSFB format 4) asks for a keyframe like PLI.
+        if (
+          rtcp.type === 206 && (rtcp as { feedback?: { count?: number } }).feedback?.count === 4
+        ) {
+          track.requestKeyframe();
+        }
+      });
+      receiving.subscription = track.subscribe(path);
+    }
+  }
+
+  #isDelivery(transceiver: RTCRtpTransceiver): boolean {
+    for (const r of this.#receiving.values()) if (r.transceiver === transceiver) return true;
+    return false;
+  }
+
+  /** Our codec for what the offer negotiated on `transceiver`, if we take it. */
+  #negotiated(transceiver: RTCRtpTransceiver): NegotiatedCodec | undefined {
+    const chosen = transceiver.codecs[0];
+    if (!chosen) return undefined;
+    const ours = this.#codecs.find((c) =>
+      c.params.mimeType.toLowerCase() === chosen.mimeType.toLowerCase()
+    );
+    return ours && { ...ours, params: chosen };
+  }
+}

@@ -1,0 +1,16 @@
+/** The `sfu` group: statistics of the SFU rooms of the SFU SDK. */
+import { z } from "zod";
+import { sfuStats } from "../core/records.ts";
+import { operation, requiredString } from "./operation.ts";
+
+/** Operations of the sfu group. */
+export const sfuOperations = [
+  operation({
+    path: "/sfu/stats",
+    summary:
+      "Statistics of an SFU room: each participant's published tracks (codec, bitrate, resolution, fps, alive, measured from the RTP received) and the tracks it receives (source track id → forwarded layer, null without layers); 404 for an unknown room.",
+    body: z.object({ roomName: requiredString }),
+    response: sfuStats,
+    handle: ({ roomName }, { services }) => services.sfu.stats(roomName),
+  }),
+];

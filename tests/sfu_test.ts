@@ -1,0 +1,249 @@
+/**
+ * The SFU SDK's protocol (appKey sfuApp) with werift participants speaking the SDK's messages:
+ * join (JOINED, then the answer with the join's tid), each participant receiving the others'
+ * tracks (ADD_TRACKS with mids in its own peer, server offers, RTP arriving on those mids),
+ * tracks added after joining (updateRoomState), chat on the control channel, refusals
+ * (wrong pin, duplicate nickname, malformed SDP) that leave the room as it was, a dropped
+ * connection (REMOVE_TRACKS and LEFT to the others), leave, evict, destroy and /sfu/stats.
+ */
+import assert from "node:assert/strict";
+import { openPeerCount } from "../media/protocols/webrtc/peer.ts";
+import { SfuClient, type SfuEvent } from "./helpers/sfu_client.ts";
+import { startTestServer, type TestServer } from "./helpers/test_server.ts";
+import { WcsClient } from "./helpers/wcs_client.ts";
+import { weriftSanitizers } from "./webrtc_helpers.ts";
+import { waitFor } from "./helpers/media_fixtures.ts";
+
+type Stats = {
+  roomName: string;
+  participants: {
+    nickName: string;
+    outgoingTracks: Record<string, unknown>[];
+    incomingTracks: Record<string, string | null>;
+  }[];
+};
+
+async function stats(server: TestServer, roomName: string): Promise<Stats> {
+  const res = await server.post("/sfu/stats", { roomName });
+  assert.equal(res.status, 200, await res.clone().text());
+  return await res.json();
+}
+
+type TrackInfo = { id: string; type: string; contentType: string; mid: string; mute: boolean };
+
+/** The tracks of `publisher` announced to `client` by ADD_TRACKS. */
+async function announced(client: SfuClient, publisher: string, count = 2): Promise<TrackInfo[]> {
+  let tracks: TrackInfo[] = [];
+  await client.until(() => {
+    tracks = client.events.filter((e) =>
+      e.type === "ADD_TRACKS" && (e.info as { nickName: string }).nickName === publisher
+    ).flatMap((e) => (e.info as { info: TrackInfo[] }).info);
+    return tracks.length >= count;
+  }, `${client.nickname} told of ${publisher}'s tracks`);
+  return tracks;
+}
+
+/** Waits until RTP arrived on every mid of `tracks` at `client`. */
+async function receives(client: SfuClient, tracks: TrackInfo[]): Promise<void> {
+  await client.until(
+    () => tracks.every((t) => (client.received.get(t.mid) ?? 0) >= 10),
+    `${client.nickname} receiving RTP on ${tracks.map((t) => t.mid).join(",")}`,
+  );
+}
+
+function failure(event: SfuEvent): { operation: unknown; error: unknown } {
+  assert.equal(event.type, "OPERATION_FAILED");
+  return { operation: event.operation, error: event.error };
+}
+
+Deno.test({
+  name: "connection objects with null optional fields are accepted, Web SDK and SFU SDK alike",
+  fn: async () => {
+    const server = await startTestServer();
+    try {
+      const { client, userData } = await WcsClient.connect(server.wsUrl, {
+        appKey: "defaultApp",
+        mediaProviders: null,
+        keepAlive: null,
+        authToken: null,
+        clientVersion: null,
+        custom: null,
+        sipLogin: null,
+        width: null,
+      });
+      assert.equal(userData.appKey, "defaultApp");
+      assert.equal(typeof userData.authToken, "string");
+      await client.close();
+      const sfu = await SfuClient.connect(server.wsUrl, "alice", "room-null");
+      await sfu.close();
+    } finally {
+      await server.stop();
+    }
+  },
+});
+
+Deno.test({
+  name: "SFU room: join, tracks delivered both ways with RTP, refusals, chat, drop, leave, stats",
+  ...weriftSanitizers,
+  fn: async () => {
+    const server = await startTestServer();
+    const clients: SfuClient[] = [];
+    const connect = async (nickname: string) => {
+      const client = await SfuClient.connect(server.wsUrl, nickname, "room1");
+      clients.push(client);
+      return client;
+    };
+    try {
+      // Alice creates the room with its pin.
+      const alice = await connect("alice");
+      alice.addMedia();
+      const joinId = await alice.sendJoin("room1", "1234");
+      const joined = await alice.result(joinId, "JOINED");
+      assert.equal(joined.roomId, "room1");
+      assert.equal(joined.name, "alice");
+      assert.equal(joined.owner, true);
+      assert.equal(typeof joined.userId, "string");
+      const answer = await alice.waitFor((e) => e.type === "REMOTE_SDP");
+      assert.equal((answer.info as { type: string }).type, "answer");
+      const role = await alice.waitFor((e) => e.type === "ROLE_ASSIGNED");
+      assert.equal(role.role, "OWNER");
+      await alice.until(() => alice.pc.connectionState === "connected", "alice connected");
+
+      // Bob joins: each gets the other's camera and mic, announced then offered.
+      const bob = await connect("bob");
+      bob.addMedia();
+      const bobJoined = await bob.join("room1", "1234");
+      assert.equal(bobJoined.owner, false);
+      const fromAlice = await announced(bob, "alice");
+      assert.deepEqual(fromAlice.map((t) => [t.type, t.contentType]).sort(), [
+        ["AUDIO", "mic"],
+        ["VIDEO", "camera"],
+      ]);
+      const fromBob = await announced(alice, "bob");
+      const otherJoined = await alice.waitFor((e) => e.type === "JOINED" && e.name === "bob");
+      assert.equal(otherJoined.userId, bobJoined.userId);
+      await receives(bob, fromAlice);
+      await receives(alice, fromBob);
+      const offer = await alice.waitFor((e) =>
+        e.type === "REMOTE_SDP" && (e.info as { type: string }).type === "offer"
+      );
+      assert.ok((offer.info as { tid: string }).tid);
+
+      // Stats: measured from the RTP (640x480 at 25 fps from the parameter sets sent).
+      const measured = await waitFor("measured stats", async () => {
+        const s = await stats(server, "room1");
+        const video = s.participants.find((p) => p.nickName === "alice")?.outgoingTracks
+          .find((t) => t.type === "VIDEO");
+        return video && (video.fps as number) > 0 ? s : undefined;
+      });
+      assert.equal(measured.roomName, "room1");
+      assert.deepEqual(measured.participants.map((p) => p.nickName), ["alice", "bob"]);
+      const aliceStats = measured.participants[0];
+      const video = aliceStats.outgoingTracks.find((t) => t.type === "VIDEO")!;
+      const audio = aliceStats.outgoingTracks.find((t) => t.type === "AUDIO")!;
+      assert.equal(video.codec, "H264");
+      assert.equal(video.width, 640);
+      assert.equal(video.height, 480);
+      assert.ok((video.fps as number) >= 15 && (video.fps as number) <= 35, `fps ${video.fps}`);
+      assert.ok((video.bitrate as number) > 0);
+      assert.equal(video.alive, true);
+      assert.equal(audio.codec, "OPUS");
+      assert.equal(audio.sampleRate, 48000);
+      assert.ok((audio.bitrate as number) > 0);
+      assert.deepEqual(
+        Object.keys(aliceStats.incomingTracks).sort(),
+        fromBob.map((t) => t.id).sort(),
+      );
+      assert.ok(Object.values(aliceStats.incomingTracks).every((layer) => layer === null));
+      assert.equal((await server.post("/sfu/stats", { roomName: "nope" })).status, 404);
+
+      // Refusals: OPERATION_FAILED with WCS's strings, the room unchanged.
+      const intruder = await connect("carol");
+      const wrongPin = await intruder.sendJoin("room1", "0000");
+      assert.deepEqual(failure(await intruder.waitFor((e) => e.internalMessageId === wrongPin)), {
+        operation: "ROOM_JOIN",
+        error: "Wrong pin",
+      });
+      const twin = await connect("bob");
+      const duplicate = await twin.sendJoin("room1", "1234");
+      assert.deepEqual(failure(await twin.waitFor((e) => e.internalMessageId === duplicate)), {
+        operation: "ROOM_JOIN",
+        error: "Nickname unavailable",
+      });
+      const garbled = await intruder.sendJoin("room1", "1234", "v=0\r\nthis is no SDP");
+      const bad = failure(await intruder.waitFor((e) => e.internalMessageId === garbled));
+      assert.equal(bad.operation, "ROOM_JOIN");
+      assert.match(String(bad.error), /m-line/);
+      assert.deepEqual(
+        (await stats(server, "room1")).participants.map((p) => p.nickName),
+        ["alice", "bob"],
+      );
+
+      // Chat over the control channel: relayed to the others, ACKed to the sender.
+      await alice.until(() => alice.control.readyState === "open", "alice's control channel");
+      const messageId = crypto.randomUUID();
+      alice.control.send(JSON.stringify({ id: messageId, payload: "hello room" }));
+      await bob.until(() => bob.chat.some((m) => m.type === "MESSAGE"), "bob gets the chat");
+      const chat = bob.chat.find((m) => m.type === "MESSAGE") as {
+        message: { nickName: string; message: string };
+      };
+      assert.equal(chat.message.nickName, "alice");
+      assert.equal(JSON.parse(chat.message.message).payload, "hello room");
+      await alice.until(
+        () => alice.chat.some((m) => m.type === "ACK" && m.internalMessageId === messageId),
+        "alice's chat ACKed",
+      );
+
+      // Dave joins without media and adds it later (updateRoomState).
+      // (A werift client, unlike Chrome, would take a server offer's m-lines onto the
+      // transceivers of a crossing offer of its own; the Chromium e2e covers that glare.)
+      const dave = await connect("dave");
+      await dave.join("room1", "1234");
+      await receives(dave, await announced(dave, "bob"));
+      dave.addMedia();
+      await dave.result(await dave.updateState(), "ACK");
+      const fromDave = await announced(alice, "dave");
+      await receives(alice, fromDave);
+
+      // Dave's connection drops: the others get REMOVE_TRACKS for his tracks and LEFT.
+      await dave.close();
+      const removed = await bob.waitFor((e) =>
+        e.type === "REMOVE_TRACKS" && (e.info as { nickName: string }).nickName === "dave"
+      );
+      assert.equal((removed.info as { info: unknown[] }).info.length, 2);
+      await alice.waitFor((e) => e.type === "LEFT" && e.name === "dave");
+      assert.deepEqual(
+        (await stats(server, "room1")).participants.map((p) => p.nickName),
+        ["alice", "bob"],
+      );
+
+      // Bob leaves: LEFT answers him, alice gets his tracks removed.
+      const leaveId = bob.request("leaveRoom", { id: "room1", pin: "1234" });
+      await bob.result(leaveId, "LEFT");
+      const bobRemoved = await alice.waitFor((e) =>
+        e.type === "REMOVE_TRACKS" && (e.info as { nickName: string }).nickName === "bob"
+      );
+      assert.deepEqual(
+        (bobRemoved.info as { info: TrackInfo[] }).info.map((t) => t.mid).sort(),
+        fromBob.map((t) => t.mid).sort(),
+      );
+
+      // Carol joins properly and is evicted by the owner; then the owner destroys the room.
+      await intruder.join("room1", "1234");
+      const evictId = alice.request("evictParticipant", {
+        id: "room1",
+        userId: (await intruder.waitFor((e) => e.type === "JOINED")).userId,
+      });
+      await alice.result(evictId, "ACK");
+      await intruder.waitFor((e) => e.type === "EVICTED");
+      const destroyId = alice.request("destroyRoom", { id: "room1", pin: "1234" });
+      await alice.result(destroyId, "ACK");
+      await alice.waitFor((e) => e.type === "ENDED");
+      assert.equal((await server.post("/sfu/stats", { roomName: "room1" })).status, 404);
+    } finally {
+      await Promise.allSettled(clients.map((c) => c.close()));
+      await server.stop();
+    }
+    await waitFor("every server peer closed", () => openPeerCount() === 0 ? true : undefined);
+  },
+});
