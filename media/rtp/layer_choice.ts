@@ -5,7 +5,8 @@
  * effect of one step is seen before the next), and at once to the layer that fits when a
  * bandwidth estimate (REMB or transport-cc) says the current one does not; it climbs one
  * layer after `upHoldMs` of clean reports with room in the estimate. Among the layers under
- * both limits the highest alive one is chosen; when none is alive, the lowest alive above.
+ * both limits the highest alive one is chosen (moving up only to a layer alive for
+ * `layerWarmupMs`); when none is alive, the lowest alive above.
  */
 
 /** Loss share (0-1) of one receiver report that lowers the layer. */
@@ -20,6 +21,11 @@ export const upHoldMs = 8000;
 export const bandwidthHeadroom = 0.9;
 /** A bandwidth estimate older than this is ignored, in ms. */
 export const estimateMaxAgeMs = 5000;
+/**
+ * A layer that came back is moved up to only once alive this long, in ms: a browser resumes
+ * a paused layer at a few frames a second while its bandwidth estimate ramps up.
+ */
+export const layerWarmupMs = 2000;
 
 /** Thresholds of the automatic choice (defaults: the constants above). */
 export interface LayerChoiceOptions {
@@ -28,6 +34,7 @@ export interface LayerChoiceOptions {
   downHoldMs?: number;
   upHoldMs?: number;
   bandwidthHeadroom?: number;
+  layerWarmupMs?: number;
 }
 
 /** Chooses the layer of one subscriber from its cap, feedback and the layers alive. */
@@ -38,6 +45,9 @@ export class LayerChoice {
   readonly #downHoldMs: number;
   readonly #upHoldMs: number;
   readonly #headroom: number;
+  readonly #warmupMs: number;
+  /** When each layer became alive, -1 while dead. */
+  readonly #aliveSinceMs: number[];
   #cap: number;
   #ceiling: number;
   #chosen = -1;
@@ -56,6 +66,8 @@ export class LayerChoice {
     this.#downHoldMs = options.downHoldMs ?? downHoldMs;
     this.#upHoldMs = options.upHoldMs ?? upHoldMs;
     this.#headroom = options.bandwidthHeadroom ?? bandwidthHeadroom;
+    this.#warmupMs = options.layerWarmupMs ?? layerWarmupMs;
+    this.#aliveSinceMs = new Array(layers).fill(-1);
   }
 
   /** The manual cap (changeQuality), highest layer index allowed. */
@@ -118,8 +130,17 @@ export class LayerChoice {
       this.#ceiling++;
       this.#cleanSinceMs = nowMs;
     }
+    for (let layer = 0; layer < this.layers; layer++) {
+      if (!alive[layer]) this.#aliveSinceMs[layer] = -1;
+      else if (this.#aliveSinceMs[layer] < 0) this.#aliveSinceMs[layer] = nowMs;
+    }
+    const warm = (layer: number) =>
+      layer <= this.#chosen || nowMs - this.#aliveSinceMs[layer] >= this.#warmupMs;
     const limit = Math.min(this.#cap, this.#ceiling);
     let chosen = -1;
+    for (let layer = limit; layer >= 0 && chosen < 0; layer--) {
+      if (alive[layer] && warm(layer)) chosen = layer;
+    }
     for (let layer = limit; layer >= 0 && chosen < 0; layer--) if (alive[layer]) chosen = layer;
     for (let layer = limit + 1; layer < this.layers && chosen < 0; layer++) {
       if (alive[layer]) chosen = layer;

@@ -66,3 +66,13 @@ Deno.test("rids are ordered lowest quality first", () => {
   assert.deepEqual(orderRids(["f", "h", "q"]), ["q", "h", "f"]);
   assert.deepEqual(orderRids(["a", "b"]), ["a", "b"]);
 });
+
+Deno.test("a layer that comes back is moved up to only after its warm-up", () => {
+  const c = new LayerChoice(3, { layerWarmupMs: 2000 });
+  assert.equal(c.choose([true, true, true], kbps, 0), 2, "at the start every layer is as new");
+  assert.equal(c.choose([true, true, false], kbps, 100), 1, "the top layer paused");
+  assert.equal(c.choose([true, true, true], kbps, 5000), 1, "back, but only just");
+  assert.equal(c.choose([true, true, true], kbps, 6900), 1);
+  assert.equal(c.choose([true, true, true], kbps, 7000), 2);
+  assert.equal(c.choose([true, true, false], kbps, 7100), 1, "down at once");
+});
