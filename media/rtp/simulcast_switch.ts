@@ -35,6 +35,17 @@ export const keyframeRequestIntervalMs = 1000;
 export const defaultFrameTicks = 3000;
 /** Temporal layer cap meaning "all layers". */
 export const allTemporalLayers = 3;
+/**
+ * Sequence mappings kept for `origin` (one per switch or dropped temporal frame), enough for
+ * the seconds NACKs come back within.
+ */
+export const originSegments = 128;
+
+/** Where a packet sent to the subscriber came from: the layer and its sequence number. */
+export interface PacketOrigin {
+  layer: number;
+  sequenceNumber: number;
+}
 
 /** Settings of one subscriber's switch. */
 export interface SimulcastSwitchOptions {
@@ -117,6 +128,9 @@ export class SimulcastSwitch {
     starts: false,
   };
   readonly #out: ForwardedPacket;
+  /** Ring of [first outgoing sequence, layer, offset] since which a mapping held. */
+  readonly #segments = new Int32Array(originSegments * 3);
+  #segmentCount = 0;
 
   constructor(options: SimulcastSwitchOptions) {
     this.ssrc = options.ssrc;
@@ -222,7 +236,42 @@ export class SimulcastSwitch {
       this.#lastOutAtMs = nowMs;
     }
     this.#sent = true;
+    this.#noteSegment(out.sequenceNumber);
     return out;
+  }
+
+  /**
+   * The layer and incoming sequence number of a packet sent as `sequenceNumber` (what a
+   * subscriber's NACK names), or undefined when it is older than the mappings kept.
+   */
+  origin(sequenceNumber: number): PacketOrigin | undefined {
+    if (!this.#sent || ((this.#lastOutSeq - sequenceNumber) & 0xffff) >= 0x8000) return undefined;
+    const kept = Math.min(this.#segmentCount, originSegments);
+    for (let i = 1; i <= kept; i++) {
+      const at = ((this.#segmentCount - i) % originSegments) * 3;
+      const start = this.#segments[at];
+      // A segment holds the packets from its start up to the next segment's start.
+      if (((sequenceNumber - start) & 0xffff) >= 0x8000) continue;
+      if (((this.#lastOutSeq - start) & 0xffff) < ((sequenceNumber - start) & 0xffff)) continue;
+      return {
+        layer: this.#segments[at + 1],
+        sequenceNumber: (sequenceNumber - this.#segments[at + 2]) & 0xffff,
+      };
+    }
+    return undefined;
+  }
+
+  #noteSegment(outSeq: number): void {
+    const last = ((this.#segmentCount - 1) % originSegments) * 3;
+    if (
+      this.#segmentCount > 0 && this.#segments[last + 1] === this.#current &&
+      this.#segments[last + 2] === this.#seqOffset
+    ) return;
+    const at = (this.#segmentCount % originSegments) * 3;
+    this.#segments[at] = outSeq;
+    this.#segments[at + 1] = this.#current;
+    this.#segments[at + 2] = this.#seqOffset;
+    this.#segmentCount++;
   }
 
   #maybeRequest(nowMs: number): void {

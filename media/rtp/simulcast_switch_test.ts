@@ -241,6 +241,7 @@ Deno.test("VP8: temporal layers above the cap are dropped without gaps, raised a
   assert.equal(sw.temporalDrops, 6);
   assert.deepEqual(sent.map((p) => p.sequenceNumber), [100, 101]);
   assert.deepEqual(sent.map(fields), [{ picId: 0, tl0: 0 }, { picId: 1, tl0: 1 }]);
+  assert.deepEqual(sw.origin(101), { layer: 0, sequenceNumber: 104 }, "NACKs map past drops");
   // Raised: TID 2 frames without the sync bit still wait; the TID 1 sync frame opens them.
   sw.selectTemporal(2);
   send(8);
@@ -251,4 +252,22 @@ Deno.test("VP8: temporal layers above the cap are dropped without gaps, raised a
   assert.equal(sw.temporalLayer, 2);
   assert.deepEqual(sent.map((p) => p.sequenceNumber), [100, 101, 102, 103, 104]);
   assert.deepEqual(sent.map((p) => fields(p).picId), [0, 1, 2, 3, 4]);
+});
+
+Deno.test("a subscriber's NACK maps back to the layer and sequence number it came from", () => {
+  const { sw, feed } = harness();
+  const low = new Layer(0xfffe, 0);
+  const high = new Layer(500, 0);
+  sw.select(0, 0);
+  feed(0, low.frame(true), 0); // out 0xfffe, 0xffff
+  feed(0, low.frame(false), 33); // out 0
+  sw.select(1, 40);
+  feed(1, high.frame(false), 66);
+  feed(1, high.frame(true), 66); // out 1, 2 from high 501, 502
+  feed(1, high.frame(false), 99); // out 3 from 503
+  assert.deepEqual(sw.origin(0xfffe), { layer: 0, sequenceNumber: 0xfffe });
+  assert.deepEqual(sw.origin(0), { layer: 0, sequenceNumber: 0 });
+  assert.deepEqual(sw.origin(1), { layer: 1, sequenceNumber: 501 });
+  assert.deepEqual(sw.origin(3), { layer: 1, sequenceNumber: 503 });
+  assert.equal(sw.origin(4), undefined, "not sent yet");
 });
