@@ -2,8 +2,9 @@
  * Media frames of a Stream as RTMP chunk bytes, made once per frame and shared by every RTMP
  * player and push of the stream: all of them send on the same chunk streams, message stream
  * and chunk size with absolute timestamps, so the bytes do not depend on the receiver.
- * Players get audio held back and joined to the next video frame: one write per picture
- * instead of one per frame is most of what a player costs the server.
+ * Players (through their stream's `RtmpFanout`) get audio held back and joined to the next
+ * video frame: one write per picture instead of one per frame is most of what a player costs
+ * the server.
  */
 import { ParseError } from "../../core/errors.ts";
 import { buildAvcC } from "../codecs/h264.ts";
@@ -36,9 +37,6 @@ const audioHoldMaxMs = 100;
  * (the held audio is left over from before a gap or from a reader far behind, and dropped).
  */
 const heldAudioStaleMs = 1000;
-/** Marks a frame whose bytes went out with a later frame. */
-const sentLater = new Uint8Array(0);
-
 const rtmpVideoCodecs = new Set<string>(["H264", "H265"]);
 const rtmpAudioCodecs = new Set<string>(["AAC", "OPUS", "PCMU", "PCMA"]);
 
@@ -65,8 +63,6 @@ export class RtmpPackager {
   /** The track configurations the headers were made from. */
   #headerConfigs: [unknown, unknown] = [undefined, undefined];
   #cache = new WeakMap<MediaFrame, Uint8Array>();
-  /** What players write per frame: `sentLater` or chunk bytes with the held audio first. */
-  #playCache = new WeakMap<MediaFrame, Uint8Array>();
   #heldAudio: Uint8Array[] = [];
   /** Timestamp of the first held audio frame, in milliseconds. */
   #heldSinceMs = 0;
@@ -135,14 +131,11 @@ export class RtmpPackager {
   }
 
   /**
-   * What a player writes for `frame`, in the order of the stream: undefined for audio held
-   * back (it goes out with the next video frame, or once `audioHoldMaxMs` of it is held) and
-   * for a track RTMP does not carry. The bytes for a frame are made by the first player to
-   * ask and shared by all, so every player writes the same bundles.
+   * What players write for `frame`, given each frame of the stream once and in order:
+   * undefined for audio held back (it goes out with the next video frame, or once
+   * `audioHoldMaxMs` of it is held) and for a track RTMP does not carry.
    */
   playChunks(frame: MediaFrame): Uint8Array | undefined {
-    const cached = this.#playCache.get(frame);
-    if (cached) return cached === sentLater ? undefined : cached;
     if (!this.video) return this.chunks(frame);
     const video = frame.trackId === this.video.id;
     if (!video && frame.trackId !== this.audio?.id) return undefined;
@@ -156,16 +149,18 @@ export class RtmpPackager {
       out = this.#serialize(frame, frame.data, held)!;
     } else {
       if (held.length === 0) this.#heldSinceMs = ms;
-      held.push(this.chunks(frame)!);
-      if (ms - this.#heldSinceMs < audioHoldMaxMs) {
-        this.#playCache.set(frame, sentLater);
-        return undefined;
-      }
+      // Not through `chunks`: the bytes are copied into the bundle, so none is kept per frame.
+      held.push(this.#serialize(frame, frame.data)!);
+      if (ms - this.#heldSinceMs < audioHoldMaxMs) return undefined;
       out = joinChunkBytes(held);
     }
     held.length = 0;
-    this.#playCache.set(frame, out);
     return out;
+  }
+
+  /** Forgets the audio held back, for players that start again on a later part of the stream. */
+  dropHeldAudio(): void {
+    this.#heldAudio.length = 0;
   }
 
   /** What a player writes after the last frame of an ended stream: the audio still held back. */
