@@ -7,6 +7,7 @@
 import type { RtpPacket } from "werift";
 import type { Codec } from "../frame.ts";
 import { TrackMeter } from "../protocols/webrtc/track_meter.ts";
+import { vp8TemporalLayer } from "./simulcast_switch.ts";
 
 /** A layer without a packet for this long is dead, in ms. */
 export const layerAliveWindowMs = 1000;
@@ -22,12 +23,17 @@ export interface LayerReport {
   width: number;
   height: number;
   packets: number;
+  /** Temporal layers seen (VP8 TIDs 0..n-1); 1 when the stream has none. */
+  temporalLayers: number;
 }
 
 /** Liveness and rates of the layers of one simulcast track. */
 export class LayerMonitor {
   readonly #meters: TrackMeter[];
   readonly #aliveWindowMs: number;
+  readonly #vp8: boolean;
+  /** Highest VP8 TID seen per layer. */
+  readonly #maxTid: number[];
   #reported: boolean[] | undefined;
 
   /** `layers`: how many layers the publisher announced (lowest first). */
@@ -39,6 +45,8 @@ export class LayerMonitor {
   ) {
     this.#meters = Array.from({ length: layers }, () => new TrackMeter(codec, payloadType));
     this.#aliveWindowMs = aliveWindowMs;
+    this.#vp8 = codec === "VP8";
+    this.#maxTid = new Array(layers).fill(0);
   }
 
   /** Number of layers. */
@@ -49,7 +57,12 @@ export class LayerMonitor {
   /** Counts a packet of `layer`; returns true when it starts a keyframe. */
   add(layer: number, packet: RtpPacket, nowMs: number): boolean {
     const meter = this.#meters[layer];
-    return meter ? meter.add(packet, nowMs) : false;
+    if (!meter) return false;
+    if (this.#vp8) {
+      const tid = vp8TemporalLayer(packet.payload);
+      if (tid > this.#maxTid[layer]) this.#maxTid[layer] = tid;
+    }
+    return meter.add(packet, nowMs);
   }
 
   /** True when `layer` had a packet within the alive window. */
@@ -85,6 +98,7 @@ export class LayerMonitor {
         width: meter.width,
         height: meter.height,
         packets: meter.packets,
+        temporalLayers: this.#maxTid[layer] + 1,
       };
     });
   }

@@ -70,3 +70,15 @@ Deno.test("a layer's bitrate, frame rate and picture size are measured", () => {
   const later = m.report(start + 6000);
   assert.deepEqual(later.map((l) => [l.alive, l.kbps, l.fps]), [[false, 0, 0], [false, 0, 0]]);
 });
+
+Deno.test("VP8 temporal layers are counted from the descriptors' TIDs", () => {
+  const start = performance.now();
+  const m = new LayerMonitor("VP8", 96, 2);
+  // Layer 0: L1T3 (TIDs 0 2 1 2); layer 1: no T field.
+  for (let i = 0; i < 8; i++) {
+    const tid = [0, 2, 1, 2][i % 4];
+    m.add(0, packet(i, i * 3000, Buffer.from([0x90, 0x20, tid << 6, 0x01])), start + i * 33);
+    m.add(1, packet(i, i * 3000, Buffer.from([0x10, 0x01])), start + i * 33);
+  }
+  assert.deepEqual(m.report(start + 300).map((l) => l.temporalLayers), [3, 1]);
+});

@@ -356,6 +356,22 @@ export class SimulcastSwitch {
   }
 }
 
+const scratchFields: Vp8Fields = {
+  picIdAt: -1,
+  picIdBits: 7,
+  picId: 0,
+  tl0At: -1,
+  tl0: 0,
+  tid: -1,
+  sync: false,
+  starts: false,
+};
+
+/** The temporal layer (TID) of a VP8 packet, -1 when its descriptor has none. */
+export function vp8TemporalLayer(payload: Uint8Array): number {
+  return parseVp8(payload, scratchFields).tid;
+}
+
 /** Reads the VP8 payload descriptor (RFC 7741 §4.2) into `f`. */
 function parseVp8(p: Uint8Array, f: Vp8Fields): Vp8Fields {
   f.picIdAt = -1;
