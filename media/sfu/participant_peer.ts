@@ -6,7 +6,12 @@
  * waits for its answer) is resolved for the server, as the SDK does: it rolls its own offer
  * back, answers ours, then offers again, so the crossing client offer is dropped here.
  */
-import type { RTCDataChannel, RTCRtpTransceiver } from "werift";
+import type {
+  RTCDataChannel,
+  RtcpPacket,
+  RtcpPayloadSpecificFeedback,
+  RTCRtpTransceiver,
+} from "werift";
 import { GenericNack } from "werift";
 import { type Logger, silentLogger } from "../../core/log.ts";
 import {
@@ -86,6 +91,8 @@ export class ParticipantPeer {
   /** The first client offer was answered: server offers may follow. */
   #answered = false;
   #control?: RTCDataChannel;
+  /** Transports whose RTCP is watched for keyframe requests. */
+  readonly #rtcpWatched = new WeakSet<object>();
   #closed = false;
 
   constructor(address: PeerAddress, signals: PeerSignals, log: Logger = silentLogger) {
@@ -258,20 +265,38 @@ export class ParticipantPeer {
       if (!codec || this.#peer.pc.signalingState !== "stable") continue;
       const track = receiving.track;
       const path = new WeriftSendPath(sender, codec.payloadType);
-      sender.onPictureLossIndication.subscribe(() => track.requestKeyframe());
       const budget = new RetransmitBudget();
       sender.onGenericNack.subscribe((nack: GenericNack) =>
         track.retransmit(path, nack.lost, budget)
       );
-      sender.onRtcp.subscribe((rtcp) => {
-        // FIR (RFC 5104, PSFB format 4) asks for a keyframe like PLI.
-        if (
-          rtcp.type === 206 && (rtcp as { feedback?: { count?: number } }).feedback?.count === 4
-        ) {
-          track.requestKeyframe();
-        }
-      });
       receiving.subscription = track.subscribe(path);
+    }
+    for (const transport of this.#peer.pc.dtlsTransports) {
+      if (this.#rtcpWatched.has(transport)) continue;
+      this.#rtcpWatched.add(transport);
+      transport.onRtcp.subscribe((rtcp) => this.#keyframeRequest(rtcp));
+    }
+  }
+
+  /**
+   * PLI and FIR (RFC 4585, RFC 5104) of the client, routed by their media SSRC to the track
+   * delivered under it. werift routes them by the feedback's sender SSRC first, which a
+   * browser sets to the SSRC of a track it publishes on the same connection: they would
+   * reach that track's receiver instead.
+   */
+  #keyframeRequest(rtcp: RtcpPacket): void {
+    if (rtcp.type !== 206) return;
+    const feedback = (rtcp as RtcpPayloadSpecificFeedback).feedback as {
+      count: number;
+      mediaSsrc: number;
+      fir?: { ssrc: number }[];
+    };
+    if (feedback.count !== 1 && feedback.count !== 4) return;
+    const ssrcs = feedback.count === 4 && feedback.fir?.length
+      ? feedback.fir.map((entry) => entry.ssrc)
+      : [feedback.mediaSsrc];
+    for (const r of this.#receiving.values()) {
+      if (ssrcs.includes(r.transceiver.sender.ssrc)) r.track.requestKeyframe();
     }
   }
 

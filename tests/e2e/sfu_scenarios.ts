@@ -1,0 +1,154 @@
+/**
+ * The SFU SDK (../shared/peers/sfusdk/sfusdk.js, WCS's `@flashphoner/sfusdk`) in three
+ * Chromium pages joining one room with the fake camera and microphone: each page decodes the
+ * other two participants' video (size known, frames advancing) and audio (samples decoded),
+ * `/sfu/stats` lists the three with their measured tracks, a leave removes the leaver's tracks
+ * from the others. Runs inside a loopback-only network namespace as root; `sfu_test.ts`
+ * re-executes this file there.
+ */
+import assert from "node:assert/strict";
+import type { Page } from "playwright-core";
+import { waitFor } from "../helpers/media_fixtures.ts";
+import { startTestServer } from "../helpers/test_server.ts";
+import { startBrowser } from "./browser.ts";
+import { netnsEnv } from "./netns.ts";
+
+/** Longest wait for a state in a page or on the server, in ms (the machine is loaded). */
+const waitMs = 30_000;
+/** How long received media is watched for advancing frames and samples, in ms. */
+const watchMs = 1500;
+const room = "sfu-room";
+const pin = "1234";
+
+/** What sfu_page.html's `received` resolves with, by "<nickname> <VIDEO|AUDIO>". */
+type Received = Record<
+  string,
+  { content: string; width?: number; frames?: number; samples?: number }
+>;
+
+type Driver = Record<string, (...args: unknown[]) => unknown>;
+
+/** Calls a driver function of sfu_page.html. */
+function call<T>(page: Page, fn: string, ...args: unknown[]): Promise<T> {
+  return page.evaluate(
+    ([fn, args]) => (globalThis as unknown as Driver)[fn as string](...(args as unknown[])),
+    [fn, args] as const,
+  ) as Promise<T>;
+}
+
+/** True when `r` has a decoded picture or decoded audio samples. */
+function decoding(r: Received[string] | undefined): boolean {
+  if (!r) return false;
+  return r.width !== undefined ? r.width > 0 && (r.frames ?? 0) > 0 : (r.samples ?? 0) > 0;
+}
+
+/**
+ * Waits until `page` decodes the camera and mic of every one of `from`, then asserts that the
+ * frames and samples advance.
+ */
+async function assertReceives(page: Page, key: string, from: string[]): Promise<void> {
+  const keys = from.flatMap((n) => [`${n} VIDEO`, `${n} AUDIO`]);
+  let last: Received = {};
+  const before = await waitFor(`${key} decoding ${keys.join(", ")}`, async () => {
+    last = await call<Received>(page, "received");
+    return keys.every((k) => decoding(last[k])) ? last : undefined;
+  }, waitMs).catch((err) => {
+    throw new Error(`${err.message}; received ${JSON.stringify(last)}`);
+  });
+  assert.deepEqual(Object.keys(before).sort(), keys.sort(), `${key} receives only the others`);
+  await new Promise((r) => setTimeout(r, watchMs));
+  const after = await call<Received>(page, "received");
+  for (const n of from) {
+    const video = `${n} VIDEO`;
+    const audio = `${n} AUDIO`;
+    assert.equal(after[video].content, "camera");
+    assert.equal(after[audio].content, "mic");
+    assert.ok(after[video].frames! > before[video].frames!, `${key}: ${n}'s video stands`);
+    assert.ok(after[audio].samples! > before[audio].samples!, `${key}: ${n}'s audio stands`);
+  }
+}
+
+Deno.test("SFU SDK in Chromium: three participants in one room", async (t) => {
+  if (Deno.env.get(netnsEnv) !== "1") {
+    throw new Error(`run through tests/e2e/sfu_test.ts (needs a loopback-only netns)`);
+  }
+  const bundle = new URL("../../../shared/peers/sfusdk/sfusdk.js", import.meta.url);
+  const server = await startTestServer();
+  const browser = await startBrowser("sfu-chromium-", new URL("./sfu_page.html", import.meta.url), {
+    "/sfusdk.js": await Deno.readFile(bundle),
+  });
+  try {
+    const names = ["alice", "bob", "carol"];
+    const pages = [await browser.open(), await browser.open(), await browser.open()];
+
+    await t.step("three pages join and each decodes the other two", async () => {
+      const first = await call<{ owner: boolean }>(
+        pages[0],
+        "join",
+        server.wsUrl,
+        names[0],
+        room,
+        pin,
+      );
+      assert.equal(first.owner, true);
+      for (let i = 1; i < 3; i++) {
+        const joined = await call<{ owner: boolean }>(
+          pages[i],
+          "join",
+          server.wsUrl,
+          names[i],
+          room,
+          pin,
+        );
+        assert.equal(joined.owner, false);
+      }
+      for (let i = 0; i < 3; i++) {
+        await assertReceives(pages[i], names[i], names.filter((_, j) => j !== i));
+      }
+    });
+
+    await t.step("/sfu/stats lists the three with measured tracks", async () => {
+      const stats = await waitFor("stats with fps", async () => {
+        const res = await server.post("/sfu/stats", { roomName: room });
+        assert.equal(res.status, 200);
+        const body = await res.json() as {
+          participants: {
+            nickName: string;
+            outgoingTracks: Record<string, unknown>[];
+            incomingTracks: Record<string, string | null>;
+          }[];
+        };
+        const measured = body.participants.every((p) =>
+          p.outgoingTracks.some((t) => t.type === "VIDEO" && (t.fps as number) > 0)
+        );
+        return measured ? body : undefined;
+      }, waitMs);
+      assert.deepEqual(stats.participants.map((p) => p.nickName), names);
+      for (const p of stats.participants) {
+        const video = p.outgoingTracks.find((t) => t.type === "VIDEO")!;
+        const audio = p.outgoingTracks.find((t) => t.type === "AUDIO")!;
+        assert.ok((video.width as number) > 0 && (video.height as number) > 0, p.nickName);
+        assert.ok((video.bitrate as number) > 0 && video.alive === true, p.nickName);
+        assert.equal(audio.codec, "OPUS");
+        assert.ok((audio.bitrate as number) > 0, p.nickName);
+        assert.equal(Object.keys(p.incomingTracks).length, 4, `${p.nickName} receives 4 tracks`);
+      }
+    });
+
+    await t.step("a leave removes the leaver's tracks from the others", async () => {
+      assert.equal(await call(pages[2], "leave"), true);
+      for (const i of [0, 1]) {
+        await waitFor(`${names[i]} told carol's tracks left`, async () => {
+          const r = await call<Received>(pages[i], "received");
+          return Object.keys(r).some((k) => k.startsWith("carol")) ? undefined : true;
+        }, waitMs);
+      }
+      const res = await server.post("/sfu/stats", { roomName: room });
+      const body = await res.json() as { participants: { nickName: string }[] };
+      assert.deepEqual(body.participants.map((p) => p.nickName), ["alice", "bob"]);
+    });
+  } finally {
+    await browser.close();
+    await server.stop();
+  }
+});
