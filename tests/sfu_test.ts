@@ -10,8 +10,8 @@ import assert from "node:assert/strict";
 import { openPeerCount } from "../media/protocols/webrtc/peer.ts";
 import { SfuClient, type SfuEvent } from "./helpers/sfu_client.ts";
 import { startTestServer, type TestServer } from "./helpers/test_server.ts";
-import { WcsClient } from "./helpers/wcs_client.ts";
-import { weriftSanitizers } from "./webrtc_helpers.ts";
+import { sdkConnectionObject, WcsClient } from "./helpers/wcs_client.ts";
+import { nextStatus, TestPlayer, TestPublisher, weriftSanitizers } from "./webrtc_helpers.ts";
 import { waitFor } from "./helpers/media_fixtures.ts";
 
 type Stats = {
@@ -134,7 +134,8 @@ Deno.test({
         const s = await stats(server, "room1");
         const video = s.participants.find((p) => p.nickName === "alice")?.outgoingTracks
           .find((t) => t.type === "VIDEO");
-        return video && (video.fps as number) > 0 ? s : undefined;
+        // The first window may be partial; the sender runs at 25 fps.
+        return video && (video.fps as number) >= 20 ? s : undefined;
       });
       assert.equal(measured.roomName, "room1");
       assert.deepEqual(measured.participants.map((p) => p.nickName), ["alice", "bob"]);
@@ -144,7 +145,7 @@ Deno.test({
       assert.equal(video.codec, "H264");
       assert.equal(video.width, 640);
       assert.equal(video.height, 480);
-      assert.ok((video.fps as number) >= 15 && (video.fps as number) <= 35, `fps ${video.fps}`);
+      assert.ok((video.fps as number) <= 30, `fps ${video.fps}`);
       assert.ok((video.bitrate as number) > 0);
       assert.equal(video.alive, true);
       assert.equal(audio.codec, "OPUS");
@@ -242,6 +243,80 @@ Deno.test({
       assert.equal((await server.post("/sfu/stats", { roomName: "room1" })).status, 404);
     } finally {
       await Promise.allSettled(clients.map((c) => c.close()));
+      await server.stop();
+    }
+    await waitFor("every server peer closed", () => openPeerCount() === 0 ? true : undefined);
+  },
+});
+
+Deno.test({
+  name: "Web SDK (defaultApp) and SFU SDK on one server: a stream and a room side by side",
+  ...weriftSanitizers,
+  fn: async () => {
+    const server = await startTestServer();
+    const clients: SfuClient[] = [];
+    const publisher = new TestPublisher("H264");
+    const player = new TestPlayer("H264");
+    const webSdk: WcsClient[] = [];
+    try {
+      // A Web SDK publish and play of "cam".
+      const { client: pubClient } = await WcsClient.connect(server.wsUrl, sdkConnectionObject());
+      webSdk.push(pubClient);
+      const mediaSessionId = crypto.randomUUID();
+      await publisher.publish(pubClient, { mediaSessionId, name: "cam" });
+      publisher.start();
+      assert.equal((await nextStatus(pubClient, mediaSessionId)).status, "PUBLISHING");
+      // The SFU room next to it.
+      for (const nickname of ["alice", "bob"]) {
+        const client = await SfuClient.connect(server.wsUrl, nickname, "side");
+        clients.push(client);
+        client.addMedia();
+        await client.join("side", "1");
+      }
+      const [alice, bob] = clients;
+      await receives(bob, await announced(bob, "alice"));
+      await receives(alice, await announced(alice, "bob"));
+      const { client: playClient } = await WcsClient.connect(server.wsUrl, sdkConnectionObject());
+      webSdk.push(playClient);
+      const playId = crypto.randomUUID();
+      await player.play(playClient, { mediaSessionId: playId, name: "cam" });
+      assert.equal((await nextStatus(playClient, playId)).status, "PLAYING");
+      await waitFor(
+        "the Web SDK player's media",
+        () => player.received.video > 20 && player.received.audio > 20 ? true : undefined,
+      );
+      // SFU requests of a Web SDK session are refused; its streams are not the room's.
+      const refusedId = crypto.randomUUID();
+      playClient.send("joinRoom", {
+        id: "side",
+        pin: "1",
+        sdp: "v=0",
+        nickname: "eve",
+        internalMessageId: refusedId,
+      });
+      const [refused] = await playClient.next("sfuCallback") as [SfuEvent];
+      assert.deepEqual(failure(refused), {
+        operation: "ROOM_JOIN",
+        error: "not an sfuApp session",
+      });
+      assert.deepEqual(
+        (await stats(server, "side")).participants.map((p) => p.nickName),
+        ["alice", "bob"],
+      );
+      const streams = await (await server.post("/stream/find_all")).json() as { name: string }[];
+      assert.deepEqual(streams.map((s) => s.name).filter((n) => n === "cam"), ["cam", "cam"]);
+      // The room ending leaves the Web SDK stream playing.
+      await alice.result(alice.request("destroyRoom", { id: "side", pin: "1" }), "ACK");
+      const before = player.received.video;
+      await waitFor(
+        "video after the room ended",
+        () => player.received.video > before + 20 ? true : undefined,
+      );
+    } finally {
+      await Promise.allSettled(clients.map((c) => c.close()));
+      await publisher.close();
+      await player.close();
+      await Promise.allSettled(webSdk.map((c) => c.close()));
       await server.stop();
     }
     await waitFor("every server peer closed", () => openPeerCount() === 0 ? true : undefined);
