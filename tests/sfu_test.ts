@@ -9,7 +9,7 @@
 import assert from "node:assert/strict";
 import { openPeerCount } from "../media/protocols/webrtc/peer.ts";
 import { SfuClient, type SfuEvent } from "./helpers/sfu_client.ts";
-import { startTestServer, type TestServer } from "./helpers/test_server.ts";
+import { startTestServer, testConfig, type TestServer } from "./helpers/test_server.ts";
 import { sdkConnectionObject, WcsClient } from "./helpers/wcs_client.ts";
 import { nextStatus, TestPlayer, TestPublisher, weriftSanitizers } from "./webrtc_helpers.ts";
 import { waitFor } from "./helpers/media_fixtures.ts";
@@ -317,6 +317,110 @@ Deno.test({
       await publisher.close();
       await player.close();
       await Promise.allSettled(webSdk.map((c) => c.close()));
+      await server.stop();
+    }
+    await waitFor("every server peer closed", () => openPeerCount() === 0 ? true : undefined);
+  },
+});
+
+Deno.test({
+  name: "SFU glare: a client offer crossing the server's offer is resolved as the SDK expects",
+  ...weriftSanitizers,
+  fn: async () => {
+    const server = await startTestServer();
+    const clients: SfuClient[] = [];
+    try {
+      const alice = await SfuClient.connect(server.wsUrl, "alice", "glare");
+      const bob = await SfuClient.connect(server.wsUrl, "bob", "glare");
+      clients.push(alice, bob);
+      alice.addMedia();
+      await alice.join("glare", "1");
+      bob.addMedia();
+      bob.holdOffers = true;
+      await bob.join("glare", "1");
+      await bob.until(() => bob.pc.signalingState === "stable", "bob's join answered");
+      // The server's offer of alice's tracks has come (held); bob offers too: glare.
+      await bob.waitFor((e) =>
+        e.type === "REMOTE_SDP" && (e.info as { type: string }).type === "offer"
+      );
+      const updateId = await bob.updateState();
+      await bob.result(updateId, "ACK");
+      bob.releaseOffers();
+      await receives(bob, await announced(bob, "alice"));
+      await receives(alice, await announced(alice, "bob"));
+      assert.equal(bob.glares, 1);
+      await bob.until(() => bob.pc.signalingState === "stable", "bob's re-offer answered");
+
+      // muteTrack: MUTE_TRACKS to the others, and the track is not forwarded while muted.
+      const aliceVideo = (await announced(bob, "alice")).find((t) => t.type === "VIDEO")!;
+      const muteId = alice.request("muteTrack", { roomId: "glare", id: aliceVideo.id, mute: true });
+      await alice.result(muteId, "ACK");
+      const muted = await bob.waitFor((e) => e.type === "MUTE_TRACKS");
+      const mutedInfo = (muted.info as { info: TrackInfo[] }).info[0];
+      assert.deepEqual([mutedInfo.id, mutedInfo.mid, mutedInfo.mute], [
+        aliceVideo.id,
+        aliceVideo.mid,
+        true,
+      ]);
+      await new Promise((r) => setTimeout(r, 300));
+      const frozen = bob.received.get(aliceVideo.mid)!;
+      await new Promise((r) => setTimeout(r, 500));
+      assert.equal(bob.received.get(aliceVideo.mid), frozen, "a muted track is not forwarded");
+      await alice.result(
+        alice.request("muteTrack", { roomId: "glare", id: aliceVideo.id, mute: false }),
+        "ACK",
+      );
+      await bob.until(
+        () => bob.received.get(aliceVideo.mid)! > frozen + 10,
+        "alice's video after unmute",
+      );
+      const unknown = alice.request("muteTrack", { roomId: "glare", id: "nope", mute: true });
+      assert.deepEqual(failure(await alice.waitFor((e) => e.internalMessageId === unknown)), {
+        operation: "MUTE_TRACKS",
+        error: "Track not found",
+      });
+    } finally {
+      await Promise.allSettled(clients.map((c) => c.close()));
+      await server.stop();
+    }
+    await waitFor("every server peer closed", () => openPeerCount() === 0 ? true : undefined);
+  },
+});
+
+Deno.test({
+  name: "SFU: a participant whose network goes silent leaves within the ping timeout",
+  ...weriftSanitizers,
+  fn: async () => {
+    const keepAlive = { intervalMs: 200, probes: 3 };
+    const server = await startTestServer(testConfig({ keepAlive }));
+    const clients: SfuClient[] = [];
+    try {
+      const alice = await SfuClient.connect(server.wsUrl, "alice", "silent");
+      const mallory = await SfuClient.connect(server.wsUrl, "mallory", "silent", {
+        autoPong: false,
+      });
+      clients.push(alice, mallory);
+      alice.addMedia();
+      mallory.addMedia();
+      await alice.join("silent", "1");
+      await mallory.join("silent", "1");
+      await receives(alice, await announced(alice, "mallory"));
+      const startMs = Date.now();
+      // Mallory answers no ping from the start: the server ends its session within
+      // probes × intervalMs of its connection, and the room removes it.
+      const removed = await alice.waitFor((e) =>
+        e.type === "REMOVE_TRACKS" && (e.info as { nickName: string }).nickName === "mallory"
+      );
+      assert.equal((removed.info as { info: unknown[] }).info.length, 2);
+      await alice.waitFor((e) => e.type === "LEFT" && e.name === "mallory");
+      const timeoutMs = keepAlive.intervalMs * (keepAlive.probes + 1);
+      assert.ok(Date.now() - startMs <= timeoutMs + 1000, `left after ${Date.now() - startMs} ms`);
+      assert.deepEqual(
+        (await stats(server, "silent")).participants.map((p) => p.nickName),
+        ["alice"],
+      );
+    } finally {
+      await Promise.allSettled(clients.map((c) => c.close()));
       await server.stop();
     }
     await waitFor("every server peer closed", () => openPeerCount() === 0 ? true : undefined);

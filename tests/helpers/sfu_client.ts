@@ -44,6 +44,11 @@ export class SfuClient {
   readonly control: RTCDataChannel;
   room = "";
   pin = "";
+  /** Server offers that crossed an offer of this client (rolled back and sent again). */
+  glares = 0;
+  /** Server offers are kept unapplied until `releaseOffers` (to make glare happen). */
+  holdOffers = false;
+  #held: SfuEvent[] = [];
   #localTid = "";
   #tracks: MediaStreamTrack[] = [];
   #timer?: ReturnType<typeof setInterval>;
@@ -92,8 +97,16 @@ export class SfuClient {
     this.#pump = this.#read();
   }
 
-  /** Connects as the SDK does: appKey sfuApp, `authToken: null`, custom nickname and room. */
-  static async connect(url: string, nickname: string, room: string): Promise<SfuClient> {
+  /**
+   * Connects as the SDK does: appKey sfuApp, `authToken: null`, custom nickname and room.
+   * `autoPong: false` makes a client whose network went silent.
+   */
+  static async connect(
+    url: string,
+    nickname: string,
+    room: string,
+    options: { autoPong?: boolean } = {},
+  ): Promise<SfuClient> {
     const { client } = await WcsClient.connect(url, {
       appKey: "sfuApp",
       mediaProviders: ["WebRTC"],
@@ -103,7 +116,7 @@ export class SfuClient {
       clientOSVersion: "5.0 (X11)",
       clientBrowserVersion: "sfu_client (Deno)",
       custom: { nickname, roomName: room },
-    });
+    }, { autoPong: options.autoPong });
     return new SfuClient(client, nickname);
   }
 
@@ -233,6 +246,12 @@ export class SfuClient {
     }
   }
 
+  /** Applies the server offers held by `holdOffers`, and those to come. */
+  releaseOffers(): void {
+    this.holdOffers = false;
+    for (const event of this.#held.splice(0)) void this.#serial(() => this.#remoteSdp(event));
+  }
+
   /** Stops sending and closes the peer and the socket. */
   async close(): Promise<void> {
     clearInterval(this.#timer);
@@ -269,7 +288,10 @@ export class SfuClient {
       }
       const event = data[0] as SfuEvent;
       this.events.push(event);
-      if (event.type === "REMOTE_SDP") void this.#serial(() => this.#remoteSdp(event));
+      const offer = event.type === "REMOTE_SDP" &&
+        (event.info as { type: string }).type === "offer";
+      if (offer && this.holdOffers) this.#held.push(event);
+      else if (event.type === "REMOTE_SDP") void this.#serial(() => this.#remoteSdp(event));
       this.#wake?.();
     }
   }
@@ -295,6 +317,7 @@ export class SfuClient {
       sdpType: "answer",
     });
     if (!reOffer) return;
+    this.glares++;
     this.ws.send("updateRoomState", {
       id: this.room,
       pin: this.pin,
