@@ -7,7 +7,7 @@
  * than the stream) skips to the newest keyframe, or waits for the next one, without slowing
  * the others; one that stops reading is dropped by its connection's write timeout.
  */
-import type { RtmpConn } from "../protocols/rtmp/conn.ts";
+import type { RtmpConn, WriteDone } from "../protocols/rtmp/conn.ts";
 import { joinChunkBytes } from "../protocols/rtmp/chunk_writer.ts";
 import { readerQueueFrames, type Stream, type StreamReader } from "../stream.ts";
 import { RtmpPackager } from "./rtmp_packager.ts";
@@ -29,17 +29,14 @@ class FanoutPlayer {
   writing = false;
   readonly conn: RtmpConn;
   readonly done = Promise.withResolvers<void>();
-  readonly wrote: () => void;
-  readonly failed: (err: unknown) => void;
+  /** Ends a write: the next one starts, or the player leaves when it failed. */
+  readonly written: WriteDone;
 
   constructor(fanout: RtmpFanout, conn: RtmpConn) {
     this.conn = conn;
-    this.wrote = () => {
+    this.written = (err) => {
       this.writing = false;
-      fanout.feed(this);
-    };
-    this.failed = (err) => {
-      this.writing = false;
+      if (!err) return fanout.feed(this);
       this.done.reject(err);
       fanout.remove(this);
     };
@@ -149,7 +146,7 @@ export class RtmpFanout {
         tally.deliveredFrames += this.#ringFrames[slot];
         tally.deliveredBytes += this.#ringBytes[slot];
       }
-      player.conn.writeRaw(this.#ring[slot]!).then(player.wrote, player.failed);
+      player.conn.writeThen(this.#ring[slot]!, player.written);
       return;
     }
     if (this.#ended) {

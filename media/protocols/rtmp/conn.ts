@@ -50,6 +50,9 @@ export class RtmpClosedError extends Error {
   }
 }
 
+/** Called once bytes are written, or with the error that closed the connection. */
+export type WriteDone = (err?: RtmpClosedError) => void;
+
 /** An RTMP connection: bytes in, messages out; messages in, chunks out. */
 export class RtmpConn {
   readonly #conn: Deno.Conn;
@@ -60,12 +63,15 @@ export class RtmpConn {
   #lastAckBytes = 0;
   /** Start of the write in flight (performance.now() ms), or -1 when none is. */
   #writeStartMs = -1;
-  /** Bytes given to `writeRaw` while a write was in flight, sent next as one write. */
+  /** Bytes given while a write was in flight, sent next as one write, and their callbacks. */
   #queued: Uint8Array[] = [];
-  #queuedWritten: PromiseWithResolvers<void> | undefined;
-  /** Bytes of the write in flight, and how many of them the socket has taken. */
+  #queuedDone: WriteDone[] = [];
+  /** Bytes of the write in flight, how many of them the socket has taken, and callbacks. */
   #inFlight = noBytes;
   #inFlightOffset = 0;
+  #inFlightDone: WriteDone[] = [];
+  /** An empty callback list, swapped in when a write ends so none is allocated per write. */
+  #spareDone: WriteDone[] = [];
   #watchdog: ReturnType<typeof setTimeout> | undefined;
   #closed = false;
 
@@ -187,57 +193,81 @@ export class RtmpConn {
    * until then.
    */
   writeRaw(bytes: Uint8Array): Promise<void> {
-    if (this.#closed) return Promise.reject(new RtmpClosedError());
-    if (this.#writeStartMs < 0) return this.#write(bytes);
-    this.#queued.push(bytes);
-    this.#queuedWritten ??= Promise.withResolvers<void>();
-    return this.#queuedWritten.promise;
+    const { promise, resolve, reject } = Promise.withResolvers<void>();
+    this.writeThen(bytes, (err) => err ? reject(err) : resolve());
+    return promise;
+  }
+
+  /**
+   * `writeRaw` with a callback instead of a promise, for players, which write dozens of times
+   * a second: `done` runs once the bytes are written, or with the error.
+   */
+  writeThen(bytes: Uint8Array, done: WriteDone): void {
+    if (this.#closed) {
+      queueMicrotask(() => done(new RtmpClosedError()));
+      return;
+    }
+    if (this.#writeStartMs >= 0) {
+      this.#queued.push(bytes);
+      this.#queuedDone.push(done);
+      return;
+    }
+    this.#inFlightDone.push(done);
+    this.#write(bytes);
   }
 
   // Writes chain bound handlers instead of running an async function each: players write
   // dozens of times a second, and each call's closures and frames were garbage to collect.
-  #write(bytes: Uint8Array): Promise<void> {
+  #write(bytes: Uint8Array): void {
     this.#writeStartMs = performance.now();
     this.#watchdog ??= setTimeout(this.#checkWrite, writeTimeoutMs);
     this.#inFlight = bytes;
     this.#inFlightOffset = 0;
-    return this.#conn.write(bytes).then(this.#wrote, this.#writeFailed);
+    this.#conn.write(bytes).then(this.#wrote, this.#writeFailed);
   }
 
   /** Continues a partial write; once all is written, starts what was queued meanwhile. */
-  #wrote = (n: number): Promise<void> | undefined => {
+  #wrote = (n: number): void => {
     this.#inFlightOffset += n;
     const bytes = this.#inFlight;
     if (this.#inFlightOffset < bytes.length) {
-      return this.#conn.write(bytes.subarray(this.#inFlightOffset)).then(
-        this.#wrote,
-        this.#writeFailed,
-      );
+      this.#conn.write(bytes.subarray(this.#inFlightOffset)).then(this.#wrote, this.#writeFailed);
+      return;
     }
-    this.#writeDone();
+    this.#writeDone(undefined);
   };
 
-  #writeFailed = (err: unknown): never => {
+  #writeFailed = (err: unknown): void => {
     this.close();
-    this.#writeDone();
-    throw err instanceof RtmpClosedError ? err : new RtmpClosedError(`RTMP write failed: ${err}`);
+    this.#writeDone(
+      err instanceof RtmpClosedError ? err : new RtmpClosedError(`RTMP write failed: ${err}`),
+    );
   };
 
-  #writeDone(): void {
+  /**
+   * Ends the write in flight: starts what was queued meanwhile (so writes its callbacks give
+   * queue behind it), then runs the callbacks of the write that ended.
+   */
+  #writeDone(err: RtmpClosedError | undefined): void {
     this.#writeStartMs = -1;
     this.#inFlight = noBytes;
-    const written = this.#queuedWritten;
-    if (!written) return;
-    const queued = this.#queued;
-    this.#queued = [];
-    this.#queuedWritten = undefined;
-    if (this.#closed) written.reject(new RtmpClosedError());
+    const finished = this.#inFlightDone;
+    let failed: WriteDone[] | undefined;
+    if (this.#queued.length === 0) this.#inFlightDone = this.#spareDone;
     else {
-      this.#write(queued.length === 1 ? queued[0] : joinChunkBytes(queued)).then(
-        written.resolve,
-        written.reject,
-      );
+      const queued = this.#queued;
+      this.#queued = [];
+      this.#inFlightDone = this.#queuedDone;
+      this.#queuedDone = this.#spareDone;
+      if (this.#closed) {
+        failed = this.#inFlightDone;
+        this.#inFlightDone = [];
+      } else this.#write(queued.length === 1 ? queued[0] : joinChunkBytes(queued));
     }
+    for (let i = 0; i < finished.length; i++) finished[i](err);
+    finished.length = 0;
+    this.#spareDone = finished;
+    if (failed) { for (const done of failed) done(err ?? new RtmpClosedError()); }
   }
 
   /** Closes a connection whose write has waited `writeTimeoutMs`; rests while none is in flight. */
