@@ -12,7 +12,7 @@ import {
   type OfferedTrack,
   ParticipantPeer,
 } from "../../media/sfu/participant_peer.ts";
-import { PublishedTrack } from "../../media/sfu/published_track.ts";
+import { type Layer, PublishedTrack } from "../../media/sfu/published_track.ts";
 import { parseSections } from "../../media/sfu/sdp_sections.ts";
 import { type SfuLink, SfuParticipant } from "./participant.ts";
 import { sfuErrors, SfuOperationFailed } from "./operation_failed.ts";
@@ -46,10 +46,17 @@ export interface SfuTrackStats {
   fps?: number;
 }
 
+/** What `/sfu/stats` shows of a simulcast track: its layers by `"<rid> send"`. */
+export interface SfuCompositeStats {
+  id: string;
+  composite: true;
+  tracks: Record<string, SfuTrackStats>;
+}
+
 /** What `/sfu/stats` shows of a participant. */
 export interface SfuParticipantStats {
   nickName: string;
-  outgoingTracks: SfuTrackStats[];
+  outgoingTracks: (SfuTrackStats | SfuCompositeStats)[];
   incomingTracks: Record<string, string | null>;
 }
 
@@ -266,30 +273,29 @@ export class SfuRoom {
     this.#end();
   }
 
-  /** The room's statistics for `/sfu/stats`, measured from the RTP and RTCP seen. */
+  /**
+   * The room's statistics for `/sfu/stats`, measured from the RTP seen: a simulcast track is
+   * a composite of its layers (`"<rid> send"`), and a received track names the layer it gets.
+   */
   stats(): SfuParticipantStats[] {
     const nowMs = performance.now();
     return this.participants.map((p) => {
       const outgoingTracks = [...p.tracks.values()].map((track) => {
-        track.meter.refresh(nowMs);
-        const m = track.meter;
-        const base = {
+        const layers = track.layers.map((layer) => ({
+          name: `${layer.rid} send`,
+          stats: trackStats(track, layer, nowMs),
+        }));
+        if (track.layers[0].rid === null) return layers[0].stats;
+        return {
           id: track.info.id,
-          codec: track.codec.codec,
-          bitrate: m.kbps * 1000,
-          alive: track.alive,
-          type: track.info.type,
+          composite: true as const,
+          tracks: Object.fromEntries(layers.map((l) => [l.name, l.stats])),
         };
-        return track.kind === "audio"
-          ? {
-            ...base,
-            sampleRate: track.codec.params.clockRate,
-            channels: track.codec.params.channels ?? 1,
-          }
-          : { ...base, width: m.width, height: m.height, fps: m.fps };
       });
       const incomingTracks: Record<string, string | null> = {};
-      for (const [track, layer] of p.peer.incoming()) incomingTracks[track.info.id] = layer;
+      for (const [track, layer] of p.peer.incoming()) {
+        incomingTracks[track.info.id] = layer === null ? null : `${layer} send`;
+      }
       return { nickName: p.nickname, outgoingTracks, incomingTracks };
     });
   }
@@ -312,7 +318,7 @@ export class SfuRoom {
           id,
           type: codec.kind === "audio" ? "AUDIO" : "VIDEO",
           contentType: section.content,
-          quality: [],
+          quality: codec.kind === "video" ? section.rids : [],
           mute: false,
           creationTime: Date.now(),
         },
@@ -408,4 +414,24 @@ export class SfuRoom {
   #send(participant: SfuParticipant, type: string, fields: Record<string, unknown>): void {
     participant.link.send({ ...fields, type, roomId: this.name });
   }
+}
+
+/** The measured statistics of one layer of a track. */
+function trackStats(track: PublishedTrack, layer: Layer, nowMs: number): SfuTrackStats {
+  const m = layer.meter;
+  m.refresh(nowMs);
+  const base = {
+    id: track.info.id,
+    codec: track.codec.codec,
+    bitrate: m.kbps * 1000,
+    alive: track.alive(layer),
+    type: track.info.type,
+  };
+  return track.kind === "audio"
+    ? {
+      ...base,
+      sampleRate: track.codec.params.clockRate,
+      channels: track.codec.params.channels ?? 1,
+    }
+    : { ...base, width: m.width, height: m.height, fps: m.fps };
 }

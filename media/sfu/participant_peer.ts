@@ -12,7 +12,7 @@ import type {
   RtcpPayloadSpecificFeedback,
   RTCRtpTransceiver,
 } from "werift";
-import { GenericNack } from "werift";
+import { GenericNack, useSdesMid, useSdesRTPStreamId } from "werift";
 import { type Logger, silentLogger } from "../../core/log.ts";
 import {
   type NegotiatedCodec,
@@ -23,7 +23,7 @@ import { Peer, type PeerAddress } from "../protocols/webrtc/peer.ts";
 import { RetransmitBudget } from "../protocols/webrtc/retransmit_budget.ts";
 import { WeriftSendPath } from "../protocols/webrtc/send_path.ts";
 import { type PublishedTrack, type Subscription } from "./published_track.ts";
-import { parseSections, type SdpSection, withoutSimulcast } from "./sdp_sections.ts";
+import { parseSections, type SdpSection } from "./sdp_sections.ts";
 
 /** Label of the data channel the SFU SDK opens for chat. */
 export const controlChannelLabel = "control";
@@ -98,7 +98,11 @@ export class ParticipantPeer {
   constructor(address: PeerAddress, signals: PeerSignals, log: Logger = silentLogger) {
     this.#signals = signals;
     this.#log = log;
-    this.#peer = new Peer(address, this.#codecs);
+    // mid and rid: a simulcast publisher's layers carry no a=ssrc, werift tells them by rid.
+    this.#peer = new Peer(address, this.#codecs, {
+      video: [useSdesMid(), useSdesRTPStreamId()],
+      audio: [useSdesMid()],
+    });
     const pc = this.#peer.pc;
     this.#peer.onFailed((phase, diagnostics) => {
       this.#log.info("SFU peer failed", { phase, diagnostics });
@@ -132,7 +136,7 @@ export class ParticipantPeer {
       if (this.#peer.pc.signalingState === "have-local-offer") return "glare";
       const added: OfferedTrack[] = [];
       const stopped: string[] = [];
-      const answer = await this.#peer.answer(withoutSimulcast(sdp as string), () => {
+      const answer = await this.#peer.answer(sdp as string, () => {
         for (const transceiver of this.#peer.pc.getTransceivers()) {
           const section = sections.find((s) => s.mid === transceiver.mid);
           if (!section || this.#isDelivery(transceiver)) continue;

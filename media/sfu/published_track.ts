@@ -2,11 +2,11 @@
  * One track an SFU participant publishes: its RTP is forwarded as it came to each subscriber's
  * send path (no depacketizing), subscribers' keyframe requests go to the publisher (rate
  * limited), their NACKs are answered from one packet cache, and the publisher's sender reports
- * are passed on for lip sync. It is measured for `/sfu/stats`.
+ * are passed on for lip sync. Each simulcast layer (rid) is measured for `/sfu/stats`.
  *
- * Simulcast seam: a publisher sends one encoding today (sdp_sections.ts `withoutSimulcast`).
- * The per-subscriber layer switcher (media/rtp/simulcast_*) takes the place of the direct
- * `paths` fan-out below: `Subscription.layer` names the forwarded layer, null without layers.
+ * Simulcast seam: every subscriber gets the first layer the publisher offers (the SDK's "h",
+ * its full resolution). The per-subscriber layer switcher (media/rtp/simulcast_*) takes the
+ * place of `#forwarded` below: `Subscription.layer` names the layer a subscriber gets.
  */
 import type { MediaStreamTrack, RtcpPacket, RTCRtpTransceiver, RtpPacket } from "werift";
 import { RtcpSrPacket } from "werift";
@@ -18,7 +18,7 @@ import { TrackMeter } from "../protocols/webrtc/track_meter.ts";
 
 /** Shortest time between two keyframe requests sent to the publisher, in milliseconds. */
 export const sfuPliMinIntervalMs = 250;
-/** A track without a packet for this long is reported not alive, in milliseconds. */
+/** A layer without a packet for this long is reported not alive, in milliseconds. */
 export const aliveWindowMs = 2000;
 
 /** What the room tells about a track (ADD_TRACKS, REMOVE_TRACKS, MUTE_TRACKS). */
@@ -28,16 +28,24 @@ export interface TrackInfo {
   readonly type: "AUDIO" | "VIDEO";
   /** `a=content` label (camera, screen, mic, ...), "" when the publisher gave none. */
   readonly contentType: string;
-  /** Layers the track offers; empty without simulcast. */
+  /** rids of the track's simulcast layers; empty without simulcast. */
   readonly quality: string[];
   mute: boolean;
   readonly creationTime: number;
 }
 
+/** One encoding the publisher sends: a simulcast layer, or the track's only one. */
+export interface Layer {
+  /** rid of the layer; null for a track without simulcast. */
+  readonly rid: string | null;
+  readonly meter: TrackMeter;
+  ssrc?: number;
+}
+
 /** A subscriber's attachment to a published track. */
 export interface Subscription {
   readonly path: RtpSendPath;
-  /** Layer forwarded to this subscriber; null for a track without layers. */
+  /** rid of the layer forwarded to this subscriber; null for a track without layers. */
   layer: string | null;
 }
 
@@ -47,11 +55,12 @@ export class PublishedTrack {
   readonly codec: NegotiatedCodec;
   /** mid of the track in the publisher's own peer connection. */
   readonly mid: string;
-  readonly meter: TrackMeter;
+  readonly layers: readonly Layer[];
   readonly #cache = new PacketCache();
   readonly #subscriptions: Subscription[] = [];
   readonly #transceiver: RTCRtpTransceiver;
-  #mediaSsrc?: number;
+  /** The layer every subscriber gets until layers are switched per subscriber. */
+  readonly #forwarded: Layer;
   #lastPliMs = -Infinity;
   #closed = false;
 
@@ -59,11 +68,18 @@ export class PublishedTrack {
     this.info = info;
     this.codec = codec;
     this.mid = transceiver.mid ?? "";
-    this.meter = new TrackMeter(codec.codec, codec.params.payloadType);
+    const rids = info.quality.length > 0 ? info.quality : [null];
+    this.layers = rids.map((rid) => ({
+      rid,
+      meter: new TrackMeter(codec.codec, codec.params.payloadType),
+    }));
+    this.#forwarded = this.layers[0];
     this.#transceiver = transceiver;
     // werift may create the remote track while applying the offer, before this runs.
-    const listen = (track: MediaStreamTrack) =>
-      track.onReceiveRtp.subscribe((rtp) => this.#onRtp(rtp));
+    const listen = (track: MediaStreamTrack) => {
+      const layer = this.layers.find((l) => l.rid === (track.rid ?? null)) ?? this.layers[0];
+      track.onReceiveRtp.subscribe((rtp) => this.#onRtp(layer, rtp));
+    };
     transceiver.receiver.tracks.forEach(listen);
     transceiver.onTrack.subscribe(listen);
     transceiver.receiver.onRtcp.subscribe((rtcp) => this.#onRtcp(rtcp));
@@ -74,10 +90,15 @@ export class PublishedTrack {
     return this.codec.kind;
   }
 
-  /** Whether packets came within `aliveWindowMs`. */
-  get alive(): boolean {
-    return this.meter.lastPacketMs > 0 &&
-      performance.now() - this.meter.lastPacketMs < aliveWindowMs;
+  /** Counters of the forwarded layer (NACKs, PLIs, rates). */
+  get meter(): TrackMeter {
+    return this.#forwarded.meter;
+  }
+
+  /** Whether `layer` (the forwarded one by default) had packets within `aliveWindowMs`. */
+  alive(layer: Layer = this.#forwarded): boolean {
+    const last = layer.meter.lastPacketMs;
+    return last > 0 && performance.now() - last < aliveWindowMs;
   }
 
   /** Subscriptions attached. */
@@ -87,7 +108,7 @@ export class PublishedTrack {
 
   /** Starts forwarding to `path`; a video subscriber gets a keyframe soon. */
   subscribe(path: RtpSendPath): Subscription {
-    const subscription: Subscription = { path, layer: null };
+    const subscription: Subscription = { path, layer: this.#forwarded.rid };
     this.#subscriptions.push(subscription);
     if (this.kind === "video") this.requestKeyframe();
     return subscription;
@@ -99,14 +120,15 @@ export class PublishedTrack {
     if (i >= 0) this.#subscriptions.splice(i, 1);
   }
 
-  /** Asks the publisher for a keyframe (PLI), at most once per `sfuPliMinIntervalMs`. */
+  /** Asks for a keyframe of the forwarded layer (PLI), at most once per `sfuPliMinIntervalMs`. */
   requestKeyframe(): void {
     const nowMs = performance.now();
-    if (this.#closed || this.#mediaSsrc === undefined) return;
+    const ssrc = this.#forwarded.ssrc;
+    if (this.#closed || ssrc === undefined) return;
     if (nowMs - this.#lastPliMs < sfuPliMinIntervalMs) return;
     this.#lastPliMs = nowMs;
     this.meter.plis++;
-    this.#transceiver.receiver.sendRtcpPLI(this.#mediaSsrc).catch(() => {});
+    this.#transceiver.receiver.sendRtcpPLI(ssrc).catch(() => {});
   }
 
   /** Resends cached packets a subscriber reported lost, as far as its budget allows. */
@@ -128,11 +150,12 @@ export class PublishedTrack {
     this.#cache.clear();
   }
 
-  #onRtp(packet: RtpPacket): void {
+  #onRtp(layer: Layer, packet: RtpPacket): void {
     // Padding-only packets are bandwidth probes: nothing to forward.
     if (this.#closed || packet.payload.length === 0) return;
-    this.#mediaSsrc ??= packet.header.ssrc;
-    this.meter.add(packet, performance.now());
+    layer.ssrc ??= packet.header.ssrc;
+    layer.meter.add(packet, performance.now());
+    if (layer !== this.#forwarded) return;
     if (this.kind === "video") this.#cache.put(packet);
     // A muted track is not forwarded (the publisher may keep sending black frames).
     if (this.info.mute) return;
@@ -141,7 +164,7 @@ export class PublishedTrack {
   }
 
   #onRtcp(rtcp: RtcpPacket): void {
-    if (!(rtcp instanceof RtcpSrPacket) || rtcp.ssrc !== this.#mediaSsrc) return;
+    if (!(rtcp instanceof RtcpSrPacket) || rtcp.ssrc !== this.#forwarded.ssrc) return;
     const { ntpTimestamp, rtpTimestamp } = rtcp.senderInfo;
     for (const s of this.#subscriptions) s.path.sendSenderReport(ntpTimestamp, rtpTimestamp);
   }

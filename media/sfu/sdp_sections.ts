@@ -1,7 +1,8 @@
 /**
  * What an SFU participant's SDP says about each of its media sections: the mid, the kind, the
- * direction, the MediaStreamTrack id of `a=msid` (the SDK names tracks by it in `muteTrack`)
- * and the `a=content` label the SFU SDK adds after `a=msid` (camera, screen, mic, ...).
+ * direction, the MediaStreamTrack id of `a=msid` (the SDK names tracks by it in `muteTrack`),
+ * the `a=content` label the SFU SDK adds after `a=msid` (camera, screen, mic, ...) and the
+ * simulcast layers offered (`a=simulcast:send`, else the `a=rid:<id> send` lines).
  */
 import { ParseError } from "../../core/errors.ts";
 
@@ -15,11 +16,20 @@ export interface SdpSection {
   trackId: string;
   /** `a=content:` label, "" when absent. */
   content: string;
-  /** The section offers simulcast (`a=simulcast:send`). */
-  simulcast: boolean;
+  /** rids of the simulcast layers sent, in the offer's order; empty without simulcast. */
+  rids: string[];
 }
 
 const directions = new Set(["sendonly", "recvonly", "sendrecv", "inactive"]);
+
+/**
+ * The rids of an `a=simulcast:send` value (RFC 8853): `;` separates layers, `,` alternatives
+ * of which the first is taken, `~` marks a layer paused at the start.
+ */
+function simulcastRids(value: string): string[] {
+  return value.split(" ")[0].split(";").map((layer) => layer.split(",")[0].replace(/^~/, ""))
+    .filter((rid) => rid !== "");
+}
 
 /** The m-lines of `sdp`; not an SDP, or a section without a mid, is a ParseError. */
 export function parseSections(sdp: unknown): SdpSection[] {
@@ -27,40 +37,28 @@ export function parseSections(sdp: unknown): SdpSection[] {
     throw new ParseError("the SDP does not start with v=0");
   }
   const sections: SdpSection[] = [];
+  const ridLines = new Map<SdpSection, string[]>();
   let current: SdpSection | undefined;
   for (const raw of sdp.split(/\r?\n/)) {
     const line = raw.trim();
     if (line.startsWith("m=")) {
       const kind = line.slice(2).split(" ")[0];
-      current = {
-        kind,
-        mid: "",
-        direction: "sendrecv",
-        trackId: "",
-        content: "",
-        simulcast: false,
-      };
+      current = { kind, mid: "", direction: "sendrecv", trackId: "", content: "", rids: [] };
       sections.push(current);
+      ridLines.set(current, []);
     } else if (!current) continue;
     else if (line.startsWith("a=mid:")) current.mid = line.slice(6);
     else if (line.startsWith("a=msid:")) current.trackId = line.slice(7).split(" ")[1] ?? "";
     else if (line.startsWith("a=content:")) current.content = line.slice(10);
-    else if (line.startsWith("a=simulcast:")) current.simulcast = true;
+    else if (line.startsWith("a=simulcast:send ")) current.rids = simulcastRids(line.slice(17));
+    else if (/^a=rid:\S+ send/.test(line)) ridLines.get(current)!.push(line.slice(6).split(" ")[0]);
     else if (directions.has(line.slice(2))) current.direction = line.slice(2);
   }
   if (sections.length === 0) throw new ParseError("the SDP has no m-line");
   const unnamed = sections.find((s) => s.mid === "");
   if (unnamed) throw new ParseError(`an m=${unnamed.kind} section has no a=mid`);
+  for (const section of sections) {
+    if (section.rids.length === 0) section.rids = ridLines.get(section)!;
+  }
   return sections;
-}
-
-/**
- * The offer without its simulcast lines (`a=simulcast`, `a=rid`): until layers are switched
- * per subscriber (media/rtp/simulcast_*), a publisher is asked for one encoding, which the
- * browser then sends alone.
- */
-export function withoutSimulcast(sdp: string): string {
-  return sdp.split("\r\n").filter((line) =>
-    !line.startsWith("a=simulcast:") && !line.startsWith("a=rid:")
-  ).join("\r\n");
 }

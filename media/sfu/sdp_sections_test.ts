@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { ParseError } from "../../core/errors.ts";
-import { parseSections, withoutSimulcast } from "./sdp_sections.ts";
+import { parseSections } from "./sdp_sections.ts";
 
 /** An offer as the SFU SDK sends it from Chrome: msid then a=content, simulcast on video. */
 const offer = [
@@ -16,7 +16,7 @@ const offer = [
   "a=content:camera",
   "a=rid:h send",
   "a=rid:m send",
-  "a=simulcast:send h;m",
+  "a=simulcast:send h;~m,x",
   "m=audio 9 UDP/TLS/RTP/SAVPF 111",
   "a=mid:1",
   "a=recvonly",
@@ -25,7 +25,7 @@ const offer = [
   "",
 ].join("\r\n");
 
-Deno.test("sdp sections: mid, direction, msid track id, a=content, simulcast", () => {
+Deno.test("sdp sections: mid, direction, msid track id, a=content, simulcast rids", () => {
   assert.deepEqual(parseSections(offer), [
     {
       kind: "video",
@@ -33,21 +33,20 @@ Deno.test("sdp sections: mid, direction, msid track id, a=content, simulcast", (
       direction: "sendonly",
       trackId: "track-video",
       content: "camera",
-      simulcast: true,
+      rids: ["h", "m"],
     },
-    { kind: "audio", mid: "1", direction: "recvonly", trackId: "", content: "", simulcast: false },
+    { kind: "audio", mid: "1", direction: "recvonly", trackId: "", content: "", rids: [] },
     {
       kind: "application",
       mid: "2",
       direction: "sendrecv",
       trackId: "",
       content: "",
-      simulcast: false,
+      rids: [],
     },
   ]);
-  const single = withoutSimulcast(offer);
-  assert.equal(parseSections(single)[0].simulcast, false);
-  assert.doesNotMatch(single, /a=rid:/);
+  const ridsOnly = offer.replace(/a=simulcast:[^\r]*\r\n/, "");
+  assert.deepEqual(parseSections(ridsOnly)[0].rids, ["h", "m"]);
 });
 
 Deno.test("sdp sections: not an SDP, no m-line, a section without mid are ParseErrors", () => {

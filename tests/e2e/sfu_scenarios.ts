@@ -1,6 +1,7 @@
 /**
  * The SFU SDK (../shared/peers/sfusdk/sfusdk.js, WCS's `@flashphoner/sfusdk`) in three
- * Chromium pages joining one room with the fake camera and microphone: each page decodes the
+ * Chromium pages joining one room with the fake camera and microphone (the third offering three
+ * simulcast layers, of which one encoding is taken for now): each page decodes the
  * other two participants' video (size known, frames advancing) and audio (samples decoded),
  * `/sfu/stats` lists the three with their measured tracks, a leave removes the leaver's tracks
  * from the others. Runs inside a loopback-only network namespace as root; `sfu_test.ts`
@@ -91,6 +92,13 @@ Deno.test("SFU SDK in Chromium: three participants in one room", async (t) => {
         pin,
       );
       assert.equal(first.owner, true);
+      // Carol offers three simulcast layers; until layers are switched per subscriber the
+      // server takes one encoding, which the others decode like any track.
+      const simulcast = [
+        { rid: "h", maxBitrate: 900_000 },
+        { rid: "m", maxBitrate: 300_000, scaleResolutionDownBy: 2 },
+        { rid: "l", maxBitrate: 100_000, scaleResolutionDownBy: 4 },
+      ];
       for (let i = 1; i < 3; i++) {
         const joined = await call<{ owner: boolean }>(
           pages[i],
@@ -99,6 +107,7 @@ Deno.test("SFU SDK in Chromium: three participants in one room", async (t) => {
           names[i],
           room,
           pin,
+          names[i] === "carol" ? simulcast : undefined,
         );
         assert.equal(joined.owner, false);
       }
@@ -107,31 +116,46 @@ Deno.test("SFU SDK in Chromium: three participants in one room", async (t) => {
       }
     });
 
-    await t.step("/sfu/stats lists the three with measured tracks", async () => {
+    await t.step("/sfu/stats lists the three with measured tracks and carol's layers", async () => {
+      type Track = Record<string, unknown>;
+      /** The video track of a participant: plain, or the forwarded "h" layer of a composite. */
+      const videoOf = (tracks: Track[]) => {
+        const composite = tracks.find((t) => t.composite === true);
+        if (composite) return (composite.tracks as Record<string, Track>)["h send"];
+        return tracks.find((t) => t.type === "VIDEO");
+      };
       const stats = await waitFor("stats with fps", async () => {
         const res = await server.post("/sfu/stats", { roomName: room });
         assert.equal(res.status, 200);
         const body = await res.json() as {
           participants: {
             nickName: string;
-            outgoingTracks: Record<string, unknown>[];
+            outgoingTracks: Track[];
             incomingTracks: Record<string, string | null>;
           }[];
         };
         const measured = body.participants.every((p) =>
-          p.outgoingTracks.some((t) => t.type === "VIDEO" && (t.fps as number) > 0)
+          ((videoOf(p.outgoingTracks)?.fps as number) ?? 0) > 0
         );
         return measured ? body : undefined;
       }, waitMs);
       assert.deepEqual(stats.participants.map((p) => p.nickName), names);
       for (const p of stats.participants) {
-        const video = p.outgoingTracks.find((t) => t.type === "VIDEO")!;
+        const video = videoOf(p.outgoingTracks)!;
         const audio = p.outgoingTracks.find((t) => t.type === "AUDIO")!;
         assert.ok((video.width as number) > 0 && (video.height as number) > 0, p.nickName);
         assert.ok((video.bitrate as number) > 0 && video.alive === true, p.nickName);
         assert.equal(audio.codec, "OPUS");
         assert.ok((audio.bitrate as number) > 0, p.nickName);
         assert.equal(Object.keys(p.incomingTracks).length, 4, `${p.nickName} receives 4 tracks`);
+      }
+      // Carol's video is a composite of her three layers; the others get its "h" layer.
+      const carol = stats.participants[2].outgoingTracks.find((t) => t.composite === true)!;
+      assert.deepEqual(Object.keys(carol.tracks as object).sort(), ["h send", "l send", "m send"]);
+      for (const p of stats.participants.slice(0, 2)) {
+        assert.equal(p.incomingTracks[carol.id as string], "h send", p.nickName);
+        const plain = Object.entries(p.incomingTracks).filter(([id]) => id !== carol.id);
+        assert.ok(plain.every(([, layer]) => layer === null), p.nickName);
       }
     });
 

@@ -55,10 +55,16 @@ export class Peer {
   #closed = false;
 
   /**
-   * `negotiated`: the codecs chosen for the offer's media lines, in offer order. A
-   * ServiceUnavailableError when the media port range has no free port left.
+   * `negotiated`: the codecs chosen for the offer's media lines, in offer order.
+   * `headerExtensions`: RTP header extensions to negotiate (none by default; the SFU takes
+   * rid and mid to receive simulcast). A ServiceUnavailableError when the media port range
+   * has no free port left.
    */
-  constructor(address: PeerAddress, negotiated: readonly NegotiatedCodec[]) {
+  constructor(
+    address: PeerAddress,
+    negotiated: readonly NegotiatedCodec[],
+    headerExtensions: RTCPeerConnection["config"]["headerExtensions"] = { video: [], audio: [] },
+  ) {
     installUdpBindRetry();
     installNoDefaultStun();
     const codecs = {
@@ -73,9 +79,9 @@ export class Peer {
     this.pc = new RTCPeerConnection({
       iceServers: [],
       codecs,
-      // No header extensions: werift's transport-cc feedback made Chrome cut its bitrate to
-      // ~40 kbit/s here, while loss-based estimation alone reaches the capture's full rate.
-      headerExtensions: { video: [], audio: [] },
+      // No transport-cc: werift's feedback made Chrome cut its bitrate to ~40 kbit/s here,
+      // while loss-based estimation alone reaches the capture's full rate.
+      headerExtensions,
       icePortRange: [port, port + 1],
       // werift skips loopback and other "internal" interfaces, so the configured address is
       // added explicitly and the interface scan is turned off unless the bind is a wildcard.
