@@ -38,3 +38,22 @@ Deno.test("URIs in the message, string fields and errors lose their secrets", ()
   assert.equal(line.msg, "pull of rtsp://u:***@10.0.0.1/x started");
   assert.equal(line.err, "Error: camera rtsp://u:***@10.0.0.1/x: refused");
 });
+
+Deno.test("each line carries the millisecond it was written, lines of one millisecond alike", async () => {
+  const lines: string[] = [];
+  const log = createLogger({ level: "info", write: (l) => lines.push(l) });
+  const times: [number, number][] = [];
+  for (let i = 0; i < 20; i++) {
+    const before = Date.now();
+    log.info("tick");
+    times.push([before, Date.now()]);
+    if (i % 5 === 0) await new Promise((r) => setTimeout(r, 3));
+  }
+  const written = lines.map((l) => JSON.parse(l).time as string);
+  written.forEach((time, i) => {
+    assert.match(time, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+    const ms = Date.parse(time);
+    assert.ok(ms >= times[i][0] && ms <= times[i][1], `${time} outside its call`);
+  });
+  assert.ok(new Set(written).size > 1, "the time moves on");
+});
