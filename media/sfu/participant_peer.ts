@@ -67,6 +67,8 @@ interface Receiving {
   readonly track: PublishedTrack;
   readonly transceiver: RTCRtpTransceiver;
   subscription?: Subscription;
+  /** The NACK listener of the sender, dropped with the delivery. */
+  nacks?: { unSubscribe(): void };
 }
 
 /** The codecs an SFU peer takes: Opus, H.264 (constrained baseline, mode 1) and VP8. */
@@ -195,6 +197,7 @@ export class ParticipantPeer {
     if (!receiving) return undefined;
     this.#receiving.delete(track);
     if (receiving.subscription) track.unsubscribe(receiving.subscription);
+    receiving.nacks?.unSubscribe();
     return receiving.transceiver.mid ?? undefined;
   }
 
@@ -270,7 +273,7 @@ export class ParticipantPeer {
       const track = receiving.track;
       const path = new WeriftSendPath(sender, codec.payloadType);
       const budget = new RetransmitBudget();
-      sender.onGenericNack.subscribe((nack: GenericNack) =>
+      receiving.nacks = sender.onGenericNack.subscribe((nack: GenericNack) =>
         track.retransmit(path, nack.lost, budget)
       );
       receiving.subscription = track.subscribe(path);

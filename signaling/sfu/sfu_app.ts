@@ -142,7 +142,7 @@ async function handleJoin(session: SignalingSession, payload: unknown, ctx: Sign
       ctx.services.sfu.leaveSession(session.sessionId, "connection closed")
     );
   }
-  await ctx.services.sfu.join(request.id, {
+  const participant = await ctx.services.sfu.join(request.id, {
     pin: request.pin,
     nickname,
     sessionId: session.sessionId,
@@ -152,6 +152,11 @@ async function handleJoin(session: SignalingSession, payload: unknown, ctx: Sign
     link: { send: (event) => sendEvent(session, event) },
     address: peerAddress(ctx.services),
   });
+  // The connection may have closed while the offer was answered: its end found no
+  // participant to remove then.
+  if (session.state === "closed") {
+    await ctx.services.sfu.get(request.id)?.leave(participant, "connection closed");
+  }
 }
 
 async function handleUpdate(session: SignalingSession, payload: unknown, ctx: SignalingContext) {
