@@ -206,8 +206,8 @@ async function handleChangeQuality(
   await Promise.resolve();
   const request = parsePayload(qualityRequest, payload);
   membership(session, request.roomId, "CHANGE_QUALITY", ctx);
-  // Publishers send one encoding until the simulcast layer switcher is wired in.
-  throw new SfuOperationFailed("CHANGE_QUALITY", "The track has no simulcast layers");
+  // Every subscriber gets the first layer until the per-subscriber switcher is wired in.
+  throw new SfuOperationFailed("CHANGE_QUALITY", "Layer switching is not supported yet");
 }
 
 /** Registers the SFU SDK's requests. */
