@@ -66,12 +66,15 @@ export class RtmpConn {
   /** Bytes given while a write was in flight, sent next as one write, and their callbacks. */
   #queued: Uint8Array[] = [];
   #queuedDone: WriteDone[] = [];
-  /** Bytes of the write in flight, how many of them the socket has taken, and callbacks. */
+  /** Bytes of the write in flight, and how many of them the socket has taken. */
   #inFlight = noBytes;
   #inFlightOffset = 0;
-  #inFlightDone: WriteDone[] = [];
-  /** An empty callback list, swapped in when a write ends so none is allocated per write. */
-  #spareDone: WriteDone[] = [];
+  /**
+   * Callbacks of the write in flight: the one of a lone write (a player's, so no list is
+   * made per write), or those of queued writes sent together.
+   */
+  #inFlightDone: WriteDone | undefined;
+  #inFlightJoined: WriteDone[] | undefined;
   #watchdog: ReturnType<typeof setTimeout> | undefined;
   #closed = false;
 
@@ -212,7 +215,7 @@ export class RtmpConn {
       this.#queuedDone.push(done);
       return;
     }
-    this.#inFlightDone.push(done);
+    this.#inFlightDone = done;
     this.#write(bytes);
   }
 
@@ -251,23 +254,25 @@ export class RtmpConn {
   #writeDone(err: RtmpClosedError | undefined): void {
     this.#writeStartMs = -1;
     this.#inFlight = noBytes;
-    const finished = this.#inFlightDone;
+    const done = this.#inFlightDone;
+    const joined = this.#inFlightJoined;
+    this.#inFlightDone = undefined;
+    this.#inFlightJoined = undefined;
     let failed: WriteDone[] | undefined;
-    if (this.#queued.length === 0) this.#inFlightDone = this.#spareDone;
-    else {
+    if (this.#queued.length > 0) {
       const queued = this.#queued;
+      const queuedDone = this.#queuedDone;
       this.#queued = [];
-      this.#inFlightDone = this.#queuedDone;
-      this.#queuedDone = this.#spareDone;
-      if (this.#closed) {
-        failed = this.#inFlightDone;
-        this.#inFlightDone = [];
-      } else this.#write(queued.length === 1 ? queued[0] : joinChunkBytes(queued));
+      this.#queuedDone = [];
+      if (this.#closed) failed = queuedDone;
+      else {
+        this.#inFlightJoined = queuedDone;
+        this.#write(queued.length === 1 ? queued[0] : joinChunkBytes(queued));
+      }
     }
-    for (let i = 0; i < finished.length; i++) finished[i](err);
-    finished.length = 0;
-    this.#spareDone = finished;
-    if (failed) { for (const done of failed) done(err ?? new RtmpClosedError()); }
+    done?.(err);
+    if (joined) { for (const d of joined) d(err); }
+    if (failed) { for (const d of failed) d(err ?? new RtmpClosedError()); }
   }
 
   /** Closes a connection whose write has waited `writeTimeoutMs`; rests while none is in flight. */
