@@ -45,7 +45,7 @@ class FanoutPlayer {
 
 /** The RTMP players of one stream and the ring of bundles they write. */
 export class RtmpFanout {
-  readonly packager: RtmpPackager;
+  #packager: RtmpPackager;
   #stream: Stream;
   #reader: StreamReader | undefined;
   #ring: (Uint8Array | undefined)[] = new Array(playerLagMaxBundles);
@@ -81,10 +81,10 @@ export class RtmpFanout {
 
   private constructor(stream: Stream) {
     this.#stream = stream;
-    this.packager = RtmpPackager.of(stream);
+    this.#packager = RtmpPackager.of(stream);
     // Audio held back by an earlier fan-out of this stream is from another time.
-    this.packager.dropHeldAudio();
-    this.#headerVersion = this.packager.headerVersion;
+    this.#packager.dropHeldAudio();
+    this.#headerVersion = this.#packager.headerVersion;
   }
 
   /** Bundles written so far (the next bundle's sequence number). */
@@ -167,14 +167,14 @@ export class RtmpFanout {
         }
         this.#pendingFrames++;
         this.#pendingBytes += frame.data.length;
-        let bytes = this.packager.playChunks(frame);
+        let bytes = this.#packager.playChunks(frame);
         if (!bytes) continue;
-        if (this.packager.headerVersion !== this.#headerVersion) {
+        if (this.#packager.headerVersion !== this.#headerVersion) {
           // The stream's encoder set its parameter sets after the headers went out.
-          this.#headerVersion = this.packager.headerVersion;
-          bytes = joinChunkBytes([this.packager.header, bytes]);
+          this.#headerVersion = this.#packager.headerVersion;
+          bytes = joinChunkBytes([this.#packager.header, bytes]);
         }
-        const video = this.packager.video;
+        const video = this.#packager.video;
         this.#append(bytes, !video || (frame.trackId === video.id && frame.keyframe));
       }
     };
@@ -214,7 +214,7 @@ export class RtmpFanout {
   /** The stream ended: players finish once they wrote the rest (with the audio still held). */
   #end(): void {
     if (this.#ended) return;
-    const tail = this.packager.endChunks();
+    const tail = this.#packager.endChunks();
     if (tail) this.#append(tail, false);
     RtmpFanout.#byStream.delete(this.#stream);
     this.#ended = true;

@@ -14,6 +14,7 @@ import { type PlayTarget, sendSampleAccess, sendStatus } from "../protocols/rtmp
 import { Stream } from "../stream.ts";
 import { aacStreamFor } from "./rtmp_aac_stream.ts";
 import { RtmpFanout } from "./rtmp_fanout.ts";
+import { RtmpPackager } from "./rtmp_packager.ts";
 
 /** What playing needs of the server. */
 export interface RtmpPlayContext {
@@ -41,14 +42,21 @@ export async function playRtmp(
   await sendStatus(conn, "status", StatusCode.playReset, `playing and resetting ${name}`);
   await sendStatus(conn, "status", StatusCode.playStart, `started playing ${name}`);
   await sendSampleAccess(conn);
-  if (stream.ended || conn.closed) return;
-  const fanout = RtmpFanout.of(stream);
-  await conn.writeRaw(fanout.packager.header);
-  if (conn.closed) return;
-  const { player, done } = fanout.add(conn);
-  // Ending the connection takes the player out.
-  target.ended.then(() => fanout.remove(player));
-  await done;
+  const packager = RtmpPackager.of(stream);
+  let headerVersion;
+  do {
+    // Written again if the stream's encoder set its parameter sets meanwhile.
+    headerVersion = packager.headerVersion;
+    await conn.writeRaw(packager.header);
+  } while (headerVersion !== packager.headerVersion);
+  if (!stream.ended && !conn.closed) {
+    // Taken after the await: the fan-out of the moment may have ended with its last player.
+    const fanout = RtmpFanout.of(stream);
+    const { player, done } = fanout.add(conn);
+    // Ending the connection takes the player out.
+    target.ended.then(() => fanout.remove(player));
+    await done;
+  }
   if (stream.ended && !conn.closed) {
     await sendStatus(conn, "status", StatusCode.playUnpublishNotify, `${name} is unpublished`);
   }
