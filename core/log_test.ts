@@ -57,3 +57,54 @@ Deno.test("each line carries the millisecond it was written, lines of one millis
   });
   assert.ok(new Set(written).size > 1, "the time moves on");
 });
+
+/** Runs `code` (which may import `LOG`, this folder's log.ts) in a child with stdout piped. */
+function logChild(code: string): Deno.ChildProcess {
+  const logUrl = new URL("./log.ts", import.meta.url).href;
+  return new Deno.Command(Deno.execPath(), {
+    args: ["eval", code.replaceAll("LOG", logUrl)],
+    stdin: "null",
+    stdout: "piped",
+    stderr: "null",
+  }).spawn();
+}
+
+Deno.test("buffered stdout lines are all written when the process exits", async () => {
+  const child = logChild(`
+    import { createLogger } from "LOG";
+    const log = createLogger({ level: "info" });
+    for (let i = 0; i < 5000; i++) log.info("line", { i });
+    Deno.exit(0);
+  `);
+  const out = new TextDecoder().decode((await child.output()).stdout).trimEnd().split("\n");
+  assert.equal(out.length, 5000);
+  assert.deepEqual(JSON.parse(out[4999]).i, 4999);
+});
+
+Deno.test("an error line is written at once, after the lines buffered before it", async () => {
+  // The child never returns to its event loop after the error: only the error's own flush
+  // can write the two lines.
+  const child = logChild(`
+    import { createLogger } from "LOG";
+    const log = createLogger({ level: "info" });
+    log.info("before");
+    log.error("failed");
+    while (true) {}
+  `);
+  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  let text = "";
+  const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
+  try {
+    while (text.split("\n").length < 3) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      text += value;
+    }
+  } finally {
+    clearTimeout(timer);
+    child.kill("SIGKILL");
+    await reader.cancel();
+    await child.status;
+  }
+  assert.deepEqual(text.trimEnd().split("\n").map((l) => JSON.parse(l).msg), ["before", "failed"]);
+});
