@@ -28,10 +28,7 @@ import {
   waitUntilPlayable,
 } from "./support/rtmp_fanout.ts";
 import { startNginxRtmp } from "../tests/helpers/nginx_rtmp.ts";
-import { freePort, spawnDeno, waitForHttp } from "../tests/helpers/process.ts";
-
-/** Time the server is given to answer /health, in ms. */
-const startTimeoutMs = 15_000;
+import { ServerProcess } from "../tests/helpers/server_process.ts";
 
 const steps = playerSteps("RTMP_BENCH_PLAYERS", "50,200,500");
 
@@ -55,30 +52,22 @@ async function run(
 const source = await makeSource();
 try {
   const sourceBytesPerSecond = (await Deno.stat(source)).size / sourceSeconds;
-  const ourRtmp = freePort();
-  const ourRest = freePort();
-  const env: Record<string, string> = {
-    MEDIASERVER_PORTS_REST: String(ourRest),
-    MEDIASERVER_PORTS_WS: String(freePort()),
-    MEDIASERVER_PORTS_WSS: String(freePort()),
-    MEDIASERVER_PORTS_HLS: String(freePort()),
-    MEDIASERVER_PORTS_RTMP: String(ourRtmp),
-    MEDIASERVER_LOG_LEVEL: "warn",
-  };
-  const ours = spawnDeno(["run", "-A", "main.ts"], env, "null");
+  // Run as `deno task start` runs it, every port its own (other servers may hold the defaults).
+  const dir = await Deno.makeTempDir({ prefix: "bench-rtmp-" });
+  const ours = new ServerProcess("ours", dir, { log: { level: "warn" } });
   let oursResult: Result;
   try {
-    await waitForHttp(`http://127.0.0.1:${ourRest}/health`, startTimeoutMs);
+    await ours.start();
     oursResult = await run(
       "ours",
-      `rtmp://127.0.0.1:${ourRtmp}/live/bench`,
+      `${ours.rtmpUrl}/bench`,
       () => [ours.pid],
       source,
       sourceBytesPerSecond,
     );
   } finally {
-    ours.kill("SIGTERM");
-    await ours.status;
+    await ours.stop();
+    await Deno.remove(dir, { recursive: true });
   }
   const nginx = await startNginxRtmp();
   let nginxResult: Result;
