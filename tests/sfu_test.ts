@@ -13,6 +13,13 @@ import { startTestServer, testConfig, type TestServer } from "./helpers/test_ser
 import { sdkConnectionObject, WcsClient } from "./helpers/wcs_client.ts";
 import { nextStatus, TestPlayer, TestPublisher, weriftSanitizers } from "./webrtc_helpers.ts";
 import { waitFor } from "./helpers/media_fixtures.ts";
+import { Buffer } from "node:buffer";
+import { run } from "../media/formats/test_fixtures.ts";
+import { lengthPrefixedToAnnexB } from "../media/codecs/nalu.ts";
+import { H264Depacketizer } from "../media/rtp/h264_depacketizer.ts";
+import { TrackMeter } from "../media/protocols/webrtc/track_meter.ts";
+import { makeH264OpusClip } from "./helpers/webrtc_clip_publisher.ts";
+import { type SimulcastPublisher, startSimulcastPublisher } from "./helpers/simulcast_publisher.ts";
 
 type Stats = {
   roomName: string;
@@ -422,6 +429,136 @@ Deno.test({
     } finally {
       await Promise.allSettled(clients.map((c) => c.close()));
       await server.stop();
+    }
+    await waitFor("every server peer closed", () => openPeerCount() === 0 ? true : undefined);
+  },
+});
+
+/** Layers of the simulcast publisher, in its offer's order, and the clip of each. */
+const simulcastShapes: Record<string, { width: number; height: number; videoKbps: number }> = {
+  h: { width: 640, height: 360, videoKbps: 600 },
+  m: { width: 320, height: 180, videoKbps: 300 },
+  l: { width: 160, height: 90, videoKbps: 150 },
+};
+
+Deno.test({
+  name: "SFU simulcast: changeQuality switches the layer a subscriber decodes; stats show it",
+  ...weriftSanitizers,
+  fn: async () => {
+    const rids = Object.keys(simulcastShapes);
+    const made = await Promise.all(
+      rids.map((rid) => makeH264OpusClip({ seconds: 3, ...simulcastShapes[rid] })),
+    );
+    const clips = Object.fromEntries(rids.map((rid, i) => [rid, made[i]]));
+    const server = await startTestServer();
+    const clients: SfuClient[] = [];
+    let publishing: SimulcastPublisher | undefined;
+    const dir = await Deno.makeTempDir({ prefix: "sfu-simulcast-" });
+    try {
+      const pub = await SfuClient.connect(server.wsUrl, "pub", "sim", { simulcast: true });
+      const sub = await SfuClient.connect(server.wsUrl, "sub", "sim");
+      clients.push(pub, sub);
+      const tx = pub.pc.addTransceiver("video", {
+        direction: "sendonly",
+        sendEncodings: rids.map((rid) => ({ rid })),
+      });
+      await pub.join("sim", "1");
+      await pub.until(() => pub.pc.connectionState === "connected", "publisher connected");
+      publishing = startSimulcastPublisher(tx, clips);
+
+      // What the subscriber decodes: the picture size of each keyframe, and the stream.
+      const meter = new TrackMeter("H264", 102);
+      const annexB: Uint8Array[] = [];
+      const depacketizer = new H264Depacketizer(0);
+      const ssrcs = new Set<number>();
+      sub.pc.onTrack.subscribe((track) => {
+        if (track.kind !== "video") return;
+        track.onReceiveRtp.subscribe((p) => {
+          meter.add(p, performance.now());
+          const { ssrc, sequenceNumber, timestamp, marker, payloadType } = p.header;
+          ssrcs.add(ssrc);
+          depacketizer.push(
+            { ssrc, sequenceNumber, timestamp, marker, payloadType, payload: p.payload },
+            (frame) => annexB.push(lengthPrefixedToAnnexB(frame.data)),
+          );
+        });
+      });
+      await sub.join("sim", "1");
+      const [video] = await announced(sub, "pub", 1);
+      assert.deepEqual((video as TrackInfo & { quality: string[] }).quality, rids);
+      const qualityState = await sub.waitFor((e) => e.type === "TRACK_QUALITY_STATE");
+      const told = (qualityState.info as { tracks: { mid: string; quality: unknown[] }[] }).tracks;
+      assert.equal(told[0].mid, video.mid);
+      assert.equal(told[0].quality.length, 3);
+
+      const layerOf = async () =>
+        (await stats(server, "sim")).participants
+          .find((p) => p.nickName === "sub")?.incomingTracks[video.id];
+      // The subscriber starts at the top layer.
+      await sub.until(() => meter.width === 640, "the subscriber decoding 640x360");
+      assert.equal(await layerOf(), "h send");
+      const s = await stats(server, "sim");
+      const composite = s.participants.find((p) => p.nickName === "pub")!.outgoingTracks[0] as {
+        composite: boolean;
+        tracks: Record<string, { width: number; alive: boolean }>;
+      };
+      assert.equal(composite.composite, true);
+      assert.deepEqual(
+        Object.entries(composite.tracks).map(([name, t]) => [name, t.width, t.alive]),
+        [["l send", 160, true], ["m send", 320, true], ["h send", 640, true]],
+      );
+
+      const change = async (quality: string, width: number) => {
+        const startMs = performance.now();
+        const id = sub.request("changeQuality", { roomId: "sim", id: video.id, quality });
+        await sub.result(id, "ACK");
+        await sub.until(() => meter.width === width, `decoding width ${width}`, 5000);
+        const switchMs = Math.round(performance.now() - startMs);
+        assert.equal(await layerOf(), `${quality} send`);
+        return switchMs;
+      };
+      const downMs = await change("l", 160);
+      // Up again, once the top layer counts as warm for this subscriber.
+      await new Promise((r) => setTimeout(r, 2000));
+      const upMs = await change("h", 640);
+      console.log(`changeQuality l: ${downMs} ms, back to h: ${upMs} ms (GOP 1 s)`);
+      assert.ok(downMs <= 2000 && upMs <= 2000, `${downMs} ms, ${upMs} ms`);
+      // A quality the track does not have is refused, the layer kept.
+      const bad = sub.request("changeQuality", { roomId: "sim", id: video.id, quality: "x" });
+      assert.deepEqual(failure(await sub.waitFor((e) => e.internalMessageId === bad)), {
+        operation: "CHANGE_QUALITY",
+        error: "Quality not found",
+      });
+      await new Promise((r) => setTimeout(r, 500));
+      publishing.stop();
+
+      // One SSRC, and the whole stream decodes without an error at 640, 160, then 640 again.
+      assert.equal(ssrcs.size, 1);
+      const file = `${dir}/received.h264`;
+      await Deno.writeFile(file, Buffer.concat(annexB));
+      const decode = await run("ffmpeg", [
+        "-v",
+        "error",
+        "-f",
+        "h264",
+        "-i",
+        file,
+        "-f",
+        "null",
+        "-",
+      ]);
+      assert.equal(decode.err.trim(), "", "decoder errors");
+      const sizes = (await run("ffprobe", [
+        ...["-v", "error", "-f", "h264", "-select_streams", "v:0", "-show_entries"],
+        ...["frame=width,height", "-of", "csv=p=0", file],
+      ])).out.split("\n").flatMap((line) => /^\d+,\d+/.exec(line) ?? []);
+      const runs = sizes.filter((size, i) => size !== sizes[i - 1]);
+      assert.deepEqual(runs, ["640,360", "160,90", "640,360"]);
+    } finally {
+      publishing?.stop();
+      await Promise.allSettled(clients.map((c) => c.close()));
+      await server.stop();
+      await Deno.remove(dir, { recursive: true });
     }
     await waitFor("every server peer closed", () => openPeerCount() === 0 ? true : undefined);
   },

@@ -15,6 +15,8 @@ export const sfuErrors = {
   notJoined: "Not a participant of the room",
   noSuchParticipant: "Participant not found",
   noSuchTrack: "Track not found",
+  noSuchQuality: "Quality not found",
+  noLayers: "Track has no quality layers",
 } as const;
 
 /** An SFU operation refused with WCS's `error` string; `operation` is the SDK's Operations name. */

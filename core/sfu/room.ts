@@ -12,10 +12,14 @@ import {
   type OfferedTrack,
   ParticipantPeer,
 } from "../../media/sfu/participant_peer.ts";
-import { type Layer, PublishedTrack } from "../../media/sfu/published_track.ts";
+import { PublishedTrack } from "../../media/sfu/published_track.ts";
+import type { LayerReport } from "../../media/rtp/layer_monitor.ts";
 import { parseSections } from "../../media/sfu/sdp_sections.ts";
 import { type SfuLink, SfuParticipant } from "./participant.ts";
 import { sfuErrors, SfuOperationFailed } from "./operation_failed.ts";
+
+/** How often subscribers' simulcast layers are re-chosen, in milliseconds. */
+export const layerTickMs = 100;
 
 /** Longest chat message reassembled from fragments, in characters. */
 export const maxChatMessageChars = 1024 * 1024;
@@ -72,6 +76,8 @@ export class SfuRoom {
   readonly #log: Logger;
   readonly #onEmpty: (room: SfuRoom) => void;
   #ended = false;
+  /** Re-chooses layers and reports their liveness; runs once a track is published. */
+  #ticker?: ReturnType<typeof setInterval>;
 
   constructor(name: string, pin: string, log: Logger, onEmpty: (room: SfuRoom) => void) {
     this.name = name;
@@ -212,6 +218,51 @@ export class SfuRoom {
   }
 
   /**
+   * Caps the layer `participant` receives of a delivered track (changeQuality, `id` its source
+   * track id or its mid there) at `quality` (a rid), and VP8 temporal layers at `tid`.
+   */
+  changeQuality(participant: SfuParticipant, id: string, quality: unknown, tid: unknown): void {
+    const track = this.#layeredTrack(participant, id, "CHANGE_QUALITY");
+    if (quality !== undefined && quality !== null) {
+      if (typeof quality !== "string" || !track.layers.includes(quality)) {
+        throw new SfuOperationFailed("CHANGE_QUALITY", sfuErrors.noSuchQuality);
+      }
+      participant.peer.configure(track, (s) => s.setQuality(quality));
+    }
+    if (typeof tid === "number") participant.peer.configure(track, (s) => s.setTemporal(tid));
+  }
+
+  /** Caps the layer of a delivered track at index `sid`, 0 the lowest (changeSid). */
+  changeSid(participant: SfuParticipant, id: string, sid: number): void {
+    const track = this.#layeredTrack(participant, id, "CHANGE_SID");
+    participant.peer.configure(track, (s) => s.setSpatial(sid));
+  }
+
+  /** Caps VP8 temporal layers of a delivered track at `tid` (changeTid). */
+  changeTid(participant: SfuParticipant, id: string, tid: number): void {
+    const track = this.#layeredTrack(participant, id, "CHANGE_TID");
+    participant.peer.configure(track, (s) => s.setTemporal(tid));
+  }
+
+  /** Stops or resumes forwarding a delivered track to `participant` (muteRemoteTrack). */
+  muteRemote(participant: SfuParticipant, id: string, mute: boolean): void {
+    const track = participant.peer.deliveredTrack(id);
+    if (!track) throw new SfuOperationFailed("MUTE_REMOTE_TRACK", sfuErrors.noSuchTrack);
+    participant.peer.configure(track, (s) => {
+      s.muted = mute;
+      if (!mute && track.kind === "video") s.keyframeNeeded();
+    });
+  }
+
+  /** A delivered track with simulcast layers, else SfuOperationFailed for `operation`. */
+  #layeredTrack(participant: SfuParticipant, id: string, operation: string): PublishedTrack {
+    const track = participant.peer.deliveredTrack(id);
+    if (!track) throw new SfuOperationFailed(operation, sfuErrors.noSuchTrack);
+    if (track.layers.length < 2) throw new SfuOperationFailed(operation, sfuErrors.noLayers);
+    return track;
+  }
+
+  /**
    * Removes a participant: LEFT to it (answering `internalMessageId` when it asked) and to
    * the others, its tracks withdrawn from them, its peer closed. The last one ends the room.
    */
@@ -281,11 +332,12 @@ export class SfuRoom {
     const nowMs = performance.now();
     return this.participants.map((p) => {
       const outgoingTracks = [...p.tracks.values()].map((track) => {
-        const layers = track.layers.map((layer) => ({
-          name: `${layer.rid} send`,
-          stats: trackStats(track, layer, nowMs),
+        const reports = track.report(nowMs);
+        const layers = track.layers.map((rid, i) => ({
+          name: `${rid} send`,
+          stats: trackStats(track, reports[i]),
         }));
-        if (track.layers[0].rid === null) return layers[0].stats;
+        if (track.layers[0] === null) return layers[0].stats;
         return {
           id: track.info.id,
           composite: true as const,
@@ -303,6 +355,7 @@ export class SfuRoom {
   #end(): void {
     if (this.#ended) return;
     this.#ended = true;
+    clearInterval(this.#ticker);
     this.#onEmpty(this);
   }
 
@@ -329,7 +382,56 @@ export class SfuRoom {
       for (const other of this.participants) {
         if (other !== participant) other.peer.deliver(track);
       }
+      if (track.layers.length > 1 && !this.#ticker && !this.#ended) {
+        this.#ticker = setInterval(() => this.#tick(), layerTickMs);
+      }
     }
+  }
+
+  /** Re-chooses every subscriber's layers; TRACK_QUALITY_STATE where liveness changed. */
+  #tick(): void {
+    const nowMs = performance.now();
+    for (const publisher of this.participants) {
+      for (const track of publisher.tracks.values()) {
+        if (!track.tick(nowMs)) continue;
+        for (const other of this.participants) {
+          const mid = other.peer.midOf(track);
+          if (mid !== undefined) this.#qualityState(other, publisher, track, mid, nowMs);
+        }
+      }
+    }
+  }
+
+  /**
+   * TRACK_QUALITY_STATE to `receiver`: which layers of `track` (at `mid` in its peer) are
+   * alive, with their picture size and temporal layers.
+   */
+  #qualityState(
+    receiver: SfuParticipant,
+    publisher: SfuParticipant,
+    track: PublishedTrack,
+    mid: string,
+    nowMs: number,
+  ): void {
+    const reports = track.report(nowMs);
+    const quality = track.layers.map((rid, i) => ({
+      quality: rid,
+      available: reports[i].alive,
+      layersInfo: {
+        spatialLayers: [{
+          resolution: { width: reports[i].width, height: reports[i].height },
+          sid: 0,
+        }],
+        temporalLayers: Array.from({ length: reports[i].temporalLayers }, (_, tid) => ({ tid })),
+      },
+    }));
+    this.#send(receiver, "TRACK_QUALITY_STATE", {
+      info: {
+        nickName: publisher.nickname,
+        userId: publisher.userId,
+        tracks: [{ mid, quality }],
+      },
+    });
   }
 
   /** Withdraws tracks of `publisher` from everyone else: REMOVE_TRACKS where they were told. */
@@ -349,10 +451,14 @@ export class SfuRoom {
 
   /** ADD_TRACKS to `receiver`, one event per publisher of the delivered tracks. */
   #announce(receiver: SfuParticipant, deliveries: readonly Delivery[]): void {
+    const nowMs = performance.now();
     for (const publisher of this.participants) {
       const own = deliveries.filter((d) => [...publisher.tracks.values()].includes(d.track));
-      if (own.length > 0) {
-        this.#send(receiver, "ADD_TRACKS", { info: this.#tracksInfo(publisher, own) });
+      if (own.length === 0) continue;
+      this.#send(receiver, "ADD_TRACKS", { info: this.#tracksInfo(publisher, own) });
+      // A new subscriber learns at once which layers are alive.
+      for (const { track, mid } of own) {
+        if (track.layers.length > 1) this.#qualityState(receiver, publisher, track, mid, nowMs);
       }
     }
   }
@@ -417,14 +523,12 @@ export class SfuRoom {
 }
 
 /** The measured statistics of one layer of a track. */
-function trackStats(track: PublishedTrack, layer: Layer, nowMs: number): SfuTrackStats {
-  const m = layer.meter;
-  m.refresh(nowMs);
+function trackStats(track: PublishedTrack, m: LayerReport): SfuTrackStats {
   const base = {
     id: track.info.id,
     codec: track.codec.codec,
     bitrate: m.kbps * 1000,
-    alive: track.alive(layer),
+    alive: m.alive,
     type: track.info.type,
   };
   return track.kind === "audio"

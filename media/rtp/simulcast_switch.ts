@@ -167,6 +167,11 @@ export class SimulcastSwitch {
     return this.#tidCap;
   }
 
+  /** Added (mod 2^32) to the forwarded layer's timestamps: maps its sender reports. */
+  get timestampOffset(): number {
+    return this.#tsOffset;
+  }
+
   /** Chooses the layer to forward; a new one starts at its next keyframe, asked for now. */
   select(layer: number, nowMs: number): void {
     if (layer === this.#target) return;
@@ -261,6 +266,32 @@ export class SimulcastSwitch {
     return undefined;
   }
 
+  /**
+   * A packet the subscriber reported lost (its NACK names `sequenceNumber`), rewritten as it
+   * was sent; undefined when it came from a layer no longer forwarded (its timestamps moved
+   * since) or `packetOf` (the publisher's packet of a layer by its sequence number) lost it.
+   */
+  retransmission(
+    sequenceNumber: number,
+    packetOf: (layer: number, sequenceNumber: number) => SourcePacket | undefined,
+  ): ForwardedPacket | undefined {
+    const from = this.origin(sequenceNumber);
+    if (!from || from.layer !== this.#current) return undefined;
+    const packet = packetOf(from.layer, from.sequenceNumber);
+    if (!packet) return undefined;
+    let payload = packet.payload;
+    if (this.#codec === "VP8") {
+      const f = parseVp8(payload, scratchFields);
+      payload = this.#vp8Write(payload, f);
+    }
+    const out = this.#out;
+    out.sequenceNumber = sequenceNumber & 0xffff;
+    out.timestamp = (packet.header.timestamp + this.#tsOffset) >>> 0;
+    out.marker = packet.header.marker;
+    out.payload = payload;
+    return out;
+  }
+
   #noteSegment(outSeq: number): void {
     const last = ((this.#segmentCount - 1) % originSegments) * 3;
     if (
@@ -332,12 +363,19 @@ export class SimulcastSwitch {
       }
       return undefined;
     }
+    if (f.starts) {
+      if (f.picIdAt >= 0) {
+        this.#lastPicId = (f.picId + this.#picIdOffset) & ((1 << f.picIdBits) - 1);
+      }
+      if (f.tl0At >= 0) this.#lastTl0 = (f.tl0 + this.#tl0Offset) & 0xff;
+    }
+    return this.#vp8Write(payload, f);
+  }
+
+  /** `payload` with its picture ID and TL0PICIDX moved by the current offsets (a copy if so). */
+  #vp8Write(payload: Uint8Array, f: Vp8Fields): Uint8Array {
     const picId = f.picIdAt < 0 ? -1 : (f.picId + this.#picIdOffset) & ((1 << f.picIdBits) - 1);
     const tl0 = f.tl0At < 0 ? -1 : (f.tl0 + this.#tl0Offset) & 0xff;
-    if (f.starts) {
-      if (picId >= 0) this.#lastPicId = picId;
-      if (tl0 >= 0) this.#lastTl0 = tl0;
-    }
     if ((picId < 0 || picId === f.picId) && (tl0 < 0 || tl0 === f.tl0)) return payload;
     // The publisher's payload is shared by every subscriber: rewrite a copy.
     if (this.#scratch.length < payload.length) this.#scratch = new Uint8Array(payload.length);

@@ -271,3 +271,26 @@ Deno.test("a subscriber's NACK maps back to the layer and sequence number it cam
   assert.deepEqual(sw.origin(3), { layer: 1, sequenceNumber: 503 });
   assert.equal(sw.origin(4), undefined, "not sent yet");
 });
+
+Deno.test("a retransmission is the packet as it was sent; earlier layers' packets are not resent", () => {
+  const { sw, sent, feed } = harness();
+  const low = new Layer(100, 0);
+  const high = new Layer(500, 777_000);
+  const published = [new Map<number, SourcePacket>(), new Map<number, SourcePacket>()];
+  const publish = (layer: number, frame: SourcePacket[], nowMs: number) => {
+    for (const p of frame) published[layer].set(p.header.sequenceNumber, p);
+    feed(layer, frame, nowMs);
+  };
+  sw.select(0, 0);
+  publish(0, low.frame(true), 0);
+  sw.select(1, 20);
+  publish(1, high.frame(true), 33);
+  publish(1, high.frame(false), 66);
+  const packetOf = (layer: number, seq: number) => published[layer].get(seq);
+  const last = sent.at(-1)!;
+  assert.deepEqual(copy(sw.retransmission(last.sequenceNumber, packetOf)), last);
+  const firstHigh = sent[2];
+  assert.deepEqual(copy(sw.retransmission(firstHigh.sequenceNumber, packetOf)), firstHigh);
+  assert.equal(sw.retransmission(sent[0].sequenceNumber, packetOf), undefined, "low layer");
+  assert.equal(sw.retransmission(last.sequenceNumber, () => undefined), undefined, "not cached");
+});

@@ -12,7 +12,7 @@ import type {
   RtcpPayloadSpecificFeedback,
   RTCRtpTransceiver,
 } from "werift";
-import { GenericNack, useSdesMid, useSdesRTPStreamId } from "werift";
+import { GenericNack, RtcpRrPacket, RtcpSrPacket, useSdesMid, useSdesRTPStreamId } from "werift";
 import { type Logger, silentLogger } from "../../core/log.ts";
 import {
   type NegotiatedCodec,
@@ -22,7 +22,7 @@ import {
 import { Peer, type PeerAddress } from "../protocols/webrtc/peer.ts";
 import { RetransmitBudget } from "../protocols/webrtc/retransmit_budget.ts";
 import { WeriftSendPath } from "../protocols/webrtc/send_path.ts";
-import { type PublishedTrack, type Subscription } from "./published_track.ts";
+import type { PublishedTrack, Subscription } from "./published_track.ts";
 import { parseSections, type SdpSection } from "./sdp_sections.ts";
 
 /** Label of the data channel the SFU SDK opens for chat. */
@@ -69,6 +69,8 @@ interface Receiving {
   subscription?: Subscription;
   /** The NACK listener of the sender, dropped with the delivery. */
   nacks?: { unSubscribe(): void };
+  /** Changes the client asked for before the subscription was attached, applied then. */
+  readonly requested: ((subscription: Subscription) => void)[];
 }
 
 /** The codecs an SFU peer takes: Opus, H.264 (constrained baseline, mode 1) and VP8. */
@@ -206,6 +208,28 @@ export class ParticipantPeer {
     return this.#receiving.get(track)?.transceiver.mid ?? undefined;
   }
 
+  /**
+   * The delivered track named by `idOrMid` (its source track id, or its mid here as the SDK
+   * names it in lease mode), undefined when none is.
+   */
+  deliveredTrack(idOrMid: string): PublishedTrack | undefined {
+    for (const r of this.#receiving.values()) {
+      if (r.track.info.id === idOrMid || r.transceiver.mid === idOrMid) return r.track;
+    }
+    return undefined;
+  }
+
+  /**
+   * Applies `change` to the subscription of a delivered track: at once when it forwards
+   * already, else when it starts.
+   */
+  configure(track: PublishedTrack, change: (subscription: Subscription) => void): void {
+    const receiving = this.#receiving.get(track);
+    if (!receiving) return;
+    if (receiving.subscription) change(receiving.subscription);
+    else receiving.requested.push(change);
+  }
+
   /** The tracks delivered here and the layer each one forwards (null without layers). */
   incoming(): Map<PublishedTrack, string | null> {
     const out = new Map<PublishedTrack, string | null>();
@@ -252,7 +276,7 @@ export class ParticipantPeer {
         const transceiver = pc.addTransceiver(track.kind, { direction: "sendonly" });
         const codec = this.#codecs.find((c) => c.params.mimeType === track.codec.params.mimeType);
         if (codec) transceiver.setCodecPreferences([codec.params]);
-        const receiving: Receiving = { track, transceiver };
+        const receiving: Receiving = { track, transceiver, requested: [] };
         this.#receiving.set(track, receiving);
         added.push(receiving);
       }
@@ -273,15 +297,30 @@ export class ParticipantPeer {
       const track = receiving.track;
       const path = new WeriftSendPath(sender, codec.payloadType);
       const budget = new RetransmitBudget();
+      const subscription = track.subscribe(path);
+      receiving.subscription = subscription;
+      for (const change of receiving.requested.splice(0)) change(subscription);
       receiving.nacks = sender.onGenericNack.subscribe((nack: GenericNack) =>
-        track.retransmit(path, nack.lost, budget)
+        subscription.retransmit(nack.lost, budget)
       );
-      receiving.subscription = track.subscribe(path);
     }
     for (const transport of this.#peer.pc.dtlsTransports) {
       if (this.#rtcpWatched.has(transport)) continue;
       this.#rtcpWatched.add(transport);
-      transport.onRtcp.subscribe((rtcp) => this.#keyframeRequest(rtcp));
+      transport.onRtcp.subscribe((rtcp) => {
+        this.#keyframeRequest(rtcp);
+        this.#lossReport(rtcp);
+      });
+    }
+  }
+
+  /** Receiver reports of the client about delivered tracks: their loss steers the layer. */
+  #lossReport(rtcp: RtcpPacket): void {
+    if (!(rtcp instanceof RtcpRrPacket) && !(rtcp instanceof RtcpSrPacket)) return;
+    for (const report of rtcp.reports) {
+      for (const r of this.#receiving.values()) {
+        if (r.transceiver.sender.ssrc === report.ssrc) r.subscription?.onLoss(report.fractionLost);
+      }
     }
   }
 
@@ -303,7 +342,7 @@ export class ParticipantPeer {
       ? feedback.fir.map((entry) => entry.ssrc)
       : [feedback.mediaSsrc];
     for (const r of this.#receiving.values()) {
-      if (ssrcs.includes(r.transceiver.sender.ssrc)) r.track.requestKeyframe();
+      if (ssrcs.includes(r.transceiver.sender.ssrc)) r.subscription?.keyframeNeeded();
     }
   }
 

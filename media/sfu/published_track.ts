@@ -1,25 +1,28 @@
 /**
- * One track an SFU participant publishes: its RTP is forwarded as it came to each subscriber's
- * send path (no depacketizing), subscribers' keyframe requests go to the publisher (rate
- * limited), their NACKs are answered from one packet cache, and the publisher's sender reports
- * are passed on for lip sync. Each simulcast layer (rid) is measured for `/sfu/stats`.
- *
- * Simulcast seam: every subscriber gets the first layer the publisher offers (the SDK's "h",
- * its full resolution). The per-subscriber layer switcher (media/rtp/simulcast_*) takes the
- * place of `#forwarded` below: `Subscription.layer` names the layer a subscriber gets.
+ * One track an SFU participant publishes and its subscribers. RTP is forwarded without
+ * depacketizing: a track without simulcast goes to each subscriber's send path as it came; a
+ * simulcast track's layers (rids, ordered lowest first) are measured by one LayerMonitor and
+ * each subscriber gets one layer through its own SimulcastSwitch (one continuous stream under
+ * its SSRC, switching at keyframes) chosen by its LayerChoice (changeQuality cap, receiver
+ * report loss, the layers alive). Keyframe requests go to the publisher per layer (rate
+ * limited), NACKs are answered from per-layer packet caches, the publisher's sender reports
+ * are passed on for lip sync.
  */
-import type { MediaStreamTrack, RtcpPacket, RTCRtpTransceiver, RtpPacket } from "werift";
-import { RtcpSrPacket } from "werift";
+import { Buffer } from "node:buffer";
+import type { MediaStreamTrack, RtcpPacket, RTCRtpTransceiver } from "werift";
+import { RtcpSrPacket, RtpHeader, RtpPacket } from "werift";
 import type { NegotiatedCodec } from "../protocols/webrtc/codecs.ts";
 import { PacketCache } from "../protocols/webrtc/packet_cache.ts";
 import type { RetransmitBudget } from "../protocols/webrtc/retransmit_budget.ts";
 import type { RtpSendPath } from "../protocols/webrtc/send_path.ts";
-import { TrackMeter } from "../protocols/webrtc/track_meter.ts";
+import { LayerChoice, orderRids } from "../rtp/layer_choice.ts";
+import { LayerMonitor, type LayerReport } from "../rtp/layer_monitor.ts";
+import { SimulcastSwitch } from "../rtp/simulcast_switch.ts";
 
-/** Shortest time between two keyframe requests sent to the publisher, in milliseconds. */
+/** Shortest time between two keyframe requests sent for one layer, in milliseconds. */
 export const sfuPliMinIntervalMs = 250;
 /** A layer without a packet for this long is reported not alive, in milliseconds. */
-export const aliveWindowMs = 2000;
+export const aliveWindowMs = 1000;
 
 /** What the room tells about a track (ADD_TRACKS, REMOVE_TRACKS, MUTE_TRACKS). */
 export interface TrackInfo {
@@ -34,19 +37,147 @@ export interface TrackInfo {
   readonly creationTime: number;
 }
 
-/** One encoding the publisher sends: a simulcast layer, or the track's only one. */
-export interface Layer {
-  /** rid of the layer; null for a track without simulcast. */
-  readonly rid: string | null;
-  readonly meter: TrackMeter;
-  ssrc?: number;
+/** Feedback the track got from its subscribers, for `/sfu/stats` feedbackStats. */
+export interface TrackFeedback {
+  nacks: number;
+  plis: number;
+  retransmitted: number;
 }
 
 /** A subscriber's attachment to a published track. */
-export interface Subscription {
+export class Subscription {
   readonly path: RtpSendPath;
-  /** rid of the layer forwarded to this subscriber; null for a track without layers. */
-  layer: string | null;
+  /** The subscriber asked not to receive the track (muteRemoteTrack). */
+  muted = false;
+  readonly #track: PublishedTrack;
+  /** Present for a simulcast track: the subscriber's layer switch and choice. */
+  readonly #switch?: SimulcastSwitch;
+  readonly #choice?: LayerChoice;
+  /** One reused packet for what the switch rewrote (the send path reads it at once). */
+  readonly #out = new RtpPacket(new RtpHeader(), Buffer.alloc(0));
+
+  constructor(track: PublishedTrack, path: RtpSendPath) {
+    this.#track = track;
+    this.path = path;
+    const codec = track.codec.codec;
+    if (track.layers.length > 1 && (codec === "H264" || codec === "VP8")) {
+      this.#switch = new SimulcastSwitch({
+        codec,
+        ssrc: path.ssrc,
+        requestKeyframe: (layer) => track.requestLayerKeyframe(layer),
+      });
+      this.#choice = new LayerChoice(track.layers.length);
+    }
+  }
+
+  /** rid of the layer forwarded (null for a track without layers or before the first one). */
+  get layer(): string | null {
+    const forwarded = this.#switch?.layer ?? -1;
+    return forwarded < 0 ? null : this.#track.layers[forwarded];
+  }
+
+  /** Whether the subscriber gets one of several layers. */
+  get switchable(): boolean {
+    return this.#switch !== undefined;
+  }
+
+  /** Caps the layer at `rid` (changeQuality); false when the track has no such layer. */
+  setQuality(rid: string): boolean {
+    const layer = this.#track.layers.indexOf(rid);
+    if (layer < 0 || !this.#choice) return false;
+    this.#choice.setCap(layer);
+    this.choose(performance.now());
+    return true;
+  }
+
+  /** Caps the layer at index `sid`, 0 the lowest (changeSid); false without layers. */
+  setSpatial(sid: number): boolean {
+    if (!this.#choice) return false;
+    this.#choice.setCap(sid);
+    this.choose(performance.now());
+    return true;
+  }
+
+  /** Caps VP8 temporal layers at `tid` (changeTid); false without layers. */
+  setTemporal(tid: number): boolean {
+    if (!this.#switch) return false;
+    this.#switch.selectTemporal(tid);
+    return true;
+  }
+
+  /** Re-chooses the layer from the cap, the feedback and the layers alive now. */
+  choose(nowMs: number, alive?: boolean[], kbps?: number[]): void {
+    if (!this.#switch || !this.#choice) return;
+    const monitor = this.#track.monitor;
+    const layer = this.#choice.choose(
+      alive ?? monitor.aliveLayers(nowMs),
+      kbps ?? monitor.bitratesKbps(nowMs),
+      nowMs,
+    );
+    if (layer >= 0) this.#switch.select(layer, nowMs);
+  }
+
+  /** A receiver report of the subscriber: its fraction lost (0-255) of this track. */
+  onLoss(fractionLost: number): void {
+    this.#choice?.onLoss(fractionLost / 256, performance.now());
+  }
+
+  /** The subscriber asked for a keyframe (PLI or FIR). */
+  keyframeNeeded(): void {
+    this.#track.feedback.plis++;
+    if (this.#switch) this.#switch.keyframeNeeded(performance.now());
+    else this.#track.requestLayerKeyframe(0);
+  }
+
+  /** Resends cached packets the subscriber reported lost, as far as its budget allows. */
+  retransmit(sequenceNumbers: readonly number[], budget: RetransmitBudget): void {
+    const track = this.#track;
+    track.feedback.nacks++;
+    const nowMs = performance.now();
+    for (const seq of sequenceNumbers) {
+      const packet = this.#switch
+        ? this.#rewritten(this.#switch.retransmission(seq, (l, s) => track.cached(l, s)))
+        : track.cached(0, seq);
+      if (!packet || !budget.take(nowMs)) continue;
+      this.path.send(packet);
+      track.feedback.retransmitted++;
+    }
+  }
+
+  /** Takes one packet of the publisher's `layer`. */
+  forward(layer: number, packet: RtpPacket, nowMs: number): void {
+    if (this.muted) return;
+    if (!this.#switch) {
+      if (layer === 0) this.path.send(packet);
+      return;
+    }
+    const out = this.#rewritten(this.#switch.forward(layer, packet, nowMs));
+    if (out) this.path.send(out);
+  }
+
+  /** Passes on the publisher's sender report of `layer` when that layer is forwarded. */
+  senderReport(layer: number, ntpTimestamp: bigint, rtpTimestamp: number): void {
+    if (!this.#switch) {
+      if (layer === 0) this.path.sendSenderReport(ntpTimestamp, rtpTimestamp);
+    } else if (this.#switch.layer === layer) {
+      const timestamp = (rtpTimestamp + this.#switch.timestampOffset) >>> 0;
+      this.path.sendSenderReport(ntpTimestamp, timestamp);
+    }
+  }
+
+  #rewritten(
+    forwarded: ReturnType<SimulcastSwitch["forward"]>,
+  ): RtpPacket | undefined {
+    if (!forwarded) return undefined;
+    const out = this.#out;
+    out.header.sequenceNumber = forwarded.sequenceNumber;
+    out.header.timestamp = forwarded.timestamp;
+    out.header.marker = forwarded.marker;
+    const p = forwarded.payload;
+    // A rewritten VP8 payload is a view of the switch's scratch buffer.
+    out.payload = Buffer.isBuffer(p) ? p : Buffer.from(p.buffer, p.byteOffset, p.length);
+    return out;
+  }
 }
 
 /** A published track of an SFU participant and its subscribers. */
@@ -55,29 +186,33 @@ export class PublishedTrack {
   readonly codec: NegotiatedCodec;
   /** mid of the track in the publisher's own peer connection. */
   readonly mid: string;
-  readonly layers: readonly Layer[];
-  readonly #cache = new PacketCache();
+  /** rids of the layers, lowest quality first; one null layer without simulcast. */
+  readonly layers: readonly (string | null)[];
+  /** Liveness, rates and picture size of each layer. */
+  readonly monitor: LayerMonitor;
+  readonly feedback: TrackFeedback = { nacks: 0, plis: 0, retransmitted: 0 };
+  /** SSRC of each layer, learnt from its packets. */
+  readonly #ssrcs: (number | undefined)[];
+  readonly #caches: PacketCache[];
+  readonly #lastPliMs: number[];
   readonly #subscriptions: Subscription[] = [];
   readonly #transceiver: RTCRtpTransceiver;
-  /** The layer every subscriber gets until layers are switched per subscriber. */
-  readonly #forwarded: Layer;
-  #lastPliMs = -Infinity;
   #closed = false;
 
   constructor(info: TrackInfo, codec: NegotiatedCodec, transceiver: RTCRtpTransceiver) {
     this.info = info;
     this.codec = codec;
     this.mid = transceiver.mid ?? "";
-    const rids = info.quality.length > 0 ? info.quality : [null];
-    this.layers = rids.map((rid) => ({
-      rid,
-      meter: new TrackMeter(codec.codec, codec.params.payloadType),
-    }));
-    this.#forwarded = this.layers[0];
+    this.layers = info.quality.length > 0 ? orderRids(info.quality) : [null];
+    const count = this.layers.length;
+    this.monitor = new LayerMonitor(codec.codec, codec.params.payloadType, count, aliveWindowMs);
+    this.#ssrcs = new Array(count).fill(undefined);
+    this.#caches = this.layers.map(() => new PacketCache());
+    this.#lastPliMs = new Array(count).fill(-Infinity);
     this.#transceiver = transceiver;
     // werift may create the remote track while applying the offer, before this runs.
     const listen = (track: MediaStreamTrack) => {
-      const layer = this.layers.find((l) => l.rid === (track.rid ?? null)) ?? this.layers[0];
+      const layer = Math.max(0, this.layers.indexOf(track.rid ?? null));
       track.onReceiveRtp.subscribe((rtp) => this.#onRtp(layer, rtp));
     };
     transceiver.receiver.tracks.forEach(listen);
@@ -90,27 +225,23 @@ export class PublishedTrack {
     return this.codec.kind;
   }
 
-  /** Counters of the forwarded layer (NACKs, PLIs, rates). */
-  get meter(): TrackMeter {
-    return this.#forwarded.meter;
-  }
-
-  /** Whether `layer` (the forwarded one by default) had packets within `aliveWindowMs`. */
-  alive(layer: Layer = this.#forwarded): boolean {
-    const last = layer.meter.lastPacketMs;
-    return last > 0 && performance.now() - last < aliveWindowMs;
-  }
-
   /** Subscriptions attached. */
   get subscriptions(): readonly Subscription[] {
     return this.#subscriptions;
   }
 
-  /** Starts forwarding to `path`; a video subscriber gets a keyframe soon. */
+  /** What is measured of each layer, lowest first. */
+  report(nowMs = performance.now()): LayerReport[] {
+    return this.monitor.report(nowMs);
+  }
+
+  /** Starts forwarding to `path`; a video subscriber gets a keyframe of its layer soon. */
   subscribe(path: RtpSendPath): Subscription {
-    const subscription: Subscription = { path, layer: this.#forwarded.rid };
+    const subscription = new Subscription(this, path);
     this.#subscriptions.push(subscription);
-    if (this.kind === "video") this.requestKeyframe();
+    // Chosen now, so the keyframe asked for is of the subscriber's layer.
+    if (subscription.switchable) subscription.choose(performance.now());
+    else if (this.kind === "video") this.requestLayerKeyframe(0);
     return subscription;
   }
 
@@ -120,52 +251,65 @@ export class PublishedTrack {
     if (i >= 0) this.#subscriptions.splice(i, 1);
   }
 
-  /** Asks for a keyframe of the forwarded layer (PLI), at most once per `sfuPliMinIntervalMs`. */
+  /**
+   * Re-chooses every subscriber's layer (the room's timer); returns the layers' liveness when
+   * it changed since the last call (what TRACK_QUALITY_STATE tells), else undefined.
+   */
+  tick(nowMs: number): boolean[] | undefined {
+    if (this.layers.length < 2 || this.#closed) return undefined;
+    const alive = this.monitor.aliveLayers(nowMs);
+    const kbps = this.monitor.bitratesKbps(nowMs);
+    for (const s of this.#subscriptions) s.choose(nowMs, alive, kbps);
+    return this.monitor.changes(nowMs);
+  }
+
+  /** Asks every subscriber's layer for a keyframe (the track was unmuted). */
   requestKeyframe(): void {
+    if (this.kind !== "video") return;
+    for (const s of this.#subscriptions) s.keyframeNeeded();
+    if (this.#subscriptions.length === 0) this.requestLayerKeyframe(0);
+  }
+
+  /** Asks the publisher for a keyframe of `layer` (PLI), at most once per `sfuPliMinIntervalMs`. */
+  requestLayerKeyframe(layer: number): void {
     const nowMs = performance.now();
-    const ssrc = this.#forwarded.ssrc;
+    const ssrc = this.#ssrcs[layer];
     if (this.#closed || ssrc === undefined) return;
-    if (nowMs - this.#lastPliMs < sfuPliMinIntervalMs) return;
-    this.#lastPliMs = nowMs;
-    this.meter.plis++;
+    if (nowMs - this.#lastPliMs[layer] < sfuPliMinIntervalMs) return;
+    this.#lastPliMs[layer] = nowMs;
     this.#transceiver.receiver.sendRtcpPLI(ssrc).catch(() => {});
   }
 
-  /** Resends cached packets a subscriber reported lost, as far as its budget allows. */
-  retransmit(path: RtpSendPath, sequenceNumbers: readonly number[], budget: RetransmitBudget) {
-    this.meter.nacks++;
-    const nowMs = performance.now();
-    for (const seq of sequenceNumbers) {
-      const packet = this.#cache.get(seq);
-      if (!packet || !budget.take(nowMs)) continue;
-      path.send(packet);
-      this.meter.retransmitted++;
-    }
+  /** The publisher's packet of `layer` with `sequenceNumber`, if still cached. */
+  cached(layer: number, sequenceNumber: number): RtpPacket | undefined {
+    return this.#caches[layer]?.get(sequenceNumber);
   }
 
   /** Stops forwarding to everyone (the publisher left or removed the track). */
   close(): void {
     this.#closed = true;
     this.#subscriptions.length = 0;
-    this.#cache.clear();
+    for (const cache of this.#caches) cache.clear();
   }
 
-  #onRtp(layer: Layer, packet: RtpPacket): void {
+  #onRtp(layer: number, packet: RtpPacket): void {
     // Padding-only packets are bandwidth probes: nothing to forward.
     if (this.#closed || packet.payload.length === 0) return;
-    layer.ssrc ??= packet.header.ssrc;
-    layer.meter.add(packet, performance.now());
-    if (layer !== this.#forwarded) return;
-    if (this.kind === "video") this.#cache.put(packet);
+    const nowMs = performance.now();
+    this.#ssrcs[layer] = packet.header.ssrc;
+    this.monitor.add(layer, packet, nowMs);
+    if (this.kind === "video") this.#caches[layer].put(packet);
     // A muted track is not forwarded (the publisher may keep sending black frames).
     if (this.info.mute) return;
     const subscriptions = this.#subscriptions;
-    for (let i = 0; i < subscriptions.length; i++) subscriptions[i].path.send(packet);
+    for (let i = 0; i < subscriptions.length; i++) subscriptions[i].forward(layer, packet, nowMs);
   }
 
   #onRtcp(rtcp: RtcpPacket): void {
-    if (!(rtcp instanceof RtcpSrPacket) || rtcp.ssrc !== this.#forwarded.ssrc) return;
+    if (!(rtcp instanceof RtcpSrPacket)) return;
+    const layer = this.#ssrcs.indexOf(rtcp.ssrc);
+    if (layer < 0) return;
     const { ntpTimestamp, rtpTimestamp } = rtcp.senderInfo;
-    for (const s of this.#subscriptions) s.path.sendSenderReport(ntpTimestamp, rtpTimestamp);
+    for (const s of this.#subscriptions) s.senderReport(layer, ntpTimestamp, rtpTimestamp);
   }
 }

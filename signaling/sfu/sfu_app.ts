@@ -1,6 +1,7 @@
 /**
  * The SFU SDK's protocol (appKey `sfuApp`, WCS's SFU): `joinRoom`, `updateRoomState`,
- * `leaveRoom`, `destroyRoom`, `evictParticipant`, `muteTrack` and `changeQuality` of a session
+ * `leaveRoom`, `destroyRoom`, `evictParticipant`, `muteTrack`, `muteRemoteTrack`,
+ * `changeQuality`, `changeSid` and `changeTid` of a session
  * connected with that appKey act on the SFU rooms; every answer and room event is an
  * `sfuCallback` message `{type, roomId, internalMessageId?, ...}`. A refusal is
  * `OPERATION_FAILED {operation, error, info}` with WCS's error string and the request's
@@ -51,7 +52,25 @@ const muteRequest = z.looseObject({
   mute: z.boolean(),
   internalMessageId: text,
 });
-const qualityRequest = z.looseObject({ roomId: z.string().min(1), internalMessageId: text });
+const qualityRequest = z.looseObject({
+  roomId: z.string().min(1),
+  id: z.string(),
+  quality: z.string().nullish(),
+  tid: z.number().int().min(0).nullish(),
+  internalMessageId: text,
+});
+const sidRequest = z.looseObject({
+  roomId: z.string().min(1),
+  id: z.string(),
+  sid: z.number().int().min(0),
+  internalMessageId: text,
+});
+const tidRequest = z.looseObject({
+  roomId: z.string().min(1),
+  id: z.string(),
+  tid: z.number().int().min(0),
+  internalMessageId: text,
+});
 
 /** Sessions whose end already removes them from their rooms. */
 const leavingOnEnd = new WeakSet<SignalingSession>();
@@ -205,9 +224,37 @@ async function handleChangeQuality(
 ) {
   await Promise.resolve();
   const request = parsePayload(qualityRequest, payload);
-  membership(session, request.roomId, "CHANGE_QUALITY", ctx);
-  // Every subscriber gets the first layer until the per-subscriber switcher is wired in.
-  throw new SfuOperationFailed("CHANGE_QUALITY", "Layer switching is not supported yet");
+  const { room, participant } = membership(session, request.roomId, "CHANGE_QUALITY", ctx);
+  room.changeQuality(participant, request.id, request.quality, request.tid);
+  ack(session, request.roomId, request.internalMessageId);
+}
+
+async function handleChangeSid(session: SignalingSession, payload: unknown, ctx: SignalingContext) {
+  await Promise.resolve();
+  const request = parsePayload(sidRequest, payload);
+  const { room, participant } = membership(session, request.roomId, "CHANGE_SID", ctx);
+  room.changeSid(participant, request.id, request.sid);
+  ack(session, request.roomId, request.internalMessageId);
+}
+
+async function handleChangeTid(session: SignalingSession, payload: unknown, ctx: SignalingContext) {
+  await Promise.resolve();
+  const request = parsePayload(tidRequest, payload);
+  const { room, participant } = membership(session, request.roomId, "CHANGE_TID", ctx);
+  room.changeTid(participant, request.id, request.tid);
+  ack(session, request.roomId, request.internalMessageId);
+}
+
+async function handleMuteRemote(
+  session: SignalingSession,
+  payload: unknown,
+  ctx: SignalingContext,
+) {
+  await Promise.resolve();
+  const request = parsePayload(muteRequest, payload);
+  const { room, participant } = membership(session, request.roomId, "MUTE_REMOTE_TRACK", ctx);
+  room.muteRemote(participant, request.id, request.mute);
+  ack(session, request.roomId, request.internalMessageId);
 }
 
 /** Registers the SFU SDK's requests. */
@@ -219,4 +266,7 @@ export function registerSfuApp(handlers: HandlerTable): void {
   handlers.register("evictParticipant", sfuHandler("EVICT_PARTICIPANT", handleEvict));
   handlers.register("muteTrack", sfuHandler("MUTE_TRACKS", handleMute));
   handlers.register("changeQuality", sfuHandler("CHANGE_QUALITY", handleChangeQuality));
+  handlers.register("changeSid", sfuHandler("CHANGE_SID", handleChangeSid));
+  handlers.register("changeTid", sfuHandler("CHANGE_TID", handleChangeTid));
+  handlers.register("muteRemoteTrack", sfuHandler("MUTE_REMOTE_TRACK", handleMuteRemote));
 }

@@ -12,6 +12,8 @@ import {
   RTCRtpCodecParameters,
   RtpHeader,
   RtpPacket,
+  useSdesMid,
+  useSdesRTPStreamId,
 } from "werift";
 import { Buffer } from "node:buffer";
 import { WcsClient } from "./wcs_client.ts";
@@ -56,7 +58,7 @@ export class SfuClient {
   #pump: Promise<void>;
   #wake?: () => void;
 
-  private constructor(ws: WcsClient, nickname: string) {
+  private constructor(ws: WcsClient, nickname: string, simulcast: boolean) {
     this.ws = ws;
     this.nickname = nickname;
     this.pc = new RTCPeerConnection({
@@ -80,7 +82,11 @@ export class SfuClient {
           }),
         ],
       },
-      headerExtensions: { video: [], audio: [] },
+      // A simulcast publisher's layers are told apart by their rid header extension.
+      headerExtensions: {
+        video: simulcast ? [useSdesMid(), useSdesRTPStreamId()] : [],
+        audio: [],
+      },
     });
     this.pc.onTrack.subscribe((track: RemoteTrack) => {
       const transceiver = this.pc.getTransceivers().find((t) => t.receiver.tracks.includes(track));
@@ -99,13 +105,14 @@ export class SfuClient {
 
   /**
    * Connects as the SDK does: appKey sfuApp, `authToken: null`, custom nickname and room.
-   * `autoPong: false` makes a client whose network went silent.
+   * `autoPong: false` makes a client whose network went silent; `simulcast` negotiates the
+   * mid and rid header extensions a simulcast transceiver needs.
    */
   static async connect(
     url: string,
     nickname: string,
     room: string,
-    options: { autoPong?: boolean } = {},
+    options: { autoPong?: boolean; simulcast?: boolean } = {},
   ): Promise<SfuClient> {
     const { client } = await WcsClient.connect(url, {
       appKey: "sfuApp",
@@ -117,7 +124,7 @@ export class SfuClient {
       clientBrowserVersion: "sfu_client (Deno)",
       custom: { nickname, roomName: room },
     }, { autoPong: options.autoPong });
-    return new SfuClient(client, nickname);
+    return new SfuClient(client, nickname, options.simulcast ?? false);
   }
 
   /** Adds sendonly video (content camera) and audio (content mic) and starts sending. */
