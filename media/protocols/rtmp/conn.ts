@@ -132,11 +132,7 @@ export class RtmpConn {
    * ParseError.
    */
   async *messages(): AsyncGenerator<RtmpMessage> {
-    if (this.#pending.length > 0) {
-      const first = this.#pending;
-      this.#pending = noBytes;
-      yield* this.#handle(this.#reader.push(first));
-    }
+    yield* this.#handle(this.#takePending());
     for (;;) {
       let n: number | null;
       try {
@@ -164,6 +160,17 @@ export class RtmpConn {
         }).catch(() => {});
       }
     }
+  }
+
+  /**
+   * The messages in the bytes read past the handshake. The handshake's buffer is let go (not
+   * held in this generator's frame either): an empty view of it kept its 1.5 KiB for the
+   * connection's life.
+   */
+  #takePending(): RtmpMessage[] {
+    const pending = this.#pending;
+    this.#pending = noBytes;
+    return pending.length > 0 ? this.#reader.push(pending) : [];
   }
 
   *#handle(messages: RtmpMessage[]): Generator<RtmpMessage> {
