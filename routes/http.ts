@@ -243,6 +243,7 @@ class PayloadTooLargeError extends MediaServerError {
 
 /** True for `application/json`, optionally with a UTF-8 charset parameter. */
 function isJsonUtf8(contentType: string): boolean {
+  if (contentType === "application/json") return true; // what nearly every client sends
   const [type, ...params] = contentType.split(";").map((p) => p.trim().toLowerCase());
   if (type !== "application/json") return false;
   return params.every((p) => {
