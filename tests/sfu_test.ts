@@ -411,7 +411,8 @@ Deno.test({
       mallory.addMedia();
       await alice.join("silent", "1");
       await mallory.join("silent", "1");
-      await receives(alice, await announced(alice, "mallory"));
+      // Told of Mallory's tracks (waiting for their RTP too raced the timeout on a loaded machine).
+      await announced(alice, "mallory");
       const startMs = Date.now();
       // Mallory answers no ping from the start: the server ends its session within
       // probes × intervalMs of its connection, and the room removes it.
@@ -483,8 +484,14 @@ Deno.test({
           );
         });
       });
+      // The subscriber publishes too: the server's offers to the publisher must keep its layers.
+      sub.addMedia();
       await sub.join("sim", "1");
       const [video] = await announced(sub, "pub", 1);
+      const reOffer = await pub.waitFor((e) =>
+        e.type === "REMOTE_SDP" && (e.info as { type: string }).type === "offer"
+      );
+      assert.match((reOffer.info as { sdp: string }).sdp, /a=simulcast:recv h;m;l/);
       assert.deepEqual((video as TrackInfo & { quality: string[] }).quality, rids);
       const qualityState = await sub.waitFor((e) => e.type === "TRACK_QUALITY_STATE");
       const told = (qualityState.info as { tracks: { mid: string; quality: unknown[] }[] }).tracks;
@@ -523,6 +530,21 @@ Deno.test({
       const upMs = await change("h", 640);
       console.log(`changeQuality l: ${downMs} ms, back to h: ${upMs} ms (GOP 1 s)`);
       assert.ok(downMs <= 2000 && upMs <= 2000, `${downMs} ms, ${upMs} ms`);
+      // changeSid names the layer by index (1: "m") and the track by its mid here.
+      const sid = sub.request("changeSid", { roomId: "sim", id: video.mid, sid: 1 });
+      await sub.result(sid, "ACK");
+      await sub.until(() => meter.width === 320, "decoding width 320", 5000);
+      assert.equal(await layerOf(), "m send");
+      // muteRemoteTrack stops this subscriber's video; unmuting resumes it.
+      const muted = sub.request("muteRemoteTrack", { roomId: "sim", id: video.mid, mute: true });
+      await sub.result(muted, "ACK");
+      await new Promise((r) => setTimeout(r, 200));
+      const packetsMuted = meter.packets;
+      await new Promise((r) => setTimeout(r, 500));
+      assert.equal(meter.packets, packetsMuted, "nothing forwarded while muted");
+      const unmuted = sub.request("muteRemoteTrack", { roomId: "sim", id: video.mid, mute: false });
+      await sub.result(unmuted, "ACK");
+      await sub.until(() => meter.packets > packetsMuted + 20, "forwarding again", 5000);
       // A quality the track does not have is refused, the layer kept.
       const bad = sub.request("changeQuality", { roomId: "sim", id: video.id, quality: "x" });
       assert.deepEqual(failure(await sub.waitFor((e) => e.internalMessageId === bad)), {
@@ -553,7 +575,7 @@ Deno.test({
         ...["frame=width,height", "-of", "csv=p=0", file],
       ])).out.split("\n").flatMap((line) => /^\d+,\d+/.exec(line) ?? []);
       const runs = sizes.filter((size, i) => size !== sizes[i - 1]);
-      assert.deepEqual(runs, ["640,360", "160,90", "640,360"]);
+      assert.deepEqual(runs, ["640,360", "160,90", "640,360", "320,180"]);
     } finally {
       publishing?.stop();
       await Promise.allSettled(clients.map((c) => c.close()));

@@ -248,10 +248,7 @@ export class SfuRoom {
   muteRemote(participant: SfuParticipant, id: string, mute: boolean): void {
     const track = participant.peer.deliveredTrack(id);
     if (!track) throw new SfuOperationFailed("MUTE_REMOTE_TRACK", sfuErrors.noSuchTrack);
-    participant.peer.configure(track, (s) => {
-      s.muted = mute;
-      if (!mute && track.kind === "video") s.keyframeNeeded();
-    });
+    participant.peer.configure(track, (s) => s.setMuted(mute));
   }
 
   /** A delivered track with simulcast layers, else SfuOperationFailed for `operation`. */

@@ -181,6 +181,17 @@ export class SimulcastSwitch {
   }
 
   /**
+   * Forwards nothing more until the next keyframe of the chosen layer, asked for now: the
+   * subscriber missed packets (it paused the track), which its decoder must not reference.
+   */
+  restart(nowMs: number): void {
+    if (this.#target < 0) return;
+    this.#current = -1;
+    this.#requestedAtMs = -Infinity;
+    this.#maybeRequest(nowMs);
+  }
+
+  /**
    * Caps VP8 temporal layers at `tid` (0 = base only). Lowering applies at the next frame;
    * raising waits for a frame that may be decoded without the dropped ones (layer sync or
    * keyframe).

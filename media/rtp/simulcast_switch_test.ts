@@ -294,3 +294,21 @@ Deno.test("a retransmission is the packet as it was sent; earlier layers' packet
   assert.equal(sw.retransmission(sent[0].sequenceNumber, packetOf), undefined, "low layer");
   assert.equal(sw.retransmission(last.sequenceNumber, () => undefined), undefined, "not cached");
 });
+
+Deno.test("after a restart the layer resumes at its next keyframe, sequence continuous", () => {
+  const { sw, requests, sent, feed } = harness();
+  const low = new Layer(100, 0);
+  sw.select(0, 0);
+  feed(0, low.frame(true), 0);
+  feed(0, low.frame(false), 33);
+  const before = sent.length;
+  sw.restart(40);
+  assert.deepEqual(requests, [0, 0], "a keyframe asked for at once");
+  low.frame(false); // missed while paused
+  feed(0, low.frame(false), 100);
+  assert.equal(sent.length, before, "no delta frame before the keyframe");
+  feed(0, low.frame(true), 133);
+  assert.equal(sent.length, before + 2);
+  assertContinuous(sent);
+  assert.equal(sw.layer, 0);
+});

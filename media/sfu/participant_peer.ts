@@ -148,6 +148,14 @@ export class ParticipantPeer {
           const known = this.#publishedMids.has(section.mid);
           if (sends) {
             transceiver.setDirection("recvonly");
+            // Our later offers must keep receiving the layers: an offer without them makes
+            // the browser send its first encoding only.
+            if (section.rids.length > 0) {
+              transceiver.options.simulcast = section.rids.map((rid) => ({
+                rid,
+                direction: "recv" as const,
+              }));
+            }
             const codec = this.#negotiated(transceiver);
             if (!known && codec) {
               this.#publishedMids.add(section.mid);
@@ -342,7 +350,9 @@ export class ParticipantPeer {
       ? feedback.fir.map((entry) => entry.ssrc)
       : [feedback.mediaSsrc];
     for (const r of this.#receiving.values()) {
-      if (ssrcs.includes(r.transceiver.sender.ssrc)) r.subscription?.keyframeNeeded();
+      if (!ssrcs.includes(r.transceiver.sender.ssrc)) continue;
+      r.track.feedback.plis++;
+      r.subscription?.keyframeNeeded();
     }
   }
 

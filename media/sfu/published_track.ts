@@ -47,14 +47,13 @@ export interface TrackFeedback {
 /** A subscriber's attachment to a published track. */
 export class Subscription {
   readonly path: RtpSendPath;
-  /** The subscriber asked not to receive the track (muteRemoteTrack). */
-  muted = false;
   readonly #track: PublishedTrack;
   /** Present for a simulcast track: the subscriber's layer switch and choice. */
   readonly #switch?: SimulcastSwitch;
   readonly #choice?: LayerChoice;
   /** One reused packet for what the switch rewrote (the send path reads it at once). */
   readonly #out = new RtpPacket(new RtpHeader(), Buffer.alloc(0));
+  #muted = false;
 
   constructor(track: PublishedTrack, path: RtpSendPath) {
     this.#track = track;
@@ -74,6 +73,20 @@ export class Subscription {
   get layer(): string | null {
     const forwarded = this.#switch?.layer ?? -1;
     return forwarded < 0 ? null : this.#track.layers[forwarded];
+  }
+
+  /** The subscriber asked not to receive the track (muteRemoteTrack). */
+  get muted(): boolean {
+    return this.#muted;
+  }
+
+  /** Stops or resumes forwarding; a video resumes at a keyframe. */
+  setMuted(muted: boolean): void {
+    if (muted === this.#muted) return;
+    this.#muted = muted;
+    if (muted || this.#track.kind !== "video") return;
+    if (this.#switch) this.#switch.restart(performance.now());
+    else this.#track.requestLayerKeyframe(0);
   }
 
   /** Whether the subscriber gets one of several layers. */
@@ -122,9 +135,8 @@ export class Subscription {
     this.#choice?.onLoss(fractionLost / 256, performance.now());
   }
 
-  /** The subscriber asked for a keyframe (PLI or FIR). */
+  /** The subscriber needs a keyframe (its PLI or FIR, or it unmuted the track). */
   keyframeNeeded(): void {
-    this.#track.feedback.plis++;
     if (this.#switch) this.#switch.keyframeNeeded(performance.now());
     else this.#track.requestLayerKeyframe(0);
   }
@@ -146,7 +158,7 @@ export class Subscription {
 
   /** Takes one packet of the publisher's `layer`. */
   forward(layer: number, packet: RtpPacket, nowMs: number): void {
-    if (this.muted) return;
+    if (this.#muted) return;
     if (!this.#switch) {
       if (layer === 0) this.path.send(packet);
       return;

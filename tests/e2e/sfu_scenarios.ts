@@ -1,9 +1,10 @@
 /**
  * The SFU SDK (../shared/peers/sfusdk/sfusdk.js, WCS's `@flashphoner/sfusdk`) in three
  * Chromium pages joining one room with the fake camera and microphone (the third offering three
- * simulcast layers, of which one encoding is taken for now): each page decodes the
- * other two participants' video (size known, frames advancing) and audio (samples decoded),
- * `/sfu/stats` lists the three with their measured tracks, a leave removes the leaver's tracks
+ * simulcast layers): each page decodes the other two participants' video (size known, frames
+ * advancing) and audio (samples decoded), `/sfu/stats` lists the three with their measured
+ * tracks, `changeQuality` of one subscriber moves its decoded size to the low layer and back
+ * (TRACK_QUALITY_STATE told it which layers are alive), a leave removes the leaver's tracks
  * from the others. Runs inside a loopback-only network namespace as root; `sfu_test.ts`
  * re-executes this file there.
  */
@@ -92,8 +93,7 @@ Deno.test("SFU SDK in Chromium: three participants in one room", async (t) => {
         pin,
       );
       assert.equal(first.owner, true);
-      // Carol offers three simulcast layers; until layers are switched per subscriber the
-      // server takes one encoding, which the others decode like any track.
+      // Carol offers three simulcast layers; each subscriber gets the highest one alive.
       const simulcast = [
         { rid: "h", maxBitrate: 900_000 },
         { rid: "m", maxBitrate: 300_000, scaleResolutionDownBy: 2 },
@@ -118,10 +118,13 @@ Deno.test("SFU SDK in Chromium: three participants in one room", async (t) => {
 
     await t.step("/sfu/stats lists the three with measured tracks and carol's layers", async () => {
       type Track = Record<string, unknown>;
-      /** The video track of a participant: plain, or the forwarded "h" layer of a composite. */
+      /** The video track of a participant: plain, or the top layer alive of a composite. */
       const videoOf = (tracks: Track[]) => {
         const composite = tracks.find((t) => t.composite === true);
-        if (composite) return (composite.tracks as Record<string, Track>)["h send"];
+        if (composite) {
+          const layers = Object.values(composite.tracks as Record<string, Track>);
+          return layers.filter((l) => l.alive === true).at(-1) ?? layers.at(-1);
+        }
         return tracks.find((t) => t.type === "VIDEO");
       };
       const stats = await waitFor("stats with fps", async () => {
@@ -149,14 +152,78 @@ Deno.test("SFU SDK in Chromium: three participants in one room", async (t) => {
         assert.ok((audio.bitrate as number) > 0, p.nickName);
         assert.equal(Object.keys(p.incomingTracks).length, 4, `${p.nickName} receives 4 tracks`);
       }
-      // Carol's video is a composite of her three layers; the others get its "h" layer.
+      // Carol's video is a composite of her three layers, lowest first; the others get one.
       const carol = stats.participants[2].outgoingTracks.find((t) => t.composite === true)!;
-      assert.deepEqual(Object.keys(carol.tracks as object).sort(), ["h send", "l send", "m send"]);
+      assert.deepEqual(Object.keys(carol.tracks as object), ["l send", "m send", "h send"]);
       for (const p of stats.participants.slice(0, 2)) {
-        assert.equal(p.incomingTracks[carol.id as string], "h send", p.nickName);
+        assert.match(p.incomingTracks[carol.id as string] ?? "", /^[lmh] send$/, p.nickName);
         const plain = Object.entries(p.incomingTracks).filter(([id]) => id !== carol.id);
         assert.ok(plain.every(([, layer]) => layer === null), p.nickName);
       }
+    });
+
+    await t.step("changeQuality moves one subscriber to the low layer and back", async () => {
+      const quality = await call<Record<string, string[]>>(pages[0], "qualityState");
+      assert.deepEqual(quality.carol?.map((q) => q.split(":")[0]), ["l", "m", "h"]);
+      type Layer = { width: number; alive: boolean };
+      const carolStats = async () => {
+        const res = await server.post("/sfu/stats", { roomName: room });
+        const body = await res.json() as {
+          participants: {
+            nickName: string;
+            outgoingTracks: { id: string; composite?: true; tracks?: Record<string, Layer> }[];
+            incomingTracks: Record<string, string | null>;
+          }[];
+        };
+        const video = body.participants[2].outgoingTracks.find((t) => t.composite)!;
+        return { video, alice: body.participants[0].incomingTracks[video.id] };
+      };
+      // Chromium starts its top layer late without bandwidth feedback: the highest layer
+      // alive above "l" is the one to come back to.
+      const top = await waitFor("a layer above l alive", async () => {
+        const { video } = await carolStats();
+        const layers = video.tracks!;
+        const up = layers["h send"].alive ? "h" : layers["m send"].alive ? "m" : undefined;
+        const low = layers["l send"];
+        return up && low.alive && low.width > 0 && layers[`${up} send`].width > low.width
+          ? { rid: up, width: layers[`${up} send`].width, low: layers["l send"].width }
+          : undefined;
+      }, waitMs).catch(async (err) => {
+        const sent = JSON.stringify(await call(pages[2], "outbound"));
+        throw new Error(
+          `${err.message}: ${JSON.stringify((await carolStats()).video.tracks)}; carol: ${sent}`,
+        );
+      });
+      const widthAt = async () =>
+        (await call<Received>(pages[0], "received"))["carol VIDEO"]?.width ?? 0;
+      await call(pages[0], "changeQuality", "carol", top.rid);
+      await waitFor(
+        `alice decoding carol at ${top.width}`,
+        async () => await widthAt() === top.width ? true : undefined,
+        waitMs,
+      );
+      const switchTo = async (rid: string, width: number) => {
+        const startMs = performance.now();
+        assert.equal(await call(pages[0], "changeQuality", "carol", rid), true);
+        await waitFor(
+          `alice decoding carol at ${width}`,
+          async () => await widthAt() === width ? true : undefined,
+          waitMs,
+        );
+        const ms = Math.round(performance.now() - startMs);
+        assert.equal((await carolStats()).alice, `${rid} send`);
+        return ms;
+      };
+      const downMs = await switchTo("l", top.low);
+      const upMs = await switchTo(top.rid, top.width);
+      console.log(
+        `changeQuality to l: ${downMs} ms (${top.width} -> ${top.low} wide), ` +
+          `back to ${top.rid}: ${upMs} ms`,
+      );
+      assert.ok(downMs <= 2000, `switch to l took ${downMs} ms`);
+      // Bob was not asked to change: he keeps getting a layer above l.
+      const bob = await call<Received>(pages[1], "received");
+      assert.ok((bob["carol VIDEO"].width ?? 0) > top.low, JSON.stringify(bob));
     });
 
     await t.step("a leave removes the leaver's tracks from the others", async () => {
