@@ -585,3 +585,58 @@ Deno.test({
     await waitFor("every server peer closed", () => openPeerCount() === 0 ? true : undefined);
   },
 });
+
+Deno.test({
+  name: "SFU leaseTrack: a recvonly transceiver of the client receives the track it leases",
+  ...weriftSanitizers,
+  fn: async () => {
+    const server = await startTestServer();
+    const clients: SfuClient[] = [];
+    try {
+      const alice = await SfuClient.connect(server.wsUrl, "alice", "lease");
+      const bob = await SfuClient.connect(server.wsUrl, "bob", "lease");
+      clients.push(alice, bob);
+      alice.addMedia();
+      await alice.join("lease", "1");
+      // The SDK's join with predefinedTracksCount: vacant recvonly video transceivers.
+      const slot = bob.pc.addTransceiver("video", { direction: "recvonly" });
+      await bob.join("lease", "1");
+      const [video] = (await announced(bob, "alice")).filter((t) => t.type === "VIDEO");
+      await bob.until(() => bob.pc.connectionState === "connected", "bob connected");
+      const mid = slot.mid!;
+      assert.equal(bob.received.get(mid) ?? 0, 0, "a vacant slot receives nothing");
+
+      const lease = (remoteTrackId: string | null, localMid = mid) =>
+        bob.request("leaseTrack", { roomId: "lease", remoteTrackId, localMid });
+      await bob.result(lease(video.id), "ACK");
+      await bob.until(() => (bob.received.get(mid) ?? 0) >= 10, "RTP in the leased slot");
+      const incoming = (await stats(server, "lease")).participants[1].incomingTracks;
+      assert.equal(incoming[video.id], null);
+
+      // Released: the slot falls silent.
+      await bob.result(lease(null), "ACK");
+      await new Promise((r) => setTimeout(r, 200));
+      const released = bob.received.get(mid)!;
+      await new Promise((r) => setTimeout(r, 400));
+      assert.equal(bob.received.get(mid), released, "nothing after the release");
+
+      // An unknown track, a slot that is not one, and audio into a video slot are refused.
+      const refusals = [lease("no-such-track"), lease(video.id, "99")];
+      const audio = (await announced(bob, "alice")).find((t) => t.type === "AUDIO")!;
+      refusals.push(lease(audio.id));
+      const errors = [];
+      for (const id of refusals) {
+        errors.push(failure(await bob.waitFor((e) => e.internalMessageId === id)));
+      }
+      assert.deepEqual(errors, [
+        { operation: "LEASE_TRACK", error: "Track not found" },
+        { operation: "LEASE_TRACK", error: "No free transceiver for the track" },
+        { operation: "LEASE_TRACK", error: "No free transceiver for the track" },
+      ]);
+    } finally {
+      await Promise.allSettled(clients.map((c) => c.close()));
+      await server.stop();
+    }
+    await waitFor("every server peer closed", () => openPeerCount() === 0 ? true : undefined);
+  },
+});

@@ -17,6 +17,7 @@ export const sfuErrors = {
   noSuchTrack: "Track not found",
   noSuchQuality: "Quality not found",
   noLayers: "Track has no quality layers",
+  noSuchSlot: "No free transceiver for the track",
 } as const;
 
 /** An SFU operation refused with WCS's `error` string; `operation` is the SDK's Operations name. */

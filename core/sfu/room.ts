@@ -227,28 +227,45 @@ export class SfuRoom {
       if (typeof quality !== "string" || !track.layers.includes(quality)) {
         throw new SfuOperationFailed("CHANGE_QUALITY", sfuErrors.noSuchQuality);
       }
-      participant.peer.configure(track, (s) => s.setQuality(quality));
+      participant.peer.configure(id, (s) => s.setQuality(quality));
     }
-    if (typeof tid === "number") participant.peer.configure(track, (s) => s.setTemporal(tid));
+    if (typeof tid === "number") participant.peer.configure(id, (s) => s.setTemporal(tid));
   }
 
   /** Caps the layer of a delivered track at index `sid`, 0 the lowest (changeSid). */
   changeSid(participant: SfuParticipant, id: string, sid: number): void {
-    const track = this.#layeredTrack(participant, id, "CHANGE_SID");
-    participant.peer.configure(track, (s) => s.setSpatial(sid));
+    this.#layeredTrack(participant, id, "CHANGE_SID");
+    participant.peer.configure(id, (s) => s.setSpatial(sid));
   }
 
   /** Caps VP8 temporal layers of a delivered track at `tid` (changeTid). */
   changeTid(participant: SfuParticipant, id: string, tid: number): void {
-    const track = this.#layeredTrack(participant, id, "CHANGE_TID");
-    participant.peer.configure(track, (s) => s.setTemporal(tid));
+    this.#layeredTrack(participant, id, "CHANGE_TID");
+    participant.peer.configure(id, (s) => s.setTemporal(tid));
   }
 
   /** Stops or resumes forwarding a delivered track to `participant` (muteRemoteTrack). */
   muteRemote(participant: SfuParticipant, id: string, mute: boolean): void {
     const track = participant.peer.deliveredTrack(id);
     if (!track) throw new SfuOperationFailed("MUTE_REMOTE_TRACK", sfuErrors.noSuchTrack);
-    participant.peer.configure(track, (s) => s.setMuted(mute));
+    participant.peer.configure(id, (s) => s.setMuted(mute));
+  }
+
+  /**
+   * leaseTrack: the client's lease slot at `localMid` receives the track `remoteTrackId` of
+   * another participant from now on; null empties the slot.
+   */
+  lease(participant: SfuParticipant, localMid: string, remoteTrackId: string | null): void {
+    let track: PublishedTrack | undefined;
+    if (remoteTrackId !== null) {
+      for (const other of this.participants) {
+        if (other !== participant) track ??= other.trackById(remoteTrackId);
+      }
+      if (!track) throw new SfuOperationFailed("LEASE_TRACK", sfuErrors.noSuchTrack);
+    }
+    if (!participant.peer.lease(localMid, track ?? null)) {
+      throw new SfuOperationFailed("LEASE_TRACK", sfuErrors.noSuchSlot);
+    }
   }
 
   /** A delivered track with simulcast layers, else SfuOperationFailed for `operation`. */

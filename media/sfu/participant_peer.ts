@@ -62,15 +62,24 @@ export interface OfferOutcome {
   readonly stopped: string[];
 }
 
-/** One delivered track: its transceiver here and, once negotiated and connected, its path. */
-interface Receiving {
-  readonly track: PublishedTrack;
+/**
+ * A transceiver here that sends a track of another participant: one the server offered for a
+ * delivered track, or a lease slot (a recvonly transceiver the client offered, filled by
+ * leaseTrack). Once negotiated and connected it has its path.
+ */
+interface Slot {
+  track?: PublishedTrack;
   readonly transceiver: RTCRtpTransceiver;
   subscription?: Subscription;
   /** The NACK listener of the sender, dropped with the delivery. */
   nacks?: { unSubscribe(): void };
   /** Changes the client asked for before the subscription was attached, applied then. */
   readonly requested: ((subscription: Subscription) => void)[];
+}
+
+/** A delivered track (offered by the server). */
+interface Receiving extends Slot {
+  readonly track: PublishedTrack;
 }
 
 /** The codecs an SFU peer takes: Opus, H.264 (constrained baseline, mode 1) and VP8. */
@@ -89,6 +98,10 @@ export class ParticipantPeer {
   /** mids of this peer's published (receiving) transceivers. */
   readonly #publishedMids = new Set<string>();
   readonly #receiving = new Map<PublishedTrack, Receiving>();
+  /** Lease slots by their mid. */
+  readonly #leases = new Map<string, Slot>();
+  /** Transceivers of withdrawn deliveries: the client's recvonly there is no lease slot. */
+  readonly #withdrawn = new WeakSet<RTCRtpTransceiver>();
   /** Tracks to offer at the next server negotiation. */
   #pending: PublishedTrack[] = [];
   #queue: Promise<unknown> = Promise.resolve();
@@ -161,6 +174,15 @@ export class ParticipantPeer {
               this.#publishedMids.add(section.mid);
               added.push({ section, transceiver, codec });
             }
+          } else if (
+            section.direction === "recvonly" && !this.#withdrawn.has(transceiver) &&
+            !this.#isLease(transceiver)
+          ) {
+            // A lease slot (the SDK's getRemoteTrack): it sends what leaseTrack puts in it.
+            transceiver.setDirection("sendonly");
+            this.#leases.set(section.mid, { transceiver, requested: [] });
+          } else if (section.direction === "recvonly") {
+            transceiver.setDirection("sendonly");
           } else {
             transceiver.setDirection("inactive");
             if (known) {
@@ -203,9 +225,11 @@ export class ParticipantPeer {
   withdraw(track: PublishedTrack): string | undefined {
     const i = this.#pending.indexOf(track);
     if (i >= 0) this.#pending.splice(i, 1);
+    for (const slot of this.#leases.values()) if (slot.track === track) this.#release(slot);
     const receiving = this.#receiving.get(track);
     if (!receiving) return undefined;
     this.#receiving.delete(track);
+    this.#withdrawn.add(receiving.transceiver);
     if (receiving.subscription) track.unsubscribe(receiving.subscription);
     receiving.nacks?.unSubscribe();
     return receiving.transceiver.mid ?? undefined;
@@ -221,27 +245,45 @@ export class ParticipantPeer {
    * names it in lease mode), undefined when none is.
    */
   deliveredTrack(idOrMid: string): PublishedTrack | undefined {
-    for (const r of this.#receiving.values()) {
-      if (r.track.info.id === idOrMid || r.transceiver.mid === idOrMid) return r.track;
-    }
-    return undefined;
+    return this.#slotOf(idOrMid)?.track;
   }
 
   /**
-   * Applies `change` to the subscription of a delivered track: at once when it forwards
-   * already, else when it starts.
+   * Applies `change` to the subscription of the delivered track `idOrMid` (as for
+   * `deliveredTrack`): at once when it forwards already, else when it starts.
    */
-  configure(track: PublishedTrack, change: (subscription: Subscription) => void): void {
-    const receiving = this.#receiving.get(track);
-    if (!receiving) return;
-    if (receiving.subscription) change(receiving.subscription);
-    else receiving.requested.push(change);
+  configure(idOrMid: string, change: (subscription: Subscription) => void): void {
+    const slot = this.#slotOf(idOrMid);
+    if (!slot) return;
+    if (slot.subscription) change(slot.subscription);
+    else slot.requested.push(change);
+  }
+
+  /**
+   * leaseTrack: the lease slot at `mid` sends `track` from now on (null empties it). False
+   * when there is no slot at `mid` or it cannot carry the track (another kind or codec).
+   */
+  lease(mid: string, track: PublishedTrack | null): boolean {
+    const slot = this.#leases.get(mid);
+    if (!slot) return false;
+    const codec = slot.transceiver.sender.codec;
+    if (
+      track && (slot.transceiver.kind !== track.kind ||
+        (codec && codec.mimeType.toLowerCase() !== track.codec.params.mimeType.toLowerCase()))
+    ) return false;
+    this.#release(slot);
+    if (!track) return true;
+    slot.track = track;
+    this.#attachReady();
+    return true;
   }
 
   /** The tracks delivered here and the layer each one forwards (null without layers). */
   incoming(): Map<PublishedTrack, string | null> {
     const out = new Map<PublishedTrack, string | null>();
-    for (const [track, r] of this.#receiving) out.set(track, r.subscription?.layer ?? null);
+    for (const slot of this.#slots()) {
+      if (slot.track) out.set(slot.track, slot.subscription?.layer ?? null);
+    }
     return out;
   }
 
@@ -250,6 +292,7 @@ export class ParticipantPeer {
     if (this.#closed) return;
     this.#closed = true;
     for (const track of [...this.#receiving.keys()]) this.withdraw(track);
+    for (const slot of this.#leases.values()) this.#release(slot);
     this.#pending = [];
     await this.#queue.catch(() => {});
     await this.#peer.close();
@@ -297,12 +340,12 @@ export class ParticipantPeer {
   /** Starts forwarding the delivered tracks whose sender is negotiated, once connected. */
   #attachReady(): void {
     if (this.#peer.pc.connectionState !== "connected") return;
-    for (const receiving of this.#receiving.values()) {
-      if (receiving.subscription) continue;
+    for (const receiving of this.#slots()) {
+      const track = receiving.track;
+      if (receiving.subscription || !track) continue;
       const sender = receiving.transceiver.sender;
       const codec = sender.codec;
       if (!codec || this.#peer.pc.signalingState !== "stable") continue;
-      const track = receiving.track;
       const path = new WeriftSendPath(sender, codec.payloadType);
       const budget = new RetransmitBudget();
       const subscription = track.subscribe(path);
@@ -326,7 +369,7 @@ export class ParticipantPeer {
   #lossReport(rtcp: RtcpPacket): void {
     if (!(rtcp instanceof RtcpRrPacket) && !(rtcp instanceof RtcpSrPacket)) return;
     for (const report of rtcp.reports) {
-      for (const r of this.#receiving.values()) {
+      for (const r of this.#slots()) {
         if (r.transceiver.sender.ssrc === report.ssrc) r.subscription?.onLoss(report.fractionLost);
       }
     }
@@ -349,11 +392,41 @@ export class ParticipantPeer {
     const ssrcs = feedback.count === 4 && feedback.fir?.length
       ? feedback.fir.map((entry) => entry.ssrc)
       : [feedback.mediaSsrc];
-    for (const r of this.#receiving.values()) {
-      if (!ssrcs.includes(r.transceiver.sender.ssrc)) continue;
+    for (const r of this.#slots()) {
+      if (!r.track || !ssrcs.includes(r.transceiver.sender.ssrc)) continue;
       r.track.feedback.plis++;
       r.subscription?.keyframeNeeded();
     }
+  }
+
+  /** Every slot: delivered tracks, then lease slots. */
+  #slots(): Slot[] {
+    return [...this.#receiving.values(), ...this.#leases.values()];
+  }
+
+  /** The slot with a track named by `idOrMid`: a lease slot's mid, else a delivered track. */
+  #slotOf(idOrMid: string): Slot | undefined {
+    const lease = this.#leases.get(idOrMid);
+    if (lease?.track) return lease;
+    for (const r of this.#receiving.values()) {
+      if (r.track.info.id === idOrMid || r.transceiver.mid === idOrMid) return r;
+    }
+    return undefined;
+  }
+
+  /** Empties a lease slot: its track stops forwarding here. */
+  #release(slot: Slot): void {
+    if (slot.track && slot.subscription) slot.track.unsubscribe(slot.subscription);
+    slot.nacks?.unSubscribe();
+    slot.track = undefined;
+    slot.subscription = undefined;
+    slot.nacks = undefined;
+    slot.requested.length = 0;
+  }
+
+  #isLease(transceiver: RTCRtpTransceiver): boolean {
+    for (const slot of this.#leases.values()) if (slot.transceiver === transceiver) return true;
+    return false;
   }
 
   #isDelivery(transceiver: RTCRtpTransceiver): boolean {

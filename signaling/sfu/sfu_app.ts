@@ -1,7 +1,7 @@
 /**
  * The SFU SDK's protocol (appKey `sfuApp`, WCS's SFU): `joinRoom`, `updateRoomState`,
  * `leaveRoom`, `destroyRoom`, `evictParticipant`, `muteTrack`, `muteRemoteTrack`,
- * `changeQuality`, `changeSid` and `changeTid` of a session
+ * `changeQuality`, `changeSid`, `changeTid` and `leaseTrack` of a session
  * connected with that appKey act on the SFU rooms; every answer and room event is an
  * `sfuCallback` message `{type, roomId, internalMessageId?, ...}`. A refusal is
  * `OPERATION_FAILED {operation, error, info}` with WCS's error string and the request's
@@ -57,6 +57,12 @@ const qualityRequest = z.looseObject({
   id: z.string(),
   quality: z.string().nullish(),
   tid: z.number().int().min(0).nullish(),
+  internalMessageId: text,
+});
+const leaseRequest = z.looseObject({
+  roomId: z.string().min(1),
+  remoteTrackId: z.string().nullable(),
+  localMid: z.string(),
   internalMessageId: text,
 });
 const sidRequest = z.looseObject({
@@ -245,6 +251,14 @@ async function handleChangeTid(session: SignalingSession, payload: unknown, ctx:
   ack(session, request.roomId, request.internalMessageId);
 }
 
+async function handleLease(session: SignalingSession, payload: unknown, ctx: SignalingContext) {
+  await Promise.resolve();
+  const request = parsePayload(leaseRequest, payload);
+  const { room, participant } = membership(session, request.roomId, "LEASE_TRACK", ctx);
+  room.lease(participant, request.localMid, request.remoteTrackId);
+  ack(session, request.roomId, request.internalMessageId);
+}
+
 async function handleMuteRemote(
   session: SignalingSession,
   payload: unknown,
@@ -269,4 +283,5 @@ export function registerSfuApp(handlers: HandlerTable): void {
   handlers.register("changeSid", sfuHandler("CHANGE_SID", handleChangeSid));
   handlers.register("changeTid", sfuHandler("CHANGE_TID", handleChangeTid));
   handlers.register("muteRemoteTrack", sfuHandler("MUTE_REMOTE_TRACK", handleMuteRemote));
+  handlers.register("leaseTrack", sfuHandler("LEASE_TRACK", handleLease));
 }
