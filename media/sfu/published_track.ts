@@ -24,6 +24,12 @@ export const sfuPliMinIntervalMs = 250;
 /** A layer without a packet for this long is reported not alive, in milliseconds. */
 export const aliveWindowMs = 1000;
 
+/**
+ * How soon a switch waiting for a keyframe asks again, in milliseconds: just over the 300 ms
+ * within which Chromium ignores another keyframe request for the same encoding.
+ */
+export const switchKeyframeRetryMs = 350;
+
 /** What the room tells about a track (ADD_TRACKS, REMOVE_TRACKS, MUTE_TRACKS). */
 export interface TrackInfo {
   /** Track id: the publisher's MediaStreamTrack id from `a=msid`, else a generated one. */
@@ -64,6 +70,7 @@ export class Subscription {
         codec,
         ssrc: path.ssrc,
         requestKeyframe: (layer) => track.requestLayerKeyframe(layer),
+        requestIntervalMs: switchKeyframeRetryMs,
       });
       this.#choice = new LayerChoice(track.layers.length);
     }

@@ -19,6 +19,8 @@ import { netnsEnv } from "./netns.ts";
 const waitMs = 30_000;
 /** How long received media is watched for advancing frames and samples, in ms. */
 const watchMs = 1500;
+/** How long the top simulcast layer is waited for before the middle one is used, in ms. */
+const topLayerWaitMs = 20_000;
 const room = "sfu-room";
 const pin = "1234";
 
@@ -178,22 +180,28 @@ Deno.test("SFU SDK in Chromium: three participants in one room", async (t) => {
         const video = body.participants[2].outgoingTracks.find((t) => t.composite)!;
         return { video, alice: body.participants[0].incomingTracks[video.id] };
       };
-      // Chromium starts its top layer late without bandwidth feedback: the highest layer
-      // alive above "l" is the one to come back to.
+      // Chromium starts its top layer late without bandwidth feedback (the server sends none):
+      // "h" is waited for a while, else "m" is the one to come back to.
+      const hDeadlineMs = Date.now() + topLayerWaitMs;
       const top = await waitFor("a layer above l alive", async () => {
         const { video } = await carolStats();
         const layers = video.tracks!;
-        const up = layers["h send"].alive ? "h" : layers["m send"].alive ? "m" : undefined;
+        const up = layers["h send"].alive
+          ? "h"
+          : layers["m send"].alive && Date.now() > hDeadlineMs
+          ? "m"
+          : undefined;
         const low = layers["l send"];
         return up && low.alive && low.width > 0 && layers[`${up} send`].width > low.width
           ? { rid: up, width: layers[`${up} send`].width, low: layers["l send"].width }
           : undefined;
-      }, waitMs).catch(async (err) => {
+      }, topLayerWaitMs + waitMs).catch(async (err) => {
         const sent = JSON.stringify(await call(pages[2], "outbound"));
         throw new Error(
           `${err.message}: ${JSON.stringify((await carolStats()).video.tracks)}; carol: ${sent}`,
         );
       });
+      console.log(`top layer ${top.rid} alive ${Date.now() - hDeadlineMs + topLayerWaitMs} ms`);
       const widthAt = async () =>
         (await call<Received>(pages[0], "received"))["carol VIDEO"]?.width ?? 0;
       await call(pages[0], "changeQuality", "carol", top.rid);
