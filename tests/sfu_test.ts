@@ -7,6 +7,7 @@
  * connection (REMOVE_TRACKS and LEFT to the others), leave, evict, destroy and /sfu/stats.
  */
 import assert from "node:assert/strict";
+import { RtcpReceiverInfo, RtcpRrPacket } from "werift";
 import { openPeerCount } from "../media/protocols/webrtc/peer.ts";
 import { SfuClient, type SfuEvent } from "./helpers/sfu_client.ts";
 import { startTestServer, testConfig, type TestServer } from "./helpers/test_server.ts";
@@ -545,6 +546,24 @@ Deno.test({
       const unmuted = sub.request("muteRemoteTrack", { roomId: "sim", id: video.mid, mute: false });
       await sub.result(unmuted, "ACK");
       await sub.until(() => meter.packets > packetsMuted + 20, "forwarding again", 5000);
+      // A receiver report with heavy loss lowers the layer one step, under the cap.
+      const report = new RtcpRrPacket({
+        ssrc: 1,
+        reports: [
+          new RtcpReceiverInfo({
+            ssrc: [...ssrcs][0],
+            fractionLost: 64,
+            packetsLost: 0,
+            highestSequence: 0,
+            jitter: 0,
+            lsr: 0,
+            dlsr: 0,
+          }),
+        ],
+      });
+      await sub.pc.dtlsTransports[0].sendRtcp([report]);
+      await sub.until(() => meter.width === 160, "lowered to 160 by loss", 5000);
+      assert.equal(await layerOf(), "l send");
       // A quality the track does not have is refused, the layer kept.
       const bad = sub.request("changeQuality", { roomId: "sim", id: video.id, quality: "x" });
       assert.deepEqual(failure(await sub.waitFor((e) => e.internalMessageId === bad)), {
@@ -575,7 +594,7 @@ Deno.test({
         ...["frame=width,height", "-of", "csv=p=0", file],
       ])).out.split("\n").flatMap((line) => /^\d+,\d+/.exec(line) ?? []);
       const runs = sizes.filter((size, i) => size !== sizes[i - 1]);
-      assert.deepEqual(runs, ["640,360", "160,90", "640,360", "320,180"]);
+      assert.deepEqual(runs, ["640,360", "160,90", "640,360", "320,180", "160,90"]);
     } finally {
       publishing?.stop();
       await Promise.allSettled(clients.map((c) => c.close()));
