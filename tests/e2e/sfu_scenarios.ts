@@ -1,5 +1,5 @@
 /**
- * The SFU SDK (../shared/peers/sfusdk/sfusdk.js, WCS's `@flashphoner/sfusdk`) in three
+ * The SFU SDK (tests/peers/sfusdk/sfusdk.js, WCS's `@flashphoner/sfusdk`) in three
  * Chromium pages joining one room with the fake camera and microphone (the third offering three
  * simulcast layers): each page decodes the other two participants' video (size known, frames
  * advancing) and audio (samples decoded), `/sfu/stats` lists the three with their measured
@@ -76,7 +76,7 @@ Deno.test("SFU SDK in Chromium: three participants in one room", async (t) => {
   if (Deno.env.get(netnsEnv) !== "1") {
     throw new Error(`run through tests/e2e/sfu_test.ts (needs a loopback-only netns)`);
   }
-  const bundle = new URL("../../../shared/peers/sfusdk/sfusdk.js", import.meta.url);
+  const bundle = new URL("../peers/sfusdk/sfusdk.js", import.meta.url);
   const server = await startTestServer();
   const browser = await startBrowser("sfu-chromium-", new URL("./sfu_page.html", import.meta.url), {
     "/sfusdk.js": await Deno.readFile(bundle),
