@@ -15,7 +15,7 @@ import { sdkConnectionObject, WcsClient } from "./helpers/wcs_client.ts";
 import { nextStatus, TestPlayer, TestPublisher, weriftSanitizers } from "./webrtc_helpers.ts";
 import { waitFor } from "./helpers/media_fixtures.ts";
 import { Buffer } from "node:buffer";
-import { run } from "../media/formats/test_fixtures.ts";
+import { decodeH264 } from "./helpers/h264_check.ts";
 import { lengthPrefixedToAnnexB } from "../media/codecs/nalu.ts";
 import { H264Depacketizer } from "../media/rtp/h264_depacketizer.ts";
 import { TrackMeter } from "../media/protocols/webrtc/track_meter.ts";
@@ -577,22 +577,8 @@ Deno.test({
       assert.equal(ssrcs.size, 1);
       const file = `${dir}/received.h264`;
       await Deno.writeFile(file, Buffer.concat(annexB));
-      const decode = await run("ffmpeg", [
-        "-v",
-        "error",
-        "-f",
-        "h264",
-        "-i",
-        file,
-        "-f",
-        "null",
-        "-",
-      ]);
-      assert.equal(decode.err.trim(), "", "decoder errors");
-      const sizes = (await run("ffprobe", [
-        ...["-v", "error", "-f", "h264", "-select_streams", "v:0", "-show_entries"],
-        ...["frame=width,height", "-of", "csv=p=0", file],
-      ])).out.split("\n").flatMap((line) => /^\d+,\d+/.exec(line) ?? []);
+      const { errors, sizes } = await decodeH264(file);
+      assert.equal(errors, "", "decoder errors");
       const runs = sizes.filter((size, i) => size !== sizes[i - 1]);
       assert.deepEqual(runs, ["640,360", "160,90", "640,360", "320,180", "160,90"]);
     } finally {

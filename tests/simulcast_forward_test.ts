@@ -17,7 +17,7 @@ import {
   useSdesMid,
   useSdesRTPStreamId,
 } from "werift";
-import { run } from "../media/formats/test_fixtures.ts";
+import { decodeH264 } from "./helpers/h264_check.ts";
 import type { MediaFrame } from "../media/frame.ts";
 import { lengthPrefixedToAnnexB } from "../media/codecs/nalu.ts";
 import { H264Depacketizer } from "../media/rtp/h264_depacketizer.ts";
@@ -268,22 +268,8 @@ Deno.test({
       // ffmpeg decodes the whole stream without an error, and the size follows the choice.
       const file = `${dir}/received.h264`;
       await Deno.writeFile(file, Buffer.concat(annexB));
-      const decode = await run("ffmpeg", [
-        "-v",
-        "error",
-        "-f",
-        "h264",
-        "-i",
-        file,
-        "-f",
-        "null",
-        "-",
-      ]);
-      assert.equal(decode.err.trim(), "", "decoder errors");
-      const sizes = (await run("ffprobe", [
-        ...["-v", "error", "-f", "h264", "-select_streams", "v:0", "-show_entries"],
-        ...["frame=width,height", "-of", "csv=p=0", file],
-      ])).out.trim().split("\n");
+      const { errors, sizes } = await decodeH264(file);
+      assert.equal(errors, "", "decoder errors");
       const runs: { size: string; frames: number }[] = [];
       for (const size of sizes) {
         if (runs.at(-1)?.size === size) runs.at(-1)!.frames++;

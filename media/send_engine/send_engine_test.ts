@@ -1,55 +1,17 @@
 import assert from "node:assert/strict";
-import dgram from "node:dgram";
+import {
+  openSocketCount,
+  settledSocketCount,
+  udpCollector,
+  until,
+} from "../../tests/helpers/udp_collector.ts";
 import { randomBytes } from "node:crypto";
 import { Buffer } from "node:buffer";
 import { SrtpSession } from "werift";
 import { ConflictError } from "../../core/errors.ts";
 import { SendEngine } from "./send_engine.ts";
 
-interface Receiver {
-  port: number;
-  got: Uint8Array[];
-  close(): Promise<void>;
-}
-
-async function receiver(): Promise<Receiver> {
-  const socket = dgram.createSocket("udp4");
-  const got: Uint8Array[] = [];
-  socket.on("message", (message: Uint8Array) => got.push(new Uint8Array(message)));
-  await new Promise<void>((resolve) => socket.bind(0, "127.0.0.1", resolve));
-  return {
-    port: socket.address().port,
-    got,
-    close: () => new Promise<void>((resolve) => socket.close(() => resolve())),
-  };
-}
-
-async function until(check: () => boolean, timeoutMs = 3000): Promise<void> {
-  const start = Date.now();
-  while (!check()) {
-    if (Date.now() - start > timeoutMs) throw new Error("timed out");
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-}
-
 const delay = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/**
- * Distinct sockets this process has open (the sanitizers do not see FFI sockets; a Worker
- * briefly holds duplicates of the process's own, hence distinct inodes).
- */
-function openSockets(): number {
-  const sockets = new Set<string>();
-  for (const entry of Deno.readDirSync("/proc/self/fd")) {
-    try {
-      const target = Deno.readLinkSync(`/proc/self/fd/${entry.name}`);
-      if (target.startsWith("socket:")) sockets.add(target);
-    } catch {
-      // closed while listing
-    }
-  }
-  return sockets.size;
-}
 
 function rtpPacket(sequence: number, ssrc: number, payloadBytes: number): Uint8Array {
   const packet = new Uint8Array(12 + payloadBytes);
@@ -85,8 +47,8 @@ function withSsrcAndPt(packet: Uint8Array, ssrc: number, payloadType: number): U
 
 Deno.test("send engine: subscribers get their SRTP copies, decryptable by werift; a removed one gets nothing more; Workers and sockets end", async () => {
   const workersBefore = SendEngine.liveWorkers;
-  const socketsBefore = openSockets();
-  const [a, b, c] = await Promise.all([receiver(), receiver(), receiver()]);
+  const socketsBefore = openSocketCount();
+  const [a, b, c] = await Promise.all([udpCollector(), udpCollector(), udpCollector()]);
   const engine = await SendEngine.start({ workers: 2, bindHost: "127.0.0.1" });
   try {
     assert.equal(SendEngine.liveWorkers, workersBefore + 2);
@@ -189,11 +151,15 @@ Deno.test("send engine: subscribers get their SRTP copies, decryptable by werift
     await Promise.all([a.close(), b.close(), c.close()]);
   }
   assert.equal(SendEngine.liveWorkers, workersBefore);
-  assert.equal(openSockets(), socketsBefore, "the Workers' sockets are closed");
+  assert.equal(
+    await settledSocketCount(socketsBefore),
+    socketsBefore,
+    "the Workers' sockets are closed",
+  );
 });
 
 Deno.test("send engine: the node:crypto SRTP backend gives the same packets", async () => {
-  const a = await receiver();
+  const a = await udpCollector();
   const engine = await SendEngine.start({
     workers: 1,
     bindHost: "127.0.0.1",

@@ -1,49 +1,16 @@
 import assert from "node:assert/strict";
-import dgram from "node:dgram";
+import {
+  openSocketCount,
+  settledSocketCount,
+  udpCollector,
+  until,
+} from "../../tests/helpers/udp_collector.ts";
 import { UdpBatchSender } from "./udp_batch_sender.ts";
 
-/** A node:dgram receiver on 127.0.0.1 collecting datagrams. */
-async function receiver(): Promise<{ port: number; got: Uint8Array[]; close(): Promise<void> }> {
-  const socket = dgram.createSocket("udp4");
-  const got: Uint8Array[] = [];
-  socket.on("message", (message: Uint8Array) => got.push(new Uint8Array(message)));
-  await new Promise<void>((resolve) => socket.bind(0, "127.0.0.1", resolve));
-  return {
-    port: socket.address().port,
-    got,
-    close: () => new Promise<void>((resolve) => socket.close(() => resolve())),
-  };
-}
-
-async function until(check: () => boolean, timeoutMs = 2000): Promise<void> {
-  const start = Date.now();
-  while (!check()) {
-    if (Date.now() - start > timeoutMs) throw new Error("timed out");
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-}
-
-/**
- * Distinct sockets this process has open (the sanitizers do not see FFI sockets; a Worker
- * briefly holds duplicates of the process's own, hence distinct inodes).
- */
-function openSockets(): number {
-  const sockets = new Set<string>();
-  for (const entry of Deno.readDirSync("/proc/self/fd")) {
-    try {
-      const target = Deno.readLinkSync(`/proc/self/fd/${entry.name}`);
-      if (target.startsWith("socket:")) sockets.add(target);
-    } catch {
-      // closed while listing
-    }
-  }
-  return sockets.size;
-}
-
 Deno.test("datagrams reach their destinations; runs of equal size go out as GSO and still arrive one by one", async () => {
-  const socketsBefore = openSockets();
-  const a = await receiver();
-  const b = await receiver();
+  const socketsBefore = openSocketCount();
+  const a = await udpCollector();
+  const b = await udpCollector();
   const data = new Uint8Array(64 * 1024);
   const sender = UdpBatchSender.open({ data, bindHost: "127.0.0.1" });
   try {
@@ -75,11 +42,11 @@ Deno.test("datagrams reach their destinations; runs of equal size go out as GSO 
     await b.close();
   }
   assert.equal(UdpBatchSender.openSockets, 0);
-  assert.equal(openSockets(), socketsBefore);
+  assert.equal(await settledSocketCount(socketsBefore), socketsBefore);
 });
 
 Deno.test("a destination the kernel refuses loses only its own datagrams, counted", async () => {
-  const a = await receiver();
+  const a = await udpCollector();
   const data = new Uint8Array(4096);
   const sender = UdpBatchSender.open({ data, bindHost: "127.0.0.1", gso: false });
   try {
@@ -100,7 +67,7 @@ Deno.test("a destination the kernel refuses loses only its own datagrams, counte
 });
 
 Deno.test("an IPv6 dual-stack socket sends to IPv4-mapped destinations", async () => {
-  const a = await receiver();
+  const a = await udpCollector();
   const data = new Uint8Array(4096);
   const sender = UdpBatchSender.open({ data, bindHost: "::" });
   try {
