@@ -103,7 +103,7 @@ function requestIds(payload: unknown): { roomId: string; internalMessageId: stri
  */
 function sfuHandler(
   operation: string,
-  run: (session: SignalingSession, payload: unknown, ctx: SignalingContext) => Promise<void>,
+  run: (session: SignalingSession, payload: unknown, ctx: SignalingContext) => void | Promise<void>,
 ) {
   return async (session: SignalingSession, payload: unknown, ctx: SignalingContext) => {
     const { roomId, internalMessageId } = requestIds(payload);
@@ -215,56 +215,50 @@ async function handleEvict(session: SignalingSession, payload: unknown, ctx: Sig
   ack(session, request.id, request.internalMessageId);
 }
 
-async function handleMute(session: SignalingSession, payload: unknown, ctx: SignalingContext) {
-  await Promise.resolve();
+function handleMute(session: SignalingSession, payload: unknown, ctx: SignalingContext) {
   const request = parsePayload(muteRequest, payload);
   const { room, participant } = membership(session, request.roomId, "MUTE_TRACKS", ctx);
   room.mute(participant, request.id, request.mute);
   ack(session, request.roomId, request.internalMessageId);
 }
 
-async function handleChangeQuality(
+function handleChangeQuality(
   session: SignalingSession,
   payload: unknown,
   ctx: SignalingContext,
 ) {
-  await Promise.resolve();
   const request = parsePayload(qualityRequest, payload);
   const { room, participant } = membership(session, request.roomId, "CHANGE_QUALITY", ctx);
   room.changeQuality(participant, request.id, request.quality, request.tid);
   ack(session, request.roomId, request.internalMessageId);
 }
 
-async function handleChangeSid(session: SignalingSession, payload: unknown, ctx: SignalingContext) {
-  await Promise.resolve();
+function handleChangeSid(session: SignalingSession, payload: unknown, ctx: SignalingContext) {
   const request = parsePayload(sidRequest, payload);
   const { room, participant } = membership(session, request.roomId, "CHANGE_SID", ctx);
   room.changeSid(participant, request.id, request.sid);
   ack(session, request.roomId, request.internalMessageId);
 }
 
-async function handleChangeTid(session: SignalingSession, payload: unknown, ctx: SignalingContext) {
-  await Promise.resolve();
+function handleChangeTid(session: SignalingSession, payload: unknown, ctx: SignalingContext) {
   const request = parsePayload(tidRequest, payload);
   const { room, participant } = membership(session, request.roomId, "CHANGE_TID", ctx);
   room.changeTid(participant, request.id, request.tid);
   ack(session, request.roomId, request.internalMessageId);
 }
 
-async function handleLease(session: SignalingSession, payload: unknown, ctx: SignalingContext) {
-  await Promise.resolve();
+function handleLease(session: SignalingSession, payload: unknown, ctx: SignalingContext) {
   const request = parsePayload(leaseRequest, payload);
   const { room, participant } = membership(session, request.roomId, "LEASE_TRACK", ctx);
   room.lease(participant, request.localMid, request.remoteTrackId);
   ack(session, request.roomId, request.internalMessageId);
 }
 
-async function handleMuteRemote(
+function handleMuteRemote(
   session: SignalingSession,
   payload: unknown,
   ctx: SignalingContext,
 ) {
-  await Promise.resolve();
   const request = parsePayload(muteRequest, payload);
   const { room, participant } = membership(session, request.roomId, "MUTE_REMOTE_TRACK", ctx);
   room.muteRemote(participant, request.id, request.mute);
