@@ -13,6 +13,12 @@ const symbols = {
   getsockopt: { parameters: ["i32", "i32", "i32", "u64", "u64"], result: "i32" },
   // (fd, struct mmsghdr *, vlen, flags)
   sendmmsg: { parameters: ["i32", "u64", "i32", "i32"], result: "i32" },
+  // (fd, buf, len, flags, struct sockaddr *, addrlen): one datagram (ICE mux, werift's sends)
+  sendto: { parameters: ["i32", "buffer", "usize", "i32", "buffer", "u32"], result: "i32" },
+  // (fd, struct mmsghdr *, vlen, flags, timeout): with MSG_DONTWAIT after `poll`
+  recvmmsg: { parameters: ["i32", "u64", "u32", "i32", "u64"], result: "i32" },
+  // (struct pollfd *, nfds, timeout ms) on a thread of its own: the ICE mux waits in it
+  poll: { parameters: ["u64", "u64", "i32"], result: "i32", nonblocking: true },
   close: { parameters: ["i32"], result: "i32" },
   __errno_location: { parameters: [], result: "pointer" },
 } as const;
@@ -45,6 +51,10 @@ export const linux = {
   SOCK_CLOEXEC: 0x80000,
   SOL_SOCKET: 1,
   SO_SNDBUF: 7,
+  SO_RCVBUF: 8,
+  MSG_TRUNC: 0x20,
+  MSG_DONTWAIT: 0x40,
+  POLLIN: 1,
   IPPROTO_IPV6: 41,
   IPV6_V6ONLY: 26,
   SOL_UDP: 17,
@@ -54,5 +64,6 @@ export const linux = {
   EINVAL: 22,
   EIO: 5,
   EMSGSIZE: 90,
+  EADDRINUSE: 98,
   ENOPROTOOPT: 92,
 } as const;

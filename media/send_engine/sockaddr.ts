@@ -91,3 +91,42 @@ export function writeSockaddr(out: Uint8Array, family: number, host: string, por
   out.set(v6, 8);
   return sockaddrIn6Bytes;
 }
+
+/** A sockaddr read back: the address as text (IPv4-mapped IPv6 as dotted IPv4) and the port. */
+export interface SockaddrText {
+  address: string;
+  port: number;
+  family: "IPv4" | "IPv6";
+}
+
+/** Reads the sockaddr_in or sockaddr_in6 at the start of `bytes`; undefined for other families. */
+export function readSockaddr(bytes: Uint8Array): SockaddrText | undefined {
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const family = view.getUint16(0, true);
+  const port = view.getUint16(2);
+  if (family === afInet) {
+    return { address: bytes.subarray(4, 8).join("."), port, family: "IPv4" };
+  }
+  if (family !== afInet6) return undefined;
+  const ip = bytes.subarray(8, 24);
+  if (ip.subarray(0, 10).every((b) => b === 0) && ip[10] === 0xff && ip[11] === 0xff) {
+    return { address: ip.subarray(12, 16).join("."), port, family: "IPv4" };
+  }
+  return { address: ipv6Text(ip), port, family: "IPv6" };
+}
+
+/** RFC 5952 text of 16 address bytes: lower-case hex, the longest run of zero words as `::`. */
+function ipv6Text(ip: Uint8Array): string {
+  const words = Array.from({ length: 8 }, (_, i) => (ip[i * 2] << 8) | ip[i * 2 + 1]);
+  let bestStart = -1;
+  let bestLength = 1;
+  for (let i = 0; i < 8;) {
+    let end = i;
+    while (end < 8 && words[end] === 0) end++;
+    if (end - i > bestLength) [bestStart, bestLength] = [i, end - i];
+    i = end > i ? end : i + 1;
+  }
+  const hex = (from: number, to: number) => words.slice(from, to).map((w) => w.toString(16));
+  if (bestStart < 0) return hex(0, 8).join(":");
+  return `${hex(0, bestStart).join(":")}::${hex(bestStart + bestLength, 8).join(":")}`;
+}

@@ -1,8 +1,9 @@
 /**
  * werift peer connections as the server needs them: no STUN server (werift's default is a
- * public one), host candidates only on the configured address and on ports of the UDP range
- * no other peer of this process holds (port_pool.ts), and a complete (non-trickle) answer,
- * because the Web SDK never exchanges candidates.
+ * public one), host candidates only on the configured address and either on the server's
+ * ICE mux (one UDP port every peer shares: ice_mux.ts) or on ports of the UDP range no other
+ * peer of this process holds (port_pool.ts), and a complete (non-trickle) answer, because the
+ * Web SDK never exchanges candidates.
  */
 import { RTCPeerConnection } from "werift";
 import { ParseError } from "../../../core/errors.ts";
@@ -12,6 +13,8 @@ import {
   type DtlsRetransmitFilter,
   filterDtlsRetransmits,
 } from "./dtls_retransmit_filter.ts";
+import type { IceMux } from "./ice_mux.ts";
+import { installIceMux, muxInterfaceAddresses } from "./ice_mux_werift.ts";
 import { portPoolOf, type UdpPortPool } from "./port_pool.ts";
 import { installNoDefaultStun } from "./no_default_stun.ts";
 import { installUdpBindRetry } from "./udp_bind.ts";
@@ -27,6 +30,8 @@ export interface PeerAddress {
   portMin: number;
   /** Highest UDP port for media. */
   portMax: number;
+  /** The server's ICE mux: when set, the peer's candidates are on its port, not the range's. */
+  mux?: IceMux;
 }
 
 /** Longest wait for the local candidates of an answer, in milliseconds. */
@@ -44,7 +49,8 @@ export class Peer {
   readonly pc: RTCPeerConnection;
   /** Address the answer's candidates must carry; undefined keeps every candidate. */
   readonly #announced: string | undefined;
-  readonly #ports: UdpPortPool;
+  /** The media port range's pool; undefined on the ICE mux. */
+  readonly #ports: UdpPortPool | undefined;
   /** Ports of the pool this peer holds: two while it gathers, then those it bound. */
   #heldPorts: number[];
   /** An RTP packet came through SRTP decryption. */
@@ -58,7 +64,7 @@ export class Peer {
    * `negotiated`: the codecs chosen for the offer's media lines, in offer order.
    * `headerExtensions`: RTP header extensions to negotiate (none by default; the SFU takes
    * rid and mid to receive simulcast). A ServiceUnavailableError when the media port range
-   * has no free port left.
+   * has no free port left (without the ICE mux).
    */
   constructor(
     address: PeerAddress,
@@ -67,28 +73,34 @@ export class Peer {
   ) {
     installUdpBindRetry();
     installNoDefaultStun();
+    installIceMux();
     const codecs = {
       video: negotiated.filter((c) => c.kind === "video").map((c) => c.params),
       audio: negotiated.filter((c) => c.kind === "audio").map((c) => c.params),
     };
     const wildcard = address.bind === "0.0.0.0" || address.bind === "::";
     this.#announced = address.announced ?? (wildcard ? undefined : address.bind);
-    this.#ports = portPoolOf(address.portMin, address.portMax);
-    const port = this.#ports.acquirePair();
-    this.#heldPorts = [port, port + 1];
+    const { mux } = address;
+    this.#ports = mux ? undefined : portPoolOf(address.portMin, address.portMax);
+    const port = this.#ports?.acquirePair();
+    this.#heldPorts = port === undefined ? [] : [port, port + 1];
     this.pc = new RTCPeerConnection({
       iceServers: [],
       codecs,
       // No transport-cc: werift's feedback made Chrome cut its bitrate to ~40 kbit/s here,
       // while loss-based estimation alone reaches the capture's full rate.
       headerExtensions,
-      icePortRange: [port, port + 1],
+      icePortRange: port === undefined ? undefined : [port, port + 1],
       // werift skips loopback and other "internal" interfaces, so the configured address is
       // added explicitly and the interface scan is turned off unless the bind is a wildcard.
       iceUseIpv4: wildcard && address.announced === undefined,
       iceUseIpv6: false,
       iceAdditionalHostAddresses: this.#announced === undefined ? undefined : [this.#announced],
-      iceInterfaceAddresses: wildcard ? undefined : { udp4: address.bind },
+      iceInterfaceAddresses: mux
+        ? muxInterfaceAddresses(mux)
+        : wildcard
+        ? undefined
+        : { udp4: address.bind },
     });
     openPeers++;
   }
@@ -198,7 +210,7 @@ export class Peer {
 
   /** Gives back the held ports not in `bound`. */
   #keepPorts(bound: ReadonlySet<number>): void {
-    for (const port of this.#heldPorts) if (!bound.has(port)) this.#ports.release(port);
+    for (const port of this.#heldPorts) if (!bound.has(port)) this.#ports?.release(port);
     this.#heldPorts = this.#heldPorts.filter((port) => bound.has(port));
   }
 
