@@ -396,6 +396,11 @@ export const configSchema = z.strictObject({
     ),
     portMax: port.default(30099).describe("Highest port `/mpegts/startup` allocates."),
     timeoutMs: z.int().min(100).max(86_400_000).default(90_000).describe(
+  sfu: z.strictObject({
+    bridge: z.boolean().default(false).describe(
+      "Also publish each SFU room participant's media as ordinary streams `{room}-{nickname}-VIDEO` (its highest simulcast layer alive; `-VIDEO-screen` for a screen share) and `{room}-{nickname}-AUDIO`, playable, recordable and pushable like any stream, ended when the participant leaves or stops the track (WCS's `sfu_bridge_enabled`).",
+    ),
+  }).prefault({}),
       "An MPEG-TS receiver without data for this long ends with its stream, in ms (the record's `timeout`).",
     ),
     maxTimestampDiffSec: z.int().min(1).max(3600).default(1).describe(

@@ -17,6 +17,7 @@ import type { LayerReport } from "../../media/rtp/layer_monitor.ts";
 import { parseSections } from "../../media/sfu/sdp_sections.ts";
 import { type SfuLink, SfuParticipant } from "./participant.ts";
 import { sfuErrors, SfuOperationFailed } from "./operation_failed.ts";
+import type { SfuBridge } from "./bridge.ts";
 
 /** How often subscribers' simulcast layers are re-chosen, in milliseconds. */
 export const layerTickMs = 100;
@@ -75,15 +76,24 @@ export class SfuRoom {
   readonly #participants = new Map<string, SfuParticipant>();
   readonly #log: Logger;
   readonly #onEmpty: (room: SfuRoom) => void;
+  /** Publishes the tracks as ordinary streams too (config `sfu.bridge`). */
+  readonly #bridge?: SfuBridge;
   #ended = false;
   /** Re-chooses layers and reports their liveness; runs once a track is published. */
   #ticker?: ReturnType<typeof setInterval>;
 
-  constructor(name: string, pin: string, log: Logger, onEmpty: (room: SfuRoom) => void) {
+  constructor(
+    name: string,
+    pin: string,
+    log: Logger,
+    onEmpty: (room: SfuRoom) => void,
+    bridge?: SfuBridge,
+  ) {
     this.name = name;
     this.pin = pin;
     this.#log = log.child({ room: name });
     this.#onEmpty = onEmpty;
+    this.#bridge = bridge;
   }
 
   /** Participants, in join order. */
@@ -194,6 +204,7 @@ export class SfuRoom {
       if (!track) continue;
       participant.tracks.delete(mid);
       this.#withdraw(participant, [track]);
+      this.#bridge?.close([track]);
     }
   }
 
@@ -286,6 +297,7 @@ export class SfuRoom {
     const tracks = [...participant.tracks.values()];
     participant.tracks.clear();
     this.#withdraw(participant, tracks);
+    this.#bridge?.close(tracks);
     for (const track of tracks) track.close();
     this.#send(participant, "LEFT", {
       internalMessageId,
@@ -331,6 +343,7 @@ export class SfuRoom {
     const participants = this.participants;
     this.#participants.clear();
     for (const p of participants) {
+      this.#bridge?.close(p.tracks.values());
       for (const track of p.tracks.values()) track.close();
       this.#send(p, "ENDED", {});
     }
@@ -393,6 +406,7 @@ export class SfuRoom {
         transceiver,
       );
       participant.tracks.set(section.mid, track);
+      this.#bridge?.open(this.name, participant.nickname, track);
       for (const other of this.participants) {
         if (other !== participant) other.peer.deliver(track);
       }

@@ -7,14 +7,18 @@ import { NotFoundError } from "../errors.ts";
 import type { JoinRequest, SfuParticipantStats } from "./room.ts";
 import { SfuRoom } from "./room.ts";
 import type { SfuParticipant } from "./participant.ts";
+import type { SfuBridge } from "./bridge.ts";
 
 /** SFU rooms by name. */
 export class SfuRoomRegistry {
   readonly #rooms = new Map<string, SfuRoom>();
   readonly #log: Logger;
+  readonly #bridge?: SfuBridge;
 
-  constructor(log: Logger) {
+  /** `bridge`: publishes the rooms' tracks as streams too (config `sfu.bridge`). */
+  constructor(log: Logger, bridge?: SfuBridge) {
     this.#log = log.child({ component: "sfu" });
+    this.#bridge = bridge;
   }
 
   /** Joins room `name`, creating it with the request's pin when it does not exist. */
@@ -24,7 +28,7 @@ export class SfuRoomRegistry {
       room = new SfuRoom(name, request.pin, this.#log, (ended) => {
         if (this.#rooms.get(ended.name) === ended) this.#rooms.delete(ended.name);
         this.#log.info("SFU room ended", { room: ended.name });
-      });
+      }, this.#bridge);
       this.#rooms.set(name, room);
       this.#log.info("SFU room created", { room: name });
     }

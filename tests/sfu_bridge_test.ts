@@ -1,0 +1,153 @@
+/**
+ * The SFU bridge (config `sfu.bridge`, WCS's `sfu_bridge_enabled`): with it on, each
+ * participant's tracks are also streams `{room}-{nickname}-VIDEO` / `-AUDIO`, listed by
+ * /stream/find_all; a Web SDK player (werift) of a simulcast participant's video decodes its
+ * top layer; the streams end when the participant leaves (the player is told). Off, nothing
+ * is listed.
+ */
+import assert from "node:assert/strict";
+import { Buffer } from "node:buffer";
+import { lengthPrefixedToAnnexB } from "../media/codecs/nalu.ts";
+import { openPeerCount } from "../media/protocols/webrtc/peer.ts";
+import { H264Depacketizer } from "../media/rtp/h264_depacketizer.ts";
+import { decodeH264 } from "./helpers/h264_check.ts";
+import { waitFor } from "./helpers/media_fixtures.ts";
+import { SfuClient } from "./helpers/sfu_client.ts";
+import { type SimulcastPublisher, startSimulcastPublisher } from "./helpers/simulcast_publisher.ts";
+import { startTestServer, testConfig, type TestServer } from "./helpers/test_server.ts";
+import { sdkConnectionObject, WcsClient } from "./helpers/wcs_client.ts";
+import { makeH264OpusClip } from "./helpers/webrtc_clip_publisher.ts";
+import { nextStatus, TestPlayer, weriftSanitizers } from "./webrtc_helpers.ts";
+
+type StreamRecord = { name: string; mediaProvider: string; width: number; status: string };
+
+async function streamNames(server: TestServer): Promise<string[]> {
+  const res = await server.post("/stream/find_all");
+  if (res.status === 404) {
+    await res.body?.cancel();
+    return [];
+  }
+  assert.equal(res.status, 200);
+  return ((await res.json()) as StreamRecord[]).map((s) => s.name).sort();
+}
+
+const layers = {
+  h: { width: 640, height: 360, videoKbps: 500 },
+  m: { width: 320, height: 180, videoKbps: 250 },
+  l: { width: 160, height: 90, videoKbps: 120 },
+};
+
+Deno.test({
+  name: "SFU bridge on: participants' tracks are streams; a Web SDK player decodes the top layer",
+  ...weriftSanitizers,
+  fn: async () => {
+    const rids = Object.keys(layers) as (keyof typeof layers)[];
+    const made = await Promise.all(
+      rids.map((rid) => makeH264OpusClip({ seconds: 2, ...layers[rid] })),
+    );
+    const clips = Object.fromEntries(rids.map((rid, i) => [rid, made[i]]));
+    const server = await startTestServer(testConfig({ sfu: { bridge: true } }));
+    const clients: SfuClient[] = [];
+    const player = new TestPlayer("H264");
+    let webSdk: WcsClient | undefined;
+    let publishing: SimulcastPublisher | undefined;
+    const dir = await Deno.makeTempDir({ prefix: "sfu-bridge-" });
+    try {
+      // Pub sends three H.264 layers; bob a camera and a mic.
+      const pub = await SfuClient.connect(server.wsUrl, "pub", "br", { simulcast: true });
+      const bob = await SfuClient.connect(server.wsUrl, "bob", "br");
+      clients.push(pub, bob);
+      const tx = pub.pc.addTransceiver("video", {
+        direction: "sendonly",
+        sendEncodings: rids.map((rid) => ({ rid })),
+      });
+      await pub.join("br", "1");
+      await pub.until(() => pub.pc.connectionState === "connected", "publisher connected");
+      publishing = startSimulcastPublisher(tx, clips);
+      bob.addMedia();
+      await bob.join("br", "1");
+      await waitFor("the bridge streams listed", async () => {
+        const names = await streamNames(server);
+        return names.length === 3 ? names : undefined;
+      });
+      assert.deepEqual(await streamNames(server), ["br-bob-AUDIO", "br-bob-VIDEO", "br-pub-VIDEO"]);
+
+      // A Web SDK player of pub's video gets the 640x360 layer as one decodable stream.
+      const annexB: Uint8Array[] = [];
+      const depacketizer = new H264Depacketizer(0);
+      player.pc.onTrack.subscribe((track) => {
+        if (track.kind !== "video") return;
+        track.onReceiveRtp.subscribe((p) => {
+          const { ssrc, sequenceNumber, timestamp, marker, payloadType } = p.header;
+          depacketizer.push(
+            { ssrc, sequenceNumber, timestamp, marker, payloadType, payload: p.payload },
+            (frame) => annexB.push(lengthPrefixedToAnnexB(frame.data)),
+          );
+        });
+      });
+      webSdk = (await WcsClient.connect(server.wsUrl, sdkConnectionObject())).client;
+      const playId = crypto.randomUUID();
+      await player.play(webSdk, { mediaSessionId: playId, name: "br-pub-VIDEO" });
+      assert.equal((await nextStatus(webSdk, playId)).status, "PLAYING");
+      await waitFor("50 frames played", () => annexB.length >= 50 ? true : undefined, 15_000);
+      const file = `${dir}/played.h264`;
+      await Deno.writeFile(file, Buffer.concat(annexB));
+      const { errors, sizes } = await decodeH264(file);
+      assert.equal(errors, "", "decoder errors");
+      assert.ok(sizes.length >= 50, `${sizes.length} frames decoded`);
+      assert.deepEqual([...new Set(sizes)], ["640,360"]);
+      const records = await (await server.post("/stream/find", { name: "br-pub-VIDEO" }))
+        .json() as StreamRecord[];
+      const published = records.find((r) => r.status === "PUBLISHING")!;
+      assert.equal(published.mediaProvider, "WebRTC");
+      assert.equal(published.width, 640);
+
+      // Pub leaves: its stream ends (the player is told), bob's stay.
+      await pub.result(pub.request("leaveRoom", { id: "br", pin: "1" }), "LEFT");
+      publishing.stop();
+      const ended = await nextStatus(webSdk, playId);
+      assert.notEqual(ended.status, "PLAYING");
+      await waitFor("pub's stream gone", async () => {
+        const names = await streamNames(server);
+        return names.includes("br-pub-VIDEO") ? undefined : names;
+      });
+      assert.deepEqual(await streamNames(server), ["br-bob-AUDIO", "br-bob-VIDEO"]);
+      // The room ending ends the rest.
+      await bob.result(bob.request("leaveRoom", { id: "br", pin: "1" }), "LEFT");
+      assert.deepEqual(await streamNames(server), []);
+    } finally {
+      publishing?.stop();
+      await player.close();
+      await webSdk?.close();
+      await Promise.allSettled(clients.map((c) => c.close()));
+      await server.stop();
+      await Deno.remove(dir, { recursive: true });
+    }
+    await waitFor("every server peer closed", () => openPeerCount() === 0 ? true : undefined);
+  },
+});
+
+Deno.test({
+  name: "SFU bridge off (the default): a room's tracks are not streams",
+  ...weriftSanitizers,
+  fn: async () => {
+    const server = await startTestServer();
+    const clients: SfuClient[] = [];
+    try {
+      for (const nickname of ["alice", "bob"]) {
+        const client = await SfuClient.connect(server.wsUrl, nickname, "quiet");
+        clients.push(client);
+        client.addMedia();
+        await client.join("quiet", "1");
+      }
+      const [alice, bob] = clients;
+      await alice.until(() => [...alice.received.values()].some((n) => n > 10), "alice receives");
+      await bob.until(() => [...bob.received.values()].some((n) => n > 10), "bob receives");
+      assert.deepEqual(await streamNames(server), []);
+    } finally {
+      await Promise.allSettled(clients.map((c) => c.close()));
+      await server.stop();
+    }
+    await waitFor("every server peer closed", () => openPeerCount() === 0 ? true : undefined);
+  },
+});
