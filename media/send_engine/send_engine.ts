@@ -15,7 +15,7 @@ import {
 } from "../rtp/srtp/srtp_profile.ts";
 import { BatchWriter } from "./send_batch.ts";
 import type { FromWorker, StatsTriples, ToWorker, WorkerSettings } from "./send_messages.ts";
-import { afInet, afInet6, ipv4Bytes, writeSockaddr } from "./sockaddr.ts";
+import { writeSockaddr } from "./sockaddr.ts";
 
 /** Options of SendEngine.start. */
 export interface SendEngineOptions {
@@ -23,6 +23,11 @@ export interface SendEngineOptions {
   workers?: number;
   /** Address the Workers' sockets bind (default 0.0.0.0). */
   bindHost?: string;
+  /**
+   * A bound UDP socket (the ICE mux's) every Worker sends on instead of one of its own, so
+   * media leaves from the port ICE selected; the engine never closes it.
+   */
+  socketFd?: number;
   /** SRTP implementation (default auto: libcrypto over FFI, else node:crypto). */
   srtpBackend?: SrtpBackend | "auto";
   /** Use UDP GSO where the kernel has it (default true). */
@@ -61,6 +66,8 @@ export interface SubscriberStats {
 export interface SendWorkerInfo {
   /** Local UDP port of its socket. */
   port: number;
+  /** AF_INET or AF_INET6: the address family of its socket. */
+  family: number;
   srtpBackend: SrtpBackend;
   gso: boolean;
 }
@@ -102,7 +109,7 @@ export class SendEngine {
   private constructor(slots: WorkerSlot[], options: SendEngineOptions) {
     this.#slots = slots;
     this.#options = options;
-    this.#family = ipv4Bytes(options.bindHost ?? "0.0.0.0") ? afInet : afInet6;
+    this.#family = slots[0].info.family;
     slots.forEach((slot) => {
       slot.worker.onmessage = (event: MessageEvent<FromWorker>) =>
         this.#onMessage(slot, event.data);
@@ -119,6 +126,7 @@ export class SendEngine {
       bindHost: options.bindHost ?? "0.0.0.0",
       srtpBackend: options.srtpBackend ?? "auto",
       gso: options.gso ?? true,
+      ...(options.socketFd === undefined ? {} : { fd: options.socketFd }),
     };
     const workers: Worker[] = [];
     const started = await Promise.allSettled(

@@ -9,6 +9,8 @@ import { randomBytes } from "node:crypto";
 import { Buffer } from "node:buffer";
 import { SrtpSession } from "werift";
 import { ConflictError } from "../../core/errors.ts";
+import dgram from "node:dgram";
+import { IceMux } from "../protocols/webrtc/ice_mux.ts";
 import { SendEngine } from "./send_engine.ts";
 
 const delay = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -185,4 +187,44 @@ Deno.test("send engine: the node:crypto SRTP backend gives the same packets", as
     await engine.close();
     await a.close();
   }
+});
+
+Deno.test("send engine: with socketFd every Worker sends from that socket's port and leaves it open", async () => {
+  const workersBefore = SendEngine.liveWorkers;
+  const socketsBefore = openSocketCount();
+  const mux = IceMux.open({ host: "127.0.0.1", port: 0 });
+  const receiver = dgram.createSocket("udp4");
+  const sources: number[] = [];
+  receiver.on("message", (_m: Uint8Array, info: { port: number }) => sources.push(info.port));
+  await new Promise<void>((resolve) => receiver.bind(0, "127.0.0.1", resolve));
+  const engine = await SendEngine.start({ workers: 2, socketFd: mux.fd });
+  try {
+    assert.ok(engine.workers.every((w) => w.port === mux.port));
+    const keys = { masterKey: randomBytes(16), masterSalt: randomBytes(14) };
+    for (const id of ["x", "y"]) {
+      engine.addSubscriber({
+        id,
+        host: "127.0.0.1",
+        port: receiver.address().port,
+        profile: "AES_CM_128_HMAC_SHA1_80",
+        keys,
+        groups: [{ group: "g", ssrc: id === "x" ? 1 : 2 }],
+      });
+    }
+    for (let i = 0; i < 3; i++) engine.publish("g", rtpPacket(i, 5, 300));
+    await until(() => sources.length === 6);
+    assert.deepEqual(new Set(sources), new Set([mux.port]));
+  } finally {
+    await engine.close();
+  }
+  // The mux's socket outlives the engine: it still sends.
+  const before = sources.length;
+  const socket = mux.socket();
+  socket.send(new Uint8Array(20), receiver.address().port, "127.0.0.1");
+  await until(() => sources.length === before + 1);
+  socket.close();
+  await mux.close();
+  await new Promise<void>((resolve) => receiver.close(() => resolve()));
+  assert.equal(SendEngine.liveWorkers, workersBefore);
+  assert.equal(await settledSocketCount(socketsBefore), socketsBefore);
 });

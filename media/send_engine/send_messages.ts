@@ -32,6 +32,8 @@ export interface WorkerSettings {
   bindHost: string;
   srtpBackend: SrtpBackend | "auto";
   gso: boolean;
+  /** A socket to send on instead of opening one (SendEngineOptions.socketFd). */
+  fd?: number;
 }
 
 /** Main thread → Worker. */
@@ -48,7 +50,7 @@ export type StatsTriples = number[];
 
 /** Worker → main thread. */
 export type FromWorker =
-  | { type: "ready"; port: number; srtpBackend: SrtpBackend; gso: boolean }
+  | { type: "ready"; port: number; family: number; srtpBackend: SrtpBackend; gso: boolean }
   | { type: "failed"; error: string }
   | { type: "stats"; request: number; stats: StatsTriples }
   | { type: "error"; handle: number; error: string }

@@ -21,6 +21,7 @@ self.onmessage = (event: MessageEvent<ToWorker>) => {
         reply({
           type: "ready",
           port: fanout.sender.port,
+          family: fanout.sender.family,
           srtpBackend: fanout.srtpBackend,
           gso: fanout.sender.gso,
         });

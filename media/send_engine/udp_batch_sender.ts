@@ -23,6 +23,11 @@ export interface UdpBatchSenderOptions {
   gso?: boolean;
   /** Messages per sendmmsg call (default 64). */
   batchMessages?: number;
+  /**
+   * A bound UDP socket of someone else's (the ICE mux) to send on instead of opening one:
+   * datagrams then leave from the port the peers' ICE selected; it is never closed here.
+   */
+  fd?: number;
 }
 
 const mmsghdrBytes = 64;
@@ -52,6 +57,8 @@ export class UdpBatchSender {
   readonly family: number;
   readonly #libc: LibcUdp;
   #fd: number;
+  /** The socket was handed in (`fd` option): close leaves it open. */
+  readonly #borrowed: boolean;
   #gso: boolean;
   readonly #batch: number;
   readonly #data: Uint8Array;
@@ -91,6 +98,7 @@ export class UdpBatchSender {
   ) {
     this.#libc = libc;
     this.#fd = fd;
+    this.#borrowed = options.fd !== undefined;
     this.family = family;
     this.port = port;
     this.#gso = (options.gso ?? true) && gsoSupported(libc, fd);
@@ -121,14 +129,18 @@ export class UdpBatchSender {
       view.setInt32(cmsg + 8, linux.SOL_UDP, true);
       view.setInt32(cmsg + 12, linux.UDP_SEGMENT, true);
     }
-    UdpBatchSender.#openSockets++;
+    if (!this.#borrowed) UdpBatchSender.#openSockets++;
   }
 
-  /** Opens and binds the socket; throws when FFI or the bind fails. */
+  /**
+   * Opens and binds the socket (or takes `options.fd`, reading its family and port); throws
+   * when FFI or the bind fails.
+   */
   static open(options: UdpBatchSenderOptions): UdpBatchSender {
     const { libc, error } = libcUdp();
     if (!libc) throw new Error(`libc over FFI is unavailable: ${error}`);
     if (options.data.byteLength < 4096) throw new RangeError("the data slab needs 4 KiB or more");
+    if (options.fd !== undefined) return UdpBatchSender.#adopt(libc, options.fd, options);
     const host = options.bindHost ?? "0.0.0.0";
     const family = ipv4Bytes(host) ? afInet : afInet6;
     const fd = libc.socket(
@@ -159,6 +171,21 @@ export class UdpBatchSender {
     if (libc.getsockname(fd, scratchAddress, scratchAddress + 64n) !== 0) fail("getsockname");
     const port = scratchView.getUint16(2);
     return new UdpBatchSender(libc, fd, family, port, options);
+  }
+
+  static #adopt(libc: LibcUdp, fd: number, options: UdpBatchSenderOptions): UdpBatchSender {
+    const scratch = new Uint8Array(4096);
+    const scratchAddress = addressOf(scratch);
+    const view = new DataView(scratch.buffer);
+    view.setUint32(128, 128, true);
+    if (libc.getsockname(fd, scratchAddress, scratchAddress + 128n) !== 0) {
+      throw new Error(`getsockname on fd ${fd} failed, errno ${errno(libc)}`);
+    }
+    const family = view.getUint16(0, true);
+    if (family !== afInet && family !== afInet6) {
+      throw new Error(`fd ${fd} is not an IPv4 or IPv6 socket (family ${family})`);
+    }
+    return new UdpBatchSender(libc, fd, family, view.getUint16(2), options);
   }
 
   /** FFI UDP sockets of this thread that are open (a gauge for leak checks). */
@@ -329,13 +356,15 @@ export class UdpBatchSender {
     this.#controlView.setUint32(offset + 4, Math.floor(address / hiWord), true);
   }
 
-  /** Closes the socket; what is still queued is dropped. */
+  /** Closes the socket (a borrowed one stays open); what is still queued is dropped. */
   close(): void {
     if (this.#fd < 0) return;
-    this.#libc.close(this.#fd);
+    if (!this.#borrowed) {
+      this.#libc.close(this.#fd);
+      UdpBatchSender.#openSockets--;
+    }
     this.#fd = -1;
     this.#queued = 0;
-    UdpBatchSender.#openSockets--;
   }
 
   /** The data slab (kept referenced here so its address stays valid). */
