@@ -78,6 +78,9 @@ export const configSchema = z.strictObject({
     cdn: port.default(8084).describe(
       "CDN listener (WebSocket): other nodes pull streams from this one; only opened when `cdn.enabled`.",
     ),
+    webrtcUdp: port.default(0).describe(
+      "One UDP port shared by every WebRTC peer (ICE mux, `media.iceMux`); 0 takes the first free port of `media.udpPortMin`..`udpPortMax` at start.",
+    ),
   }).prefault({}),
   tls: z.strictObject({
     certFile: z.string().min(1).optional().describe("PEM certificate chain file for WSS."),
@@ -132,6 +135,9 @@ export const configSchema = z.strictObject({
     ),
     sendWorkers: z.int().min(1).max(256).optional().describe(
       "Workers of the `ffi` send engine. Default: the number of CPU cores.",
+    ),
+    iceMux: z.enum(["auto", "on", "off"]).default("auto").describe(
+      "WebRTC peers of browsers and WHIP/WHEP clients share one UDP port (`ports.webrtcUdp`, a socket opened over FFI): `on`, `off` (each peer binds ports of `udpPortMin`..`udpPortMax`), or (`auto`) `on` when libc loads over FFI (needs `--allow-ffi`). Links to other servers (`/pull`) keep ports of their own.",
     ),
   }).prefault({}).refine((m) => m.udpPortMin <= m.udpPortMax, {
     message: "udpPortMin must not exceed udpPortMax",
@@ -396,11 +402,6 @@ export const configSchema = z.strictObject({
     ),
     portMax: port.default(30099).describe("Highest port `/mpegts/startup` allocates."),
     timeoutMs: z.int().min(100).max(86_400_000).default(90_000).describe(
-  sfu: z.strictObject({
-    bridge: z.boolean().default(false).describe(
-      "Also publish each SFU room participant's media as ordinary streams `{room}-{nickname}-VIDEO` (its highest simulcast layer alive; `-VIDEO-screen` for a screen share) and `{room}-{nickname}-AUDIO`, playable, recordable and pushable like any stream, ended when the participant leaves or stops the track (WCS's `sfu_bridge_enabled`).",
-    ),
-  }).prefault({}),
       "An MPEG-TS receiver without data for this long ends with its stream, in ms (the record's `timeout`).",
     ),
     maxTimestampDiffSec: z.int().min(1).max(3600).default(1).describe(

@@ -18,6 +18,7 @@ import { createHlsHandler } from "./media/publishers/hls/hls_http.ts";
 import { HlsListener } from "./media/publishers/hls/hls_listener.ts";
 import { type RunningRtspServer, startRtspServer } from "./media/publishers/rtsp_server.ts";
 import { type RunningSrtServer, startSrtServer } from "./core/srt_server.ts";
+import { closeIceMux, openIceMux } from "./media/protocols/webrtc/ice_mux_select.ts";
 
 /** A started server. */
 export interface RunningServer {
@@ -44,6 +45,8 @@ export interface RunningServer {
   readonly srt: RunningSrtServer;
   /** Port of the CDN listener; undefined when the CDN is not enabled. */
   readonly cdnPort?: number;
+  /** UDP port every browser-facing WebRTC peer shares; undefined without the ICE mux. */
+  readonly webrtcUdpPort?: number;
   /** Stops accepting, lets in-flight requests finish, closes every listener. */
   stop(): Promise<void>;
 }
@@ -54,7 +57,27 @@ export async function startServer(
   log: Logger,
   overrides: ServiceOverrides = {},
 ): Promise<RunningServer> {
-  const services = createServices(config, log, overrides);
+  const { media } = config;
+  const iceMux = openIceMux({
+    setting: media.iceMux,
+    host: config.binds.media ?? config.bind,
+    port: config.ports.webrtcUdp,
+    portMin: media.udpPortMin,
+    portMax: media.udpPortMax,
+  });
+  const closeMux = async () => {
+    if (iceMux.mux) await closeIceMux(iceMux.mux, media.udpPortMin, media.udpPortMax);
+  };
+  if (iceMux.mux) {
+    log.info("listening", {
+      service: "webrtc-udp",
+      address: iceMux.mux.host,
+      port: iceMux.mux.port,
+    });
+  } else {
+    log.info("no ICE mux: WebRTC peers bind ports of their own", { reason: iceMux.reason });
+  }
+  const services = createServices(config, log, { ...overrides, iceMux: iceMux.mux });
   descriptors.configure(config.limits.fdReserve);
   // Listeners opened below fill in their figures; /health reads them per request.
   const listeners: {
@@ -75,6 +98,7 @@ export async function startServer(
       ...(listeners.hls ? { hls: { restarts: listeners.hls.restarts } } : {}),
       ...(listeners.rtsp ? { rtsp: listeners.rtsp.limitsSnapshot() } : {}),
       ...(listeners.srt ? { srt: listeners.srt.figures() } : {}),
+      ...(iceMux.mux ? { webrtcUdp: { port: iceMux.mux.port, ...iceMux.mux.counters } } : {}),
     }),
   });
   const restRequests = new InflightTracker();
@@ -90,6 +114,9 @@ export async function startServer(
     },
     log: log.child({ component: "rest" }),
     alwaysServed: ["/health"],
+  }).catch(async (err) => {
+    await closeMux();
+    throw err;
   });
   const restPort = rest.port;
   listeners.rest = rest;
@@ -158,6 +185,7 @@ export async function startServer(
     await services.calls.closeAll();
     await signaling.stop();
     await rest.shutdown();
+    await closeMux();
     throw err;
   }
 
@@ -175,6 +203,7 @@ export async function startServer(
     srtPort: srt.port,
     sipPort,
     cdnPort: cdn?.port,
+    webrtcUdpPort: iceMux.mux?.port,
     srt,
     stop() {
       stopped ??= (async () => {
@@ -207,6 +236,8 @@ export async function startServer(
         await rtmp.close();
         await rtsp.close();
         await services.engine.close();
+        // Last: every peer on it has closed.
+        await closeMux();
         log.info("stopped");
       })();
       return stopped;

@@ -28,9 +28,9 @@ import { WatermarkCache } from "./watermark_cache.ts";
 import { CallRegistry } from "./call_registry.ts";
 import { RoomRegistry } from "./room_registry.ts";
 import { SfuRoomRegistry } from "./sfu/room_registry.ts";
-import { SfuBridge } from "./sfu/bridge.ts";
 import { CdnNode } from "./cdn/cdn_node.ts";
 import type { ClusterStore } from "./cluster/store.ts";
+import type { IceMux } from "../media/protocols/webrtc/ice_mux.ts";
 import { createClusterStore } from "./cluster/select.ts";
 
 /** Registries and services of one server. */
@@ -85,12 +85,16 @@ export interface Services {
   readonly limits: Limits;
   /** This server as a CDN node, when `cdn.enabled`; it joins once its listener is up. */
   readonly cdn?: CdnNode;
+  /** The UDP socket browser-facing WebRTC peers share (`media.iceMux`); opened by startServer. */
+  readonly iceMux?: IceMux;
 }
 
 /** What tests (or embedders) may hand a server instead of building it from the configuration. */
 export interface ServiceOverrides {
   /** The cluster store of the CDN node (several servers of one process may share one). */
   clusterStore?: ClusterStore;
+  /** The ICE mux startServer opened; its owner closes it. */
+  iceMux?: IceMux;
 }
 
 /** Builds the services of a server. */
@@ -158,11 +162,9 @@ export function createServices(
     hls: new HlsRegistry(config, streams, playRenditions, engine, log),
     calls: new CallRegistry(config, streams, pushes, engine, hooks, nodeId, limits.calls, log),
     rooms: new RoomRegistry(streams),
-    sfu: new SfuRoomRegistry(
-      log,
-      config.sfu.bridge ? new SfuBridge(streams, log.child({ component: "sfu" })) : undefined,
-    ),
+    sfu: new SfuRoomRegistry(log),
     limits,
+    iceMux: overrides.iceMux,
     cdn: config.cdn.enabled
       ? new CdnNode({
         config,

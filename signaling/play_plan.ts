@@ -54,14 +54,18 @@ export type PlayPlan =
   | { ok: true; build: (common: PlayerCommon) => Player }
   | { ok: false; info: string };
 
-/** The media address of the configuration. */
-export function peerAddress(services: Pick<Services, "config">): PeerAddress {
+/**
+ * The media address of the configuration, on the server's ICE mux when it has one (callers
+ * without one, such as links to other servers, get per-peer ports).
+ */
+export function peerAddress(services: Pick<Services, "config" | "iceMux">): PeerAddress {
   const { media, bind, binds } = services.config;
   return {
     bind: binds.media ?? bind,
     announced: media.announcedAddress,
     portMin: media.udpPortMin,
     portMax: media.udpPortMax,
+    mux: services.iceMux,
   };
 }
 

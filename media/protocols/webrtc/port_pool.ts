@@ -52,6 +52,11 @@ export class UdpPortPool {
     );
   }
 
+  /** Holds `port` for another user of the range (the ICE mux) until it is released. */
+  reserve(port: number): void {
+    this.#held.add(port);
+  }
+
   /** Gives a port back. */
   release(port: number): void {
     this.#held.delete(port);

@@ -1,0 +1,120 @@
+/**
+ * The server's ICE mux with werift playing the Web SDK: publish and play go through the one
+ * UDP port of `ports.webrtcUdp`, /health counts its datagrams, and a burst of hostile
+ * datagrams at that port is dropped and counted while the player keeps receiving.
+ */
+import assert from "node:assert/strict";
+import dgram from "node:dgram";
+import { IceMux } from "../media/protocols/webrtc/ice_mux.ts";
+import { openPeerCount } from "../media/protocols/webrtc/peer.ts";
+import { startTestServer, testConfig } from "./helpers/test_server.ts";
+import { WcsClient } from "./helpers/wcs_client.ts";
+import {
+  nextStatus,
+  TestPlayer,
+  TestPublisher,
+  waitFor,
+  weriftSanitizers,
+} from "./webrtc_helpers.ts";
+
+/** Hostile datagrams sent at the mux port. */
+const hostileDatagrams = 10_000;
+
+/** The distinct host candidate ports of an SDP. */
+function candidatePorts(sdp: string): number[] {
+  const ports = [...sdp.matchAll(/a=candidate:\S+ 1 udp \d+ \S+ (\d+) typ host/g)];
+  return [...new Set(ports.map((m) => +m[1]))];
+}
+
+/** The mux figures of /health. */
+async function muxHealth(restUrl: string): Promise<Record<string, number>> {
+  const health = await (await fetch(`${restUrl}/health`)).json();
+  return health.limits.listeners.webrtcUdp;
+}
+
+Deno.test({
+  name: "ICE mux: Web SDK publish and play on one UDP port; a hostile burst is dropped and counted",
+  ...weriftSanitizers,
+  fn: async () => {
+    const muxesBefore = IceMux.openCount;
+    const s = await startTestServer(testConfig({ media: { iceMux: "on" } }));
+    const { client: pubClient } = await WcsClient.connect(s.wsUrl);
+    const { client: playClient } = await WcsClient.connect(s.wsUrl);
+    const publisher = new TestPublisher("H264");
+    const player = new TestPlayer("H264");
+    const hostile = dgram.createSocket("udp4");
+    try {
+      const port = s.webrtcUdpPort!;
+      assert.ok(port >= s.services.config.media.udpPortMin, `mux port ${port} in the media range`);
+      const pubId = crypto.randomUUID();
+      const answer = await publisher.publish(pubClient, { mediaSessionId: pubId, name: "cam" });
+      assert.deepEqual(candidatePorts(answer), [port]);
+      publisher.start();
+      assert.equal((await nextStatus(pubClient, pubId)).status, "PUBLISHING");
+      const playId = crypto.randomUUID();
+      await player.play(playClient, { mediaSessionId: playId, name: "cam" });
+      assert.equal((await nextStatus(playClient, playId)).status, "PLAYING");
+      await waitFor(
+        () => player.received.video > 50 && player.received.audio > 50,
+        10_000,
+        "media",
+      );
+      assert.ok(player.firstKeyframeMs > 0, "a keyframe reached the player");
+      const remote = player.pc.remoteDescription!.sdp;
+      assert.deepEqual(candidatePorts(remote), [port], "the player's answer is on the mux too");
+
+      const before = await muxHealth(s.restUrl);
+      assert.ok(before.datagramsIn > 100 && before.datagramsOut > 100, JSON.stringify(before));
+      assert.equal(before.droppedUnknownSource, 0);
+      await new Promise<void>((resolve) => hostile.bind(0, "127.0.0.1", resolve));
+      const videoBefore = player.received.video;
+      // Paced so that the kernel's receive buffer keeps every datagram: all must be counted.
+      for (let sent = 0; sent < hostileDatagrams; sent += 250) {
+        for (let i = 0; i < 250; i++) {
+          hostile.send(crypto.getRandomValues(new Uint8Array(20 + (i % 200))), port, "127.0.0.1");
+        }
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      await waitFor(
+        () => s.services.iceMux!.counters.droppedUnknownSource >= hostileDatagrams,
+        10_000,
+        "the hostile datagrams to be counted",
+      );
+      const after = await muxHealth(s.restUrl);
+      assert.equal(after.droppedUnknownSource, hostileDatagrams);
+      await waitFor(() => player.received.video > videoBefore + 50, 5000, "media after the burst");
+    } finally {
+      await new Promise<void>((resolve) => hostile.close(() => resolve()));
+      await publisher.close();
+      await player.close();
+      await pubClient.close();
+      await playClient.close();
+      await s.stop();
+    }
+    assert.equal(openPeerCount(), 0);
+    assert.equal(IceMux.openCount, muxesBefore, "the server closed its mux");
+  },
+});
+
+Deno.test({
+  name: "ICE mux off: each peer binds a port of its own and /health has no mux figures",
+  ...weriftSanitizers,
+  fn: async () => {
+    const s = await startTestServer(testConfig({ media: { iceMux: "off" } }));
+    const { client } = await WcsClient.connect(s.wsUrl);
+    const publisher = new TestPublisher("VP8");
+    try {
+      assert.equal(s.webrtcUdpPort, undefined);
+      assert.equal(s.services.iceMux, undefined);
+      const id = crypto.randomUUID();
+      const answer = await publisher.publish(client, { mediaSessionId: id, name: "cam" });
+      const [port] = candidatePorts(answer);
+      assert.ok(port >= 31000 && port <= 31999, `${port} from the media range`);
+      assert.equal(await muxHealth(s.restUrl), undefined);
+    } finally {
+      await publisher.close();
+      await client.close();
+      await s.stop();
+    }
+  },
+});
