@@ -396,6 +396,11 @@ export const configSchema = z.strictObject({
       "Redis holding the CDN's shared state (nodes, routes, ACLs, profiles); unset: an in-process store (one node).",
     ),
   }).prefault({}),
+  sfu: z.strictObject({
+    bridge: z.boolean().default(false).describe(
+      "Also publish each SFU room participant's media as ordinary streams `{room}-{nickname}-VIDEO` (its highest simulcast layer alive; `-VIDEO-screen` for a screen share) and `{room}-{nickname}-AUDIO`, playable, recordable and pushable like any stream, ended when the participant leaves or stops the track (WCS's `sfu_bridge_enabled`).",
+    ),
+  }).prefault({}),
   mpegts: z.strictObject({
     portMin: port.default(30000).describe(
       "Lowest port `/mpegts/startup` allocates (MPEG-TS over UDP or SRT, one port per receiver).",

@@ -28,6 +28,7 @@ import { WatermarkCache } from "./watermark_cache.ts";
 import { CallRegistry } from "./call_registry.ts";
 import { RoomRegistry } from "./room_registry.ts";
 import { SfuRoomRegistry } from "./sfu/room_registry.ts";
+import { SfuBridge } from "./sfu/bridge.ts";
 import { CdnNode } from "./cdn/cdn_node.ts";
 import type { ClusterStore } from "./cluster/store.ts";
 import type { IceMux } from "../media/protocols/webrtc/ice_mux.ts";
@@ -162,7 +163,10 @@ export function createServices(
     hls: new HlsRegistry(config, streams, playRenditions, engine, log),
     calls: new CallRegistry(config, streams, pushes, engine, hooks, nodeId, limits.calls, log),
     rooms: new RoomRegistry(streams),
-    sfu: new SfuRoomRegistry(log),
+    sfu: new SfuRoomRegistry(
+      log,
+      config.sfu.bridge ? new SfuBridge(streams, log.child({ component: "sfu" })) : undefined,
+    ),
     limits,
     iceMux: overrides.iceMux,
     cdn: config.cdn.enabled
