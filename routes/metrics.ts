@@ -138,6 +138,10 @@ export function createMetrics(services: Services): MetricsExposition {
     "webrtc_sent_packets_total",
     "RTP packets sent to WebRTC players.",
   );
+  const webrtcDroppedPackets = counter(
+    "webrtc_dropped_packets_total",
+    "RTP packets to WebRTC players dropped on the server (a player's socket buffer or in-flight cap full): each player loses only its own.",
+  );
   const webrtcNacks = counter(
     "webrtc_nacks_total",
     "Retransmission requests (NACK) WebRTC players sent.",
@@ -172,6 +176,16 @@ export function createMetrics(services: Services): MetricsExposition {
     "kernel_workers",
     "Workers running mixing and compositing kernels (process-wide).",
   );
+  const iceMuxDatagrams = counter(
+    "ice_mux_datagrams_total",
+    "Datagrams through the ICE mux (`ports.webrtcUdp`) for werift: received and delivered to a peer (in), sent (out).",
+    ["direction"],
+  );
+  const iceMuxDropped = counter(
+    "ice_mux_dropped_total",
+    "Datagrams the ICE mux dropped, by reason: unknown_source (no peer bound, not a Binding request of one), malformed (truncated, unknown family), send_full (socket buffer full, or no IP address).",
+    ["reason"],
+  );
   const perStream = services.config.metrics.streamLabels
     ? {
       readers: gauge("stream_readers", "Readers of one stream.", ["stream"]),
@@ -190,6 +204,7 @@ export function createMetrics(services: Services): MetricsExposition {
   const rtpIn = new CarriedSums();
   const rtpInBytes = new CarriedSums();
   const rtpOut = new CarriedSums();
+  const rtpDropped = new CarriedSums();
   const plis = new CarriedSums();
 
   /** Sets every scrape-time figure from the server's state. */
@@ -209,6 +224,7 @@ export function createMetrics(services: Services): MetricsExposition {
     setCounter(webrtcReceivedPackets, undefined, rtpIn.totals());
     setCounter(webrtcReceivedBytes, undefined, rtpInBytes.totals());
     setCounter(webrtcSentPackets, undefined, rtpOut.totals());
+    setCounter(webrtcDroppedPackets, undefined, rtpDropped.totals());
 
     for (const [provider, tally] of providerTallies()) {
       setTotal(receivedBytes, { provider }, tally.receivedBytes);
@@ -240,6 +256,14 @@ export function createMetrics(services: Services): MetricsExposition {
     setTotal(engineRefused, {}, engine.refused);
     engineProcesses.set({ engine: services.engine.kind }, services.engine.runningJobs);
     kernelWorkers.set(WorkerRunner.liveWorkers);
+    const mux = services.iceMux?.counters;
+    if (mux) {
+      setTotal(iceMuxDatagrams, { direction: "in" }, mux.datagramsIn);
+      setTotal(iceMuxDatagrams, { direction: "out" }, mux.datagramsOut);
+      setTotal(iceMuxDropped, { reason: "unknown_source" }, mux.droppedUnknownSource);
+      setTotal(iceMuxDropped, { reason: "malformed" }, mux.droppedMalformed);
+      setTotal(iceMuxDropped, { reason: "send_full" }, mux.sendDropped);
+    }
   }
 
   function readStream(stream: RegisteredStream): void {
@@ -253,6 +277,8 @@ export function createMetrics(services: Services): MetricsExposition {
     }
     const sent = (stream as { packetsSent?: unknown }).packetsSent;
     if (typeof sent === "number") rtpOut.add("", stream, sent);
+    const dropped = (stream as { packetsDropped?: unknown }).packetsDropped;
+    if (typeof dropped === "number") rtpDropped.add("", stream, dropped);
     if (!stream.published) return;
     framesPerSecond.inc({ provider }, record.fps);
     const m = record.metrics ?? {};

@@ -82,6 +82,9 @@ Deno.test({
       );
       const after = await muxHealth(s.restUrl);
       assert.equal(after.droppedUnknownSource, hostileDatagrams);
+      const metrics = await (await fetch(`${s.restUrl}/metrics`)).text();
+      assert.match(metrics, /mediaserver_ice_mux_dropped_total\{reason="unknown_source"\} 10000\n/);
+      assert.match(metrics, /mediaserver_ice_mux_datagrams_total\{direction="in"\} [1-9]/);
       await waitFor(() => player.received.video > videoBefore + 50, 5000, "media after the burst");
     } finally {
       await new Promise<void>((resolve) => hostile.close(() => resolve()));
