@@ -12,20 +12,22 @@ export interface SuiteBrowser {
   readonly context: BrowserContext;
   /** The page server, e.g. `http://127.0.0.1:PORT`. */
   readonly origin: string;
-  /** A new page at `/`, its errors logged; resolved once the page's `sdkReady` has. */
-  open(): Promise<Page>;
+  /** A new page at `path` (`/` by default), its errors logged; resolved once its `sdkReady` has. */
+  open(path?: string): Promise<Page>;
   /** Closes Chromium, removes its profile and stops the page server. */
   close(): Promise<void>;
 }
 
 /**
- * Starts the page server with `page` at `/` (and `files` by path) and a Chromium whose
- * profile folder starts with `profilePrefix`.
+ * Starts the page server with `page` at `/` (and `files` by path, `.html` ones as pages) and
+ * a Chromium whose profile folder starts with `profilePrefix`, with `extraArgs` after the
+ * standard flags.
  */
 export async function startBrowser(
   profilePrefix: string,
   page: URL,
   files: Record<string, Uint8Array> = {},
+  extraArgs: string[] = [],
 ): Promise<SuiteBrowser> {
   const sdk = createRequire(import.meta.url).resolve("@flashphoner/websdk/flashphoner.js");
   const served: Record<string, Uint8Array> = {
@@ -37,7 +39,7 @@ export async function startBrowser(
     const path = new URL(req.url).pathname;
     const body = served[path];
     if (!body) return new Response("not found", { status: 404 });
-    const type = path === "/" ? "text/html" : "text/javascript";
+    const type = path === "/" || path.endsWith(".html") ? "text/html" : "text/javascript";
     return new Response(body.slice(), { headers: { "Content-Type": type } });
   });
   const origin = `http://127.0.0.1:${pages.addr.port}`;
@@ -45,15 +47,15 @@ export async function startBrowser(
   const context = await chromium.launchPersistentContext(profile, {
     executablePath: "/usr/bin/chromium",
     headless: true,
-    args: chromiumArgs,
+    args: [...chromiumArgs, ...extraArgs],
   });
   return {
     context,
     origin,
-    async open() {
+    async open(path = "/") {
       const tab = await context.newPage();
       tab.on("pageerror", (err) => console.error("[page error]", err.message));
-      await tab.goto(`${origin}/`);
+      await tab.goto(`${origin}${path}`);
       await tab.evaluate(() => (globalThis as { sdkReady?: Promise<unknown> }).sdkReady);
       return tab;
     },
