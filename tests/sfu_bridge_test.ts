@@ -2,8 +2,8 @@
  * The SFU bridge (config `sfu.bridge`, WCS's `sfu_bridge_enabled`): with it on, each
  * participant's tracks are also streams `{room}-{nickname}-VIDEO` / `-AUDIO`, listed by
  * /stream/find_all; a Web SDK player (werift) of a simulcast participant's video decodes its
- * top layer; the streams end when the participant leaves (the player is told). Off, nothing
- * is listed.
+ * top layer and a recording of it is an MP4 that decodes; the streams end when the participant
+ * leaves (the player is told). Off, nothing is listed.
  */
 import assert from "node:assert/strict";
 import { Buffer } from "node:buffer";
@@ -11,7 +11,8 @@ import { lengthPrefixedToAnnexB } from "../media/codecs/nalu.ts";
 import { openPeerCount } from "../media/protocols/webrtc/peer.ts";
 import { H264Depacketizer } from "../media/rtp/h264_depacketizer.ts";
 import { decodeH264 } from "./helpers/h264_check.ts";
-import { waitFor } from "./helpers/media_fixtures.ts";
+import { decode } from "../media/formats/test_fixtures.ts";
+import { probe, waitFor } from "./helpers/media_fixtures.ts";
 import { SfuClient } from "./helpers/sfu_client.ts";
 import { type SimulcastPublisher, startSimulcastPublisher } from "./helpers/simulcast_publisher.ts";
 import { startTestServer, testConfig, type TestServer } from "./helpers/test_server.ts";
@@ -19,7 +20,18 @@ import { sdkConnectionObject, WcsClient } from "./helpers/wcs_client.ts";
 import { makeH264OpusClip } from "./helpers/webrtc_clip_publisher.ts";
 import { nextStatus, TestPlayer, weriftSanitizers } from "./webrtc_helpers.ts";
 
-type StreamRecord = { name: string; mediaProvider: string; width: number; status: string };
+type StreamRecord = {
+  name: string;
+  mediaSessionId: string;
+  mediaProvider: string;
+  width: number;
+  status: string;
+};
+
+async function post(server: TestServer, path: string, body: unknown): Promise<void> {
+  const res = await server.post(path, body);
+  assert.equal(res.status, 200, `${path}: ${await res.text()}`);
+}
 
 async function streamNames(server: TestServer): Promise<string[]> {
   const res = await server.post("/stream/find_all");
@@ -46,7 +58,8 @@ Deno.test({
       rids.map((rid) => makeH264OpusClip({ seconds: 2, ...layers[rid] })),
     );
     const clips = Object.fromEntries(rids.map((rid, i) => [rid, made[i]]));
-    const server = await startTestServer(testConfig({ sfu: { bridge: true } }));
+    const config = testConfig({ sfu: { bridge: true } });
+    const server = await startTestServer(config);
     const clients: SfuClient[] = [];
     const player = new TestPlayer("H264");
     let webSdk: WcsClient | undefined;
@@ -101,6 +114,25 @@ Deno.test({
       const published = records.find((r) => r.status === "PUBLISHING")!;
       assert.equal(published.mediaProvider, "WebRTC");
       assert.equal(published.width, 640);
+
+      // Recorded like any stream: an MP4 of the top layer that decodes.
+      await post(server, "/stream/startRecording", { mediaSessionId: published.mediaSessionId });
+      await new Promise((r) => setTimeout(r, 2000));
+      await post(server, "/stream/stopRecording", { mediaSessionId: published.mediaSessionId });
+      const recorded = await waitFor("the recording closed", async () => {
+        const list = await (await server.post("/recorder/find_all")).json() as unknown[];
+        if (list.length > 0) return undefined;
+        const files = [];
+        for await (const f of Deno.readDir(config.folders.records)) files.push(f.name);
+        return files.length === 1 ? `${config.folders.records}/${files[0]}` : undefined;
+      });
+      const info = await probe(recorded);
+      assert.deepEqual(
+        info.streams.map((s) => [s.codec_name, s.width, s.height]),
+        [["h264", 640, 360]],
+      );
+      assert.ok(Number(info.streams[0].nb_read_frames) >= 25, info.streams[0].nb_read_frames);
+      assert.equal((await decode(recorded)).errors, "");
 
       // Pub leaves: its stream ends (the player is told), bob's stay.
       await pub.result(pub.request("leaveRoom", { id: "br", pin: "1" }), "LEFT");
