@@ -131,7 +131,7 @@ export const configSchema = z.strictObject({
     udpPortMin: port.default(31000).describe("Lowest UDP port for media."),
     udpPortMax: port.default(31999).describe("Highest UDP port for media."),
     sendEngine: z.enum(["auto", "ffi", "werift"]).default("auto").describe(
-      "WebRTC fan-out sender: `ffi` (SRTP on libcrypto and `sendmmsg` over FFI, in Workers), `werift`, or (`auto`) `ffi` when libc and libcrypto.so.3 load (needs `--allow-ffi`). Not used by WebRTC players yet: they send through werift whatever this says.",
+      "Sender of WebRTC players of WebRTC-published streams: `ffi` (after the DTLS handshake, SRTP on libcrypto and `sendmmsg` over FFI in `sendWorkers` Workers, on the ICE mux's socket; werift keeps ICE, DTLS and RTCP), `werift`, or (`auto`) `ffi` when libc and libcrypto.so.3 load (needs `--allow-ffi`). The engine runs only with the ICE mux (`iceMux`); without it players send through werift.",
     ),
     sendWorkers: z.int().min(1).max(256).optional().describe(
       "Workers of the `ffi` send engine. Default: the number of CPU cores.",

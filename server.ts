@@ -19,6 +19,8 @@ import { HlsListener } from "./media/publishers/hls/hls_listener.ts";
 import { type RunningRtspServer, startRtspServer } from "./media/publishers/rtsp_server.ts";
 import { type RunningSrtServer, startSrtServer } from "./core/srt_server.ts";
 import { closeIceMux, openIceMux } from "./media/protocols/webrtc/ice_mux_select.ts";
+import type { IceMux } from "./media/protocols/webrtc/ice_mux.ts";
+import { chooseSendEngine } from "./media/send_engine/send_engine_select.ts";
 
 /** A started server. */
 export interface RunningServer {
@@ -78,6 +80,10 @@ export async function startServer(
     log.info("no ICE mux: WebRTC peers bind ports of their own", { reason: iceMux.reason });
   }
   const services = createServices(config, log, { ...overrides, iceMux: iceMux.mux });
+  await startSendEngine(services, iceMux.mux, log).catch(async (err) => {
+    await closeMux();
+    throw err;
+  });
   descriptors.configure(config.limits.fdReserve);
   // Listeners opened below fill in their figures; /health reads them per request.
   const listeners: {
@@ -185,6 +191,7 @@ export async function startServer(
     await services.calls.closeAll();
     await signaling.stop();
     await rest.shutdown();
+    await services.sendPaths.close();
     await closeMux();
     throw err;
   }
@@ -236,6 +243,8 @@ export async function startServer(
         await rtmp.close();
         await rtsp.close();
         await services.engine.close();
+        // Its Workers send on the mux's socket.
+        await services.sendPaths.close();
         // Last: every peer on it has closed.
         await closeMux();
         log.info("stopped");
@@ -243,4 +252,34 @@ export async function startServer(
       return stopped;
     },
   };
+}
+
+/**
+ * Starts the players' send engine when `media.sendEngine` resolves to ffi and the ICE mux is
+ * open: its Workers send on the mux's socket, the port browsers' ICE selected.
+ */
+async function startSendEngine(
+  services: Services,
+  mux: IceMux | undefined,
+  log: Logger,
+): Promise<void> {
+  const { media } = services.config;
+  const choice = chooseSendEngine(media.sendEngine);
+  if (choice.engine !== "ffi" || !mux) {
+    log.info("WebRTC players send through werift", {
+      reason: choice.engine === "ffi" ? "no ICE mux" : choice.reason,
+    });
+    return;
+  }
+  await services.sendPaths.start({
+    workers: media.sendWorkers,
+    socketFd: mux.fd,
+    srtpBackend: choice.srtpBackend,
+    onSubscriberError: (id, error) => log.warn("send engine refused a player", { id, error }),
+  });
+  log.info("WebRTC players send through the send engine", {
+    workers: services.sendPaths.engine!.workers.length,
+    srtp: choice.srtpBackend,
+    reason: choice.reason,
+  });
 }

@@ -32,6 +32,7 @@ import { SfuBridge } from "./sfu/bridge.ts";
 import { CdnNode } from "./cdn/cdn_node.ts";
 import type { ClusterStore } from "./cluster/store.ts";
 import type { IceMux } from "../media/protocols/webrtc/ice_mux.ts";
+import { EngineSendPaths } from "../media/protocols/webrtc/engine_send_path.ts";
 import { createClusterStore } from "./cluster/select.ts";
 
 /** Registries and services of one server. */
@@ -88,6 +89,11 @@ export interface Services {
   readonly cdn?: CdnNode;
   /** The UDP socket browser-facing WebRTC peers share (`media.iceMux`); opened by startServer. */
   readonly iceMux?: IceMux;
+  /**
+   * The send engine of WebRTC players (`media.sendEngine`), started by startServer when it
+   * resolves to ffi and the ICE mux is open; players send through werift otherwise.
+   */
+  readonly sendPaths: EngineSendPaths;
 }
 
 /** What tests (or embedders) may hand a server instead of building it from the configuration. */
@@ -169,6 +175,7 @@ export function createServices(
     ),
     limits,
     iceMux: overrides.iceMux,
+    sendPaths: new EngineSendPaths(),
     cdn: config.cdn.enabled
       ? new CdnNode({
         config,

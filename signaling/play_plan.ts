@@ -122,7 +122,8 @@ export function planPlay(
   if (codecs.length === 0) return { ok: false, info: playRefusal.noCodecs };
   return {
     ok: true,
-    build: (common) => new WebRtcPlayer({ ...common, publisher: source, codecs }),
+    build: (common) =>
+      new WebRtcPlayer({ ...common, publisher: source, codecs, sendPaths: services.sendPaths }),
   };
 }
 

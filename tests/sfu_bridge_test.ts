@@ -2,8 +2,8 @@
  * The SFU bridge (config `sfu.bridge`, WCS's `sfu_bridge_enabled`): with it on, each
  * participant's tracks are also streams `{room}-{nickname}-VIDEO` / `-AUDIO`, listed by
  * /stream/find_all; a Web SDK player (werift) of a simulcast participant's video decodes its
- * top layer and a recording of it is an MP4 that decodes; the streams end when the participant
- * leaves (the player is told). Off, nothing is listed.
+ * top layer and a recording of it is an MP4 that decodes; a stream ends when its participant
+ * leaves (the player is told) or stops the track. Off, nothing is listed.
  */
 import assert from "node:assert/strict";
 import { Buffer } from "node:buffer";
@@ -144,6 +144,15 @@ Deno.test({
         return names.includes("br-pub-VIDEO") ? undefined : names;
       });
       assert.deepEqual(await streamNames(server), ["br-bob-AUDIO", "br-bob-VIDEO"]);
+      // Bob stops sending his mic (updateRoomState with its m-line inactive): its stream ends.
+      const mic = bob.pc.getTransceivers().find((t) => t.kind === "audio")!;
+      mic.setDirection("inactive");
+      await bob.result(await bob.updateState(), "ACK");
+      await waitFor("bob's mic stream gone", async () => {
+        const names = await streamNames(server);
+        return names.includes("br-bob-AUDIO") ? undefined : names;
+      });
+      assert.deepEqual(await streamNames(server), ["br-bob-VIDEO"]);
       // The room ending ends the rest.
       await bob.result(bob.request("leaveRoom", { id: "br", pin: "1" }), "LEFT");
       assert.deepEqual(await streamNames(server), []);

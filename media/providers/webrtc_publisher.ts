@@ -32,6 +32,7 @@ import { Peer, type PeerAddress } from "../protocols/webrtc/peer.ts";
 import type { TrickleCandidate } from "../protocols/webrtc/sdpfrag.ts";
 import type { RetransmitBudget } from "../protocols/webrtc/retransmit_budget.ts";
 import type { RtpSendPath } from "../protocols/webrtc/send_path.ts";
+import { EngineGroup, EngineSendPath } from "../protocols/webrtc/engine_send_path.ts";
 import { TrackMeter } from "../protocols/webrtc/track_meter.ts";
 import { h264ParameterSets } from "../protocols/webrtc/video_payload.ts";
 
@@ -89,7 +90,11 @@ interface ForwardTrack {
   readonly track: Track;
   readonly meter: TrackMeter;
   readonly cache: PacketCache;
+  /** Paths sent to one by one (werift's). */
   readonly paths: RtpSendPath[];
+  /** The track's group on the send engine and the paths in it: one publish per packet. */
+  readonly engineGroup: EngineGroup;
+  readonly enginePaths: EngineSendPath[];
   receiver?: RTCRtpReceiver;
   mediaSsrc?: number;
   /** Set while a frame reader is attached. */
@@ -166,6 +171,8 @@ export class WebRtcPublisher extends Stream {
       meter: new TrackMeter(codec.codec, codec.params.payloadType),
       cache: new PacketCache(),
       paths: [],
+      engineGroup: new EngineGroup(`${options.mediaSessionId}/${i}`),
+      enginePaths: [],
       expectedSeq: -1,
       srNtpSeconds: 0,
       srRtpTimestamp: 0,
@@ -229,16 +236,25 @@ export class WebRtcPublisher extends Stream {
   attachPath(kind: "audio" | "video", path: RtpSendPath): void {
     const forward = this.#forward.find((f) => f.codec.kind === kind);
     if (!forward) return;
-    forward.paths.push(path);
+    if (path instanceof EngineSendPath) forward.enginePaths.push(path);
+    else forward.paths.push(path);
     if (kind === "video") this.requestKeyframe();
   }
 
   /** Detaches a send path. */
   detachPath(path: RtpSendPath): void {
     for (const forward of this.#forward) {
-      const i = forward.paths.indexOf(path);
-      if (i >= 0) forward.paths.splice(i, 1);
+      const list: RtpSendPath[] = path instanceof EngineSendPath
+        ? forward.enginePaths
+        : forward.paths;
+      const i = list.indexOf(path);
+      if (i >= 0) list.splice(i, 1);
     }
+  }
+
+  /** The send-engine group of the first track of `kind` (what engine paths of players join). */
+  engineGroup(kind: "audio" | "video"): EngineGroup | undefined {
+    return this.#forward.find((f) => f.codec.kind === kind)?.engineGroup;
   }
 
   /** Registers a player to stop when this stream ends. */
@@ -424,7 +440,11 @@ export class WebRtcPublisher extends Stream {
     if (forward.codec.kind === "video") forward.cache.put(packet);
     const paths = forward.paths;
     for (let i = 0; i < paths.length; i++) paths[i].send(packet);
-    if (paths.length > 0) this.forwardLatency.add(performance.now() - arrivalMs);
+    const enginePaths = forward.enginePaths;
+    if (enginePaths.length > 0) forward.engineGroup.publish(enginePaths[0].engine, packet);
+    if (paths.length > 0 || enginePaths.length > 0) {
+      this.forwardLatency.add(performance.now() - arrivalMs);
+    }
     if (this.readerCount > 0) this.#lastReaderMs = arrivalMs;
     if (arrivalMs - this.#lastReaderMs < framesLingerMs) this.#toFrames(forward, packet);
     else if (this.#timeline) this.#stopFrames();
@@ -515,6 +535,7 @@ export class WebRtcPublisher extends Stream {
       rtpTimestamp,
     });
     for (const path of forward.paths) path.sendSenderReport(ntpTimestamp, rtpTimestamp);
+    for (const path of forward.enginePaths) path.sendSenderReport(ntpTimestamp, rtpTimestamp);
   }
 
   #started(): void {
@@ -542,6 +563,7 @@ export class WebRtcPublisher extends Stream {
     await Promise.allSettled(players.map((p) => p.stop(playerInfo)));
     for (const forward of this.#forward) {
       forward.paths.length = 0;
+      forward.enginePaths.length = 0;
       forward.cache.clear();
     }
     await this.#peer.close();

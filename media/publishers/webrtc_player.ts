@@ -12,6 +12,7 @@ import { Peer, type PeerAddress } from "../protocols/webrtc/peer.ts";
 import type { TrickleCandidate } from "../protocols/webrtc/sdpfrag.ts";
 import { RetransmitBudget } from "../protocols/webrtc/retransmit_budget.ts";
 import { type RtpSendPath, WeriftSendPath } from "../protocols/webrtc/send_path.ts";
+import { EngineSendPath, type EngineSendPaths } from "../protocols/webrtc/engine_send_path.ts";
 import type { WebRtcPublisher } from "../providers/webrtc_publisher.ts";
 
 /** Time the browser has to connect, in milliseconds. */
@@ -31,6 +32,8 @@ export interface WebRtcPlayerOptions {
   codecs: NegotiatedCodec[];
   address: PeerAddress;
   client: StreamClient;
+  /** The server's send engine: once connected, media goes through it when it is started. */
+  sendPaths?: EngineSendPaths;
 }
 
 /** A WebRTC play of a published stream. */
@@ -97,7 +100,10 @@ export class WebRtcPlayer implements RegisteredStream {
     if (this.#status === "ENDED") return;
     this.#status = "ENDED";
     clearTimeout(this.#timer);
-    for (const { path } of this.#paths) this.publisher.detachPath(path);
+    for (const { path } of this.#paths) {
+      this.publisher.detachPath(path);
+      if (path instanceof EngineSendPath) path.close();
+    }
     this.#paths.length = 0;
     this.publisher.removePlayer(this);
     await this.#peer.close();
@@ -117,6 +123,11 @@ export class WebRtcPlayer implements RegisteredStream {
   /** Packets sent to this player, all tracks. */
   get packetsSent(): number {
     return this.#paths.reduce((n, p) => n + p.path.packets, 0);
+  }
+
+  /** Packets this player lost on the server (socket buffer full, or too many in flight). */
+  get packetsDropped(): number {
+    return this.#paths.reduce((n, p) => n + p.path.dropped, 0);
   }
 
   record(options: { metrics?: boolean } = {}): StreamRecord {
@@ -156,7 +167,12 @@ export class WebRtcPlayer implements RegisteredStream {
     const sender: RTCRtpSender = transceiver.sender;
     const codec = sender.codec;
     if (!codec) return;
-    const path = new WeriftSendPath(sender, codec.payloadType);
+    // After the DTLS handshake (the peer is connected) the keys are known: the engine takes
+    // the media when it runs; werift keeps RTCP either way.
+    const group = this.publisher.engineGroup(kind);
+    const path: RtpSendPath =
+      (group && this.#options.sendPaths?.open(sender, codec.payloadType, group)) ||
+      new WeriftSendPath(sender, codec.payloadType);
     this.#paths.push({ kind, path });
     sender.onPictureLossIndication.subscribe(() => this.publisher.requestKeyframe());
     const budget = new RetransmitBudget();

@@ -183,6 +183,11 @@ export class SendEngine {
     return this.#slots.map((slot) => slot.info);
   }
 
+  /** True once close was called: publish and addSubscriber then throw. */
+  get closed(): boolean {
+    return this.#closed;
+  }
+
   /** Subscribers in the engine. */
   get size(): number {
     return this.#subscribers.size;

@@ -19,7 +19,10 @@ export interface RtpSendPath {
   readonly packets: number;
   /** Payload bytes sent. */
   readonly octets: number;
-  /** Packets dropped because `maxInflightPackets` were still in flight. */
+  /**
+   * Packets dropped: `maxInflightPackets` were still in flight (werift), or the socket buffer
+   * was full (send engine).
+   */
   readonly dropped: number;
   /** Protects and sends a publisher packet under this track's SSRC and payload type. */
   send(packet: RtpPacket): void;
@@ -63,14 +66,27 @@ export class WeriftSendPath implements RtpSendPath {
   }
 
   sendSenderReport(ntpTimestamp: bigint, rtpTimestamp: number): void {
-    const senderInfo = new RtcpSenderInfo({
-      ntpTimestamp,
-      rtpTimestamp,
-      packetCount: this.packets,
-      octetCount: this.octets,
-    });
-    const report = new RtcpSrPacket({ ssrc: this.ssrc, senderInfo });
-    // Before DTLS completes there is no SRTCP context; the next report will go through.
-    this.#sender.dtlsTransport.sendRtcp([report]).catch(() => {});
+    sendSenderReport(this.#sender, this, ntpTimestamp, rtpTimestamp);
   }
+}
+
+/**
+ * Sends `path`'s sender report through werift's SRTCP (both paths keep RTCP with werift):
+ * `ntpTimestamp` maps to `rtpTimestamp`, with the path's packet and octet counts.
+ */
+export function sendSenderReport(
+  sender: RTCRtpSender,
+  path: RtpSendPath,
+  ntpTimestamp: bigint,
+  rtpTimestamp: number,
+): void {
+  const senderInfo = new RtcpSenderInfo({
+    ntpTimestamp,
+    rtpTimestamp,
+    packetCount: path.packets,
+    octetCount: path.octets,
+  });
+  const report = new RtcpSrPacket({ ssrc: path.ssrc, senderInfo });
+  // Before DTLS completes there is no SRTCP context; the next report will go through.
+  sender.dtlsTransport.sendRtcp([report]).catch(() => {});
 }

@@ -1,0 +1,231 @@
+/**
+ * Send paths on the FFI send engine (media/send_engine/): after a player's DTLS handshake its
+ * SRTP keys and ICE-selected address move to the engine, which protects and sends its media
+ * from the Workers. werift keeps ICE, DTLS and RTCP (sender reports go out through it). A
+ * publisher track is one engine group: its packets go to the engine once, whatever the number
+ * of players; `send` on a path is for that player only (a NACK's retransmission).
+ */
+import type { RTCRtpSender, RtpPacket } from "werift";
+import { SendEngine, type SendEngineOptions } from "../../send_engine/send_engine.ts";
+import { srtpProfileFromDtlsId } from "../../rtp/srtp/srtp_profile.ts";
+import { type RtpSendPath, sendSenderReport } from "./send_path.ts";
+
+/** How often per-player sent/dropped counts are read back from the Workers, in ms. */
+export const engineStatsIntervalMs = 1000;
+
+/** A publisher track's group on the engine, with what was published to it. */
+export class EngineGroup {
+  /** Packets and payload bytes handed to the engine for this group. */
+  packets = 0;
+  octets = 0;
+
+  /** `name`: unique on the engine (the publisher's media session and track). */
+  constructor(readonly name: string) {}
+
+  /** Sends `packet` to every player of the group: once, on every Worker that has one. */
+  publish(engine: SendEngine, packet: RtpPacket): void {
+    // Players still attached while the server stops: the engine is gone, nothing to send.
+    if (engine.closed) return;
+    engine.publish(this.name, plainRtp(packet));
+    this.packets++;
+    this.octets += packet.payload.length;
+  }
+}
+
+/** The server's send engine for WebRTC players: started at server start when chosen. */
+export class EngineSendPaths {
+  #engine?: SendEngine;
+  readonly #paths = new Map<string, EngineSendPath>();
+  #timer?: ReturnType<typeof setInterval>;
+  #nextId = 1;
+  #polling = false;
+
+  /** The engine, when started. */
+  get engine(): SendEngine | undefined {
+    return this.#engine;
+  }
+
+  /** Paths on the engine. */
+  get size(): number {
+    return this.#paths.size;
+  }
+
+  /** Starts the engine's Workers (`options.socketFd`: the ICE mux's socket). */
+  async start(options: SendEngineOptions): Promise<void> {
+    if (this.#engine) return;
+    this.#engine = await SendEngine.start(options);
+  }
+
+  /**
+   * Moves `sender`'s media to the engine: its keys and the ICE-selected remote address, and
+   * the publisher track `group` rewritten to the sender's SSRC and `payloadType`. Undefined
+   * when the engine is not started or the transport has no keys or selected pair yet (the
+   * caller keeps werift's path then).
+   */
+  open(sender: RTCRtpSender, payloadType: number, group: EngineGroup): EngineSendPath | undefined {
+    const engine = this.#engine;
+    if (!engine) return undefined;
+    const dtls = sender.dtlsTransport;
+    const config = dtls.srtp?.config;
+    const pair = dtls.iceTransport.connection.nominated;
+    const profile = config && srtpProfileFromDtlsId(config.profile);
+    if (!config || !pair || !profile) return undefined;
+    const id = `p${this.#nextId++}`;
+    try {
+      engine.addSubscriber({
+        id,
+        host: pair.remoteCandidate.host,
+        port: pair.remoteCandidate.port,
+        profile,
+        keys: { masterKey: config.keys.localMasterKey, masterSalt: config.keys.localMasterSalt },
+        groups: [{ group: group.name, ssrc: sender.ssrc, payloadType }],
+      });
+    } catch {
+      // An address the engine's socket cannot reach (another family): werift sends instead.
+      return undefined;
+    }
+    const path = new EngineSendPath(this, engine, id, sender, group);
+    this.#paths.set(id, path);
+    this.#timer ??= setInterval(() => void this.#poll(), engineStatsIntervalMs);
+    return path;
+  }
+
+  /** Takes a path off the engine (its player left). */
+  remove(path: EngineSendPath): void {
+    if (!this.#paths.delete(path.id)) return;
+    this.#engine?.removeSubscriber(path.id);
+    if (this.#paths.size === 0) {
+      clearInterval(this.#timer);
+      this.#timer = undefined;
+    }
+  }
+
+  /** Reads every path's sent and dropped counts from the Workers now. */
+  async refresh(): Promise<void> {
+    const engine = this.#engine;
+    if (!engine || this.#paths.size === 0) return;
+    const stats = await engine.stats();
+    for (const [id, figures] of stats) {
+      const path = this.#paths.get(id);
+      if (path) {
+        path.sent = figures.sent;
+        path.dropped = figures.dropped;
+      }
+    }
+  }
+
+  /** Stops polling, removes every path and ends the Workers. */
+  async close(): Promise<void> {
+    clearInterval(this.#timer);
+    this.#timer = undefined;
+    this.#paths.clear();
+    const engine = this.#engine;
+    this.#engine = undefined;
+    await engine?.close();
+  }
+
+  async #poll(): Promise<void> {
+    if (this.#polling) return;
+    this.#polling = true;
+    try {
+      await this.refresh();
+    } catch {
+      // The engine closed while asked; nothing to count.
+    } finally {
+      this.#polling = false;
+    }
+  }
+}
+
+/** One player track on the send engine. */
+export class EngineSendPath implements RtpSendPath {
+  readonly ssrc: number;
+  /** The subscriber's id on the engine. */
+  readonly id: string;
+  /** The publisher track it plays. */
+  readonly group: EngineGroup;
+  readonly engine: SendEngine;
+  /** Datagrams the engine sent and dropped (socket buffer full), as last read. */
+  sent = 0;
+  dropped = 0;
+  readonly #owner: EngineSendPaths;
+  readonly #sender: RTCRtpSender;
+  /** The group's counts when the path joined it. */
+  readonly #basePackets: number;
+  readonly #baseOctets: number;
+  #ownPackets = 0;
+  #ownOctets = 0;
+
+  constructor(
+    owner: EngineSendPaths,
+    engine: SendEngine,
+    id: string,
+    sender: RTCRtpSender,
+    group: EngineGroup,
+  ) {
+    this.#owner = owner;
+    this.engine = engine;
+    this.id = id;
+    this.#sender = sender;
+    this.ssrc = sender.ssrc;
+    this.group = group;
+    this.#basePackets = group.packets;
+    this.#baseOctets = group.octets;
+  }
+
+  /** Packets sent to this player: the group's since it joined, plus its own. */
+  get packets(): number {
+    return this.group.packets - this.#basePackets + this.#ownPackets;
+  }
+
+  get octets(): number {
+    return this.group.octets - this.#baseOctets + this.#ownOctets;
+  }
+
+  /** Sends `packet` to this player only (a retransmission from the packet cache). */
+  send(packet: RtpPacket): void {
+    if (this.engine.closed) return;
+    this.engine.publish(this.group.name, plainRtp(packet), [this.id]);
+    this.#ownPackets++;
+    this.#ownOctets += packet.payload.length;
+  }
+
+  sendSenderReport(ntpTimestamp: bigint, rtpTimestamp: number): void {
+    sendSenderReport(this.#sender, this, ntpTimestamp, rtpTimestamp);
+  }
+
+  /** Leaves the engine: nothing more is sent to this player. */
+  close(): void {
+    this.#owner.remove(this);
+  }
+}
+
+let scratch = new Uint8Array(1500);
+
+/**
+ * `packet` as the engine sends it: a 12-byte header (marker, payload type, sequence number,
+ * timestamp, SSRC; no extensions, CSRCs or padding, as WeriftSendPath sends) and the payload.
+ * The bytes are valid until the next call (the engine copies them at once).
+ */
+export function plainRtp(packet: RtpPacket): Uint8Array {
+  const { header, payload } = packet;
+  const length = 12 + payload.length;
+  if (scratch.length < length) scratch = new Uint8Array(length);
+  const out = scratch;
+  out[0] = 0x80;
+  out[1] = (header.marker ? 0x80 : 0) | (header.payloadType & 0x7f);
+  out[2] = header.sequenceNumber >>> 8;
+  out[3] = header.sequenceNumber & 0xff;
+  const ts = header.timestamp;
+  out[4] = ts >>> 24;
+  out[5] = (ts >>> 16) & 0xff;
+  out[6] = (ts >>> 8) & 0xff;
+  out[7] = ts & 0xff;
+  const ssrc = header.ssrc;
+  out[8] = ssrc >>> 24;
+  out[9] = (ssrc >>> 16) & 0xff;
+  out[10] = (ssrc >>> 8) & 0xff;
+  out[11] = ssrc & 0xff;
+  out.set(payload, 12);
+  return out.subarray(0, length);
+}
