@@ -1,143 +1,144 @@
 /**
  * WebRTC fan-out: one synthetic 640x480-like stream (VP8-shaped RTP, 25 fps x 4 packets of
- * 1.1 kB plus 50 Opus packets/s: 150 packets/s, ~1 Mbit/s) from a werift publisher, played
- * by N werift subscribers on 127.0.0.1 through our signaling. The server runs in its own
- * process (this file with `--serve`), so its CPU and memory are its own. N grows until a
- * step loses 1% or more of the packets, or the time budget is spent.
+ * 1.1 kB plus 50 Opus packets/s: 150 packets/s, ~1 Mbit/s) from a werift publisher, played by
+ * N werift subscribers on 127.0.0.1 through our signaling, once per sender of the server:
+ * `fast` (media.sendEngine ffi: SRTP and sendmmsg in Workers, on the ICE mux's socket) and
+ * `werift` (media.sendEngine werift). N grows until a step loses 1% or more, or the side's
+ * time budget is spent.
  *
- * Reports per step: server cores, packets delivered per core-second, loss, CPU and RSS per
- * subscriber, and the latency the server adds from RTP arrival to its last copy's send
- * (p50/p99).
+ * Processes: the server runs alone in a child (this file with `--serve <sender>`), so its CPU
+ * (every thread, Workers included) and RSS are its own. The subscribers run in
+ * `WEBRTC_BENCH_RECEIVERS` children (default 2; this file with `--receivers <ws>`), each a
+ * set of plain werift peers: werift authenticates and decrypts every SRTP packet, and only
+ * packets that pass count as received, so loss includes anything sent wrong. The publisher
+ * runs in this process and stamps each packet's payload with its send time (epoch ms, one
+ * clock for every process of the machine); receivers take the difference at arrival:
+ * latency publisher → server → subscriber over loopback, p50/p99.
  *
- * Anchor, in the same run: werift's own fan-out. A process of plain werift
- * RTCPeerConnections (this file with `--werift`, no server, no signaling protocol) receives
- * the same publisher's packets and writes each into one local track per kind that every
- * subscriber's sender shares, for the same N subscribers (the steps ours took, whatever its
- * loss); the last line compares packets delivered per core-second of the fan-out process at
- * the largest N ours kept under 1% loss.
+ * Reports per step: server cores, packets delivered per server core-second, loss, CPU and RSS
+ * per subscriber, latency. The last line reads `subscribers/core: fast <N>, werift <M>`:
+ * the largest N under 1% loss divided by the server cores it took.
  *
- * `WEBRTC_BENCH_STEPS` sets the N of each step (default "10,30,60"); `WEBRTC_BENCH_ONLY=ours`
- * or `=werift` runs one side.
+ * `WEBRTC_BENCH_STEPS` sets the N of each step (default "25,50,100,200,400,800");
+ * `WEBRTC_BENCH_ONLY=fast` or `=werift` runs one side.
  */
-import {
-  MediaStreamTrack,
-  RTCPeerConnection,
-  RTCRtpCodecParameters,
-  type RTCRtpTransceiver,
-} from "werift";
+import { Buffer } from "node:buffer";
+import { RtpHeader, RtpPacket } from "werift";
 import { configSchema } from "../config.ts";
 import { silentLogger } from "../core/log.ts";
 import { openPeerCount } from "../media/protocols/webrtc/peer.ts";
-import { WebRtcPublisher } from "../media/providers/webrtc_publisher.ts";
 import { startServer } from "../server.ts";
 import { WcsClient } from "../tests/helpers/wcs_client.ts";
-import { nextStatus, TestPlayer, TestPublisher, waitFor } from "../tests/webrtc_helpers.ts";
+import { nextStatus, TestPlayer, TestPublisher } from "../tests/webrtc_helpers.ts";
 import { lines } from "./support/lines.ts";
 
 /** Length of each measurement window, in milliseconds. */
 const measureMs = 5_000;
 /** Time given to new subscribers to settle before measuring, in milliseconds. */
 const warmupMs = 2_000;
-/** Steps stop being started after this much time, in milliseconds. */
-const budgetMs = 90_000;
+/** Steps of one side stop being started after this much time, in milliseconds. */
+const budgetMs = 240_000;
 /** Loss at which the fan-out counts as saturated. */
 const maxLoss = 0.01;
 const clockTicksPerSecond = 100;
-const steps = (Deno.env.get("WEBRTC_BENCH_STEPS") ?? "10,30,60").split(",").map(Number);
-/** One side only ("ours" or "werift"), when set. */
+const steps = (Deno.env.get("WEBRTC_BENCH_STEPS") ?? "25,50,100,200,400,800").split(",")
+  .map(Number);
+const receiverProcesses = Number(Deno.env.get("WEBRTC_BENCH_RECEIVERS") ?? 2);
+/** One side only ("fast" or "werift"), when set. */
 const only = Deno.env.get("WEBRTC_BENCH_ONLY");
-/** Longest wait for a peer of the werift relay to connect, in milliseconds. */
-const relayConnectTimeoutMs = 20_000;
+/** Offset of the send-time stamp in each payload (after the VP8 descriptor and header). */
+const stampOffset = 16;
+/** Subscribers connected at once while a step grows. */
+const connectBatch = 10;
 
-/** What the children answer to "stats". */
-interface ChildStats {
-  p50: number;
-  p99: number;
-  samples: number;
-  peers: number;
+type Sender = "fast" | "werift";
+
+/** The time of day in ms with sub-ms precision, the same clock in every process. */
+function nowEpochMs(): number {
+  return performance.timeOrigin + performance.now();
 }
 
-/** Child mode: the server, answering "stats" and "reset" lines on stdin. */
-async function serve(): Promise<void> {
-  const config = configSchema.parse({ ports: { rest: 0, ws: 0, wss: 0, hls: 0, rtmp: 0 } });
+/** Child mode: the server with one sender, answering "stats" lines on stdin. */
+async function serve(sender: Sender): Promise<void> {
+  const config = configSchema.parse({
+    ports: { rest: 0, ws: 0, wss: 0, hls: 0, rtmp: 0, rtsp: 0, srt: 0, sip: 0 },
+    media: { iceMux: "on", sendEngine: sender === "fast" ? "ffi" : "werift" },
+  });
   const server = await startServer(config, silentLogger);
+  const { sendPaths } = server.services;
+  if ((sender === "fast") !== (sendPaths.engine !== undefined)) {
+    throw new Error(`the ${sender} sender did not start`);
+  }
   console.log(JSON.stringify({ ws: `ws://127.0.0.1:${server.wsPort}` }));
-  for await (const line of lines(Deno.stdin.readable)) {
-    const publisher = server.services.streams.published("bench");
-    const latency = publisher instanceof WebRtcPublisher ? publisher.forwardLatency : undefined;
-    if (line === "reset") latency?.reset();
-    console.log(JSON.stringify({
-      p50: latency?.percentile(0.5) ?? 0,
-      p99: latency?.percentile(0.99) ?? 0,
-      samples: latency?.count ?? 0,
-      peers: openPeerCount(),
-    }));
+  for await (const _line of lines(Deno.stdin.readable)) {
+    let dropped = 0;
+    if (sendPaths.engine) {
+      for (const s of (await sendPaths.engine.stats()).values()) dropped += s.dropped;
+    }
+    console.log(JSON.stringify({ peers: openPeerCount(), engineDropped: dropped }));
   }
   await server.stop();
 }
 
+/** What a receiver child answers to "stats". */
+interface ReceiverStats {
+  players: number;
+  received: number;
+  /** Latencies sampled since the last stats, in ms. */
+  latencies: number[];
+}
+
 /**
- * Child mode: werift's own fan-out. Each stdin line is an offer (`{"role","sdp"}`) answered
- * with `{"answer"}`, or "stats"/"reset". The publisher's packets go into one local track per
- * kind; every subscriber's sender is attached to that track, so werift copies, encrypts and
- * sends each packet to every subscriber itself.
+ * Child mode: subscribers. "add <k>" connects k more players of stream "bench" (answers
+ * {players}); "stats" answers ReceiverStats.
  */
-async function serveWerift(): Promise<void> {
-  const fb = [{ type: "nack" }, { type: "nack", parameter: "pli" }];
-  const codecs = {
-    video: [
-      new RTCRtpCodecParameters({ mimeType: "video/VP8", clockRate: 90000, rtcpFeedback: fb }),
-    ],
-    audio: [new RTCRtpCodecParameters({ mimeType: "audio/opus", clockRate: 48000, channels: 2 })],
-  };
-  const out = {
-    video: new MediaStreamTrack({ kind: "video" }),
-    audio: new MediaStreamTrack({ kind: "audio" }),
-  };
-  const peers: RTCPeerConnection[] = [];
-  for await (const line of lines(Deno.stdin.readable)) {
-    if (line === "stats" || line === "reset") {
-      const stats: ChildStats = { p50: 0, p99: 0, samples: 0, peers: peers.length };
-      console.log(JSON.stringify(stats));
-      continue;
-    }
-    const { role, sdp } = JSON.parse(line) as { role: "publish" | "play"; sdp: string };
-    const pc = new RTCPeerConnection({
-      iceServers: [],
-      codecs,
-      headerExtensions: { video: [], audio: [] },
-      iceUseIpv4: false,
-      iceUseIpv6: false,
-      iceAdditionalHostAddresses: ["127.0.0.1"],
-      iceInterfaceAddresses: { udp4: "127.0.0.1" },
+async function receivers(ws: string): Promise<void> {
+  const players: { player: TestPlayer; client: WcsClient }[] = [];
+  let latencies: number[] = [];
+  const addOne = async () => {
+    const player = new TestPlayer("VP8");
+    player.pc.onTrack.subscribe((track) => {
+      track.onReceiveRtp.subscribe((rtp) => {
+        // One sample in 8 is enough for percentiles and keeps the receivers light.
+        if ((rtp.header.sequenceNumber & 7) !== 0 || rtp.payload.length < stampOffset + 8) {
+          return;
+        }
+        latencies.push(nowEpochMs() - rtp.payload.readDoubleLE(stampOffset));
+      });
     });
-    peers.push(pc);
-    if (role === "publish") {
-      pc.onTrack.subscribe((track) => {
-        const kind = track.kind as "video" | "audio";
-        track.onReceiveRtp.subscribe((rtp) => out[kind].writeRtp(rtp));
-      });
-    }
-    await pc.setRemoteDescription({ type: "offer", sdp });
-    if (role === "play") {
-      for (const transceiver of pc.getTransceivers() as RTCRtpTransceiver[]) {
-        transceiver.setDirection("sendonly");
-        await transceiver.sender.replaceTrack(out[transceiver.kind as "video" | "audio"]);
+    const { client } = await WcsClient.connect(ws);
+    const id = crypto.randomUUID();
+    await player.play(client, { mediaSessionId: id, name: "bench" });
+    const status = await nextStatus(client, id, 30_000).catch((e) => ({ status: String(e) }));
+    if (status.status !== "PLAYING") throw new Error(`PLAYING got ${JSON.stringify(status)}`);
+    players.push({ player, client });
+  };
+  for await (const line of lines(Deno.stdin.readable)) {
+    if (line.startsWith("add ")) {
+      let left = Number(line.slice(4));
+      while (left > 0) {
+        const batch = Math.min(left, connectBatch);
+        await Promise.all(Array.from({ length: batch }, addOne));
+        left -= batch;
       }
+      console.log(JSON.stringify({ players: players.length }));
+    } else {
+      const stats: ReceiverStats = {
+        players: players.length,
+        received: players.reduce(
+          (n, p) => n + p.player.received.video + p.player.received.audio,
+          0,
+        ),
+        latencies,
+      };
+      latencies = [];
+      console.log(JSON.stringify(stats));
     }
-    await pc.setLocalDescription(await pc.createAnswer());
-    if (pc.iceGatheringState !== "complete") {
-      await new Promise<void>((resolve) => {
-        const sub = pc.iceGatheringStateChange.subscribe((state) => {
-          if (state !== "complete") return;
-          sub.unSubscribe();
-          resolve();
-        });
-      });
-    }
-    console.log(JSON.stringify({ answer: pc.localDescription!.sdp }));
   }
-  await Promise.all(peers.map((pc) => pc.close()));
+  for (const { player, client } of players) {
+    await player.close();
+    await client.close();
+  }
   Deno.exit(0);
 }
 
@@ -146,6 +147,7 @@ interface Usage {
   rssKb: number;
 }
 
+/** CPU (all threads) and RSS of a process. */
 function usage(pid: number): Usage {
   const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
   const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
@@ -157,30 +159,24 @@ function usage(pid: number): Usage {
   };
 }
 
-/** A child (our server or the werift relay): its pid and a line channel over stdin/stdout. */
-async function startChild(mode: "--serve" | "--werift") {
+/** A child of this file: its pid and a line channel over stdin/stdout. */
+function startChild(args: string[]) {
   const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", new URL(import.meta.url).pathname, mode],
+    args: ["run", "-A", new URL(import.meta.url).pathname, ...args],
     stdin: "piped",
     stdout: "piped",
     stderr: "inherit",
   }).spawn();
   const reader = lines(child.stdout);
   const writer = child.stdin.getWriter();
-  const readLine = async () => JSON.parse((await reader.next()).value ?? "null");
-  const write = (line: string) => writer.write(new TextEncoder().encode(`${line}\n`));
-  const { ws } = mode === "--serve" ? await readLine() : { ws: "" };
   return {
     child,
-    ws: ws as string,
-    async ask(command: "stats" | "reset") {
-      await write(command);
-      return await readLine() as ChildStats;
+    async ask<T>(line: string): Promise<T> {
+      await writer.write(new TextEncoder().encode(`${line}\n`));
+      return JSON.parse((await reader.next()).value ?? "null") as T;
     },
-    /** The werift relay's answer to an offer. */
-    async offer(role: "publish" | "play", sdp: string): Promise<string> {
-      await write(JSON.stringify({ role, sdp }));
-      return (await readLine()).answer as string;
+    async read<T>(): Promise<T> {
+      return JSON.parse((await reader.next()).value ?? "null") as T;
     },
     async stop() {
       await writer.close();
@@ -190,6 +186,62 @@ async function startChild(mode: "--serve" | "--werift") {
   };
 }
 
+/** The bench's publisher: TestPublisher's negotiation, its own paced and stamped packets. */
+class StampedPublisher {
+  readonly peer = new TestPublisher("VP8");
+  sent = 0;
+  #timer?: ReturnType<typeof setInterval>;
+  #seq = [1000, 5000];
+  #ts = [90000, 48000];
+  #frame = 0;
+
+  /** Starts 25 fps x 4 video packets (keyframe every 50 frames) and 50 audio packets/s. */
+  start(): void {
+    let tick = 0;
+    const startMs = performance.now();
+    this.#timer = setInterval(() => {
+      while (tick <= (performance.now() - startMs) / 20) {
+        if (tick++ % 2 === 0) this.#videoFrame();
+        this.#send(1, Buffer.alloc(80, 0xf8), true);
+        this.#ts[1] += 960;
+      }
+    }, 20);
+  }
+
+  pause(): void {
+    clearInterval(this.#timer);
+  }
+
+  #videoFrame(): void {
+    const key = this.#frame++ % 50 === 0;
+    for (let i = 0; i < 4; i++) {
+      const p = Buffer.alloc(1100, 0x22);
+      p[0] = i === 0 ? 0x10 : 0x00; // S bit on the first packet only
+      if (i === 0) {
+        p[1] = key ? 0x00 : 0x01;
+        p.set([0x9d, 0x01, 0x2a], 4);
+        p.writeUInt16LE(640, 7);
+        p.writeUInt16LE(480, 9);
+      }
+      this.#send(0, p, i === 3);
+    }
+    this.#ts[0] += 3600;
+  }
+
+  #send(index: number, payload: Buffer, marker: boolean): void {
+    payload.writeDoubleLE(nowEpochMs(), stampOffset);
+    const header = new RtpHeader({
+      sequenceNumber: this.#seq[index],
+      timestamp: this.#ts[index],
+      marker,
+      payloadType: 96,
+    });
+    this.#seq[index] = (this.#seq[index] + 1) & 0xffff;
+    this.sent++;
+    (index === 0 ? this.peer.video : this.peer.audio).writeRtp(new RtpPacket(header, payload));
+  }
+}
+
 interface StepResult {
   n: number;
   /** Packets per second the publisher sent during the window. */
@@ -197,119 +249,51 @@ interface StepResult {
   cores: number;
   rssKb: number;
   loss: number;
-  /** Packets the subscribers received per second of the fan-out's CPU. */
+  /** Packets the subscribers received per second of the server's CPU. */
   deliveredPerCore: number;
   p50: number;
   p99: number;
+  engineDropped: number;
 }
 
-type Child = Awaited<ReturnType<typeof startChild>>;
-
-/**
- * Stands in for the WCS client of TestPublisher and TestPlayer when they talk to the werift
- * relay: their offer goes to the relay, whose answer comes back as setRemoteSDP.
- */
-class RelaySignaling {
-  #answer?: Promise<string>;
-  constructor(readonly relay: Child) {}
-  send(_method: string, data: { published: boolean; sdp: string }): void {
-    this.#answer = this.relay.offer(data.published ? "publish" : "play", data.sdp);
-  }
-  async next(): Promise<[string, string, boolean]> {
-    return ["", await this.#answer!, false];
-  }
-  close(): Promise<void> {
-    return Promise.resolve();
-  }
+function percentile(sorted: number[], p: number): number {
+  return sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] : 0;
 }
 
-/** How the peers of a run reach the fan-out: our signaling, or the werift relay's lines. */
-interface Fanout {
-  label: string;
-  child: Child;
-  /** Connects a peer; resolves once it publishes (sending) or plays. */
-  publish(publisher: TestPublisher): Promise<{ close(): Promise<unknown> }>;
-  play(player: TestPlayer): Promise<{ close(): Promise<unknown> }>;
-}
-
-async function oursFanout(): Promise<Fanout> {
-  const child = await startChild("--serve");
-  const join = async (peer: TestPublisher | TestPlayer, expected: string) => {
-    const { client } = await WcsClient.connect(child.ws);
-    const id = crypto.randomUUID();
-    if (peer instanceof TestPublisher) {
-      await peer.publish(client, { mediaSessionId: id, name: "bench" });
-      // The stream is PUBLISHING once its media flows.
-      peer.start();
-    } else await peer.play(client, { mediaSessionId: id, name: "bench" });
-    const status = await nextStatus(client, id, 20_000).catch((err) => ({ status: String(err) }));
-    if (status.status !== expected) {
-      throw new Error(
-        `${expected} got ${JSON.stringify(status)}, ` +
-          `ICE ${peer.pc.iceConnectionState}, DTLS ${peer.pc.connectionState}`,
-      );
-    }
-    return client;
-  };
-  return {
-    label: "ours",
-    child,
-    publish: (publisher) => join(publisher, "PUBLISHING"),
-    play: (player) => join(player, "PLAYING"),
-  };
-}
-
-async function weriftFanout(): Promise<Fanout> {
-  const child = await startChild("--werift");
-  const join = async (peer: TestPublisher | TestPlayer) => {
-    // The helpers speak to a WCS client; the relay needs only its send and setRemoteSDP.
-    const signaling = new RelaySignaling(child) as unknown as WcsClient;
-    if (peer instanceof TestPublisher) {
-      await peer.publish(signaling, {});
-      peer.start();
-    } else await peer.play(signaling, {});
-    await waitFor(
-      () => peer.pc.connectionState === "connected",
-      relayConnectTimeoutMs,
-      "a werift relay peer to connect",
-    );
-    return signaling;
-  };
-  return { label: "werift", child, publish: join, play: join };
-}
-
-/**
- * One publisher and N subscribers through `fanout`, N growing by `ns`; with `stopAtLoss`,
- * until a step loses 1% or more.
- */
-async function measureFanout(
-  fanout: Fanout,
-  ns: readonly number[],
-  stopAtLoss: boolean,
-): Promise<StepResult[]> {
+/** One publisher and N subscribers through the server with `sender`, N growing by `steps`. */
+async function measure(sender: Sender): Promise<StepResult[]> {
   const started = performance.now();
-  const server = fanout.child;
-  const publisher = new TestPublisher("VP8", 4);
-  const pubSignaling = await fanout.publish(publisher);
-  const players: { player: TestPlayer; signaling: { close(): Promise<unknown> } }[] = [];
+  const server = startChild(["--serve", sender]);
+  const { ws } = await server.read<{ ws: string }>();
+  const children = Array.from(
+    { length: receiverProcesses },
+    () => startChild(["--receivers", ws]),
+  );
+  const publisher = new StampedPublisher();
+  const { client: pubClient } = await WcsClient.connect(ws);
+  const pubId = crypto.randomUUID();
+  await publisher.peer.publish(pubClient, { mediaSessionId: pubId, name: "bench" });
+  publisher.start();
+  const published = await nextStatus(pubClient, pubId, 20_000);
+  if (published.status !== "PUBLISHING") throw new Error(JSON.stringify(published));
+  let players = 0;
 
-  /** Measures one window with the current players. */
+  const receiverStats = () => Promise.all(children.map((c) => c.ask<ReceiverStats>("stats")));
   const window = async (n: number): Promise<StepResult> => {
     await new Promise((r) => setTimeout(r, warmupMs));
-    await server.ask("reset");
     const before = usage(server.child.pid);
+    const receivedBefore = (await receiverStats()).reduce((s, r) => s + r.received, 0);
+    const { engineDropped: droppedBefore } = await server.ask<{ engineDropped: number }>("stats");
     const sentBefore = publisher.sent;
-    const receivedBefore = players.map((p) => p.player.received.video + p.player.received.audio);
     const t0 = performance.now();
     await new Promise((r) => setTimeout(r, measureMs));
     const seconds = (performance.now() - t0) / 1000;
-    const after = usage(server.child.pid);
     const sent = publisher.sent - sentBefore;
-    const received = players.reduce(
-      (sum, p, i) => sum + p.player.received.video + p.player.received.audio - receivedBefore[i],
-      0,
-    );
-    const stats = await server.ask("stats");
+    const after = usage(server.child.pid);
+    const stats = await receiverStats();
+    const received = stats.reduce((s, r) => s + r.received, 0) - receivedBefore;
+    const { engineDropped } = await server.ask<{ engineDropped: number }>("stats");
+    const latencies = stats.flatMap((r) => r.latencies).sort((a, b) => a - b);
     const cores = (after.cpuSeconds - before.cpuSeconds) / seconds;
     return {
       n,
@@ -318,25 +302,33 @@ async function measureFanout(
       rssKb: after.rssKb,
       loss: n === 0 ? 0 : Math.max(0, 1 - received / (sent * n)),
       deliveredPerCore: cores > 0 ? received / seconds / cores : 0,
-      p50: stats.p50,
-      p99: stats.p99,
+      p50: percentile(latencies, 0.5),
+      p99: percentile(latencies, 0.99),
+      engineDropped: engineDropped - droppedBefore,
     };
   };
 
   const idle = await window(0);
   const results: StepResult[] = [];
-  console.log(`\n${fanout.label}:`);
   console.log(
-    "subscribers  in-pkts/s  server-cores  delivered/core-s  loss    cpu/sub(ms/s)  rss/sub(KB)  added-latency p50/p99 (ms)",
+    `\n${sender} (server with media.sendEngine ${sender === "fast" ? "ffi" : "werift"}):`,
   );
-  for (const n of ns) {
-    if (stopAtLoss && performance.now() - started > budgetMs) break;
-    // werift's DTLS handshakes in this process fail now and then under full media load.
-    publisher.pause();
-    while (players.length < n) {
-      const player = new TestPlayer("VP8");
-      players.push({ player, signaling: await fanout.play(player) });
+  console.log(
+    "subscribers  in-pkts/s  server-cores  subs/core  delivered/core-s  loss    engine-drops  cpu/sub(ms/s)  rss/sub(KB)  latency p50/p99 (ms)",
+  );
+  for (const n of steps) {
+    if (performance.now() - started > budgetMs) {
+      console.log(`(time budget spent before N=${n})`);
+      break;
     }
+    // werift's DTLS handshakes fail now and then under full media load.
+    publisher.pause();
+    const add = n - players;
+    await Promise.all(children.map((c, i) => {
+      const share = Math.floor(add / children.length) + (i < add % children.length ? 1 : 0);
+      return share > 0 ? c.ask(`add ${share}`) : Promise.resolve();
+    }));
+    players = n;
     publisher.start();
     const r = await window(n);
     results.push(r);
@@ -345,69 +337,49 @@ async function measureFanout(
     console.log(
       `${String(n).padStart(11)}  ${Math.round(r.inRate).toString().padStart(9)}  ${
         r.cores.toFixed(2).padStart(12)
-      }  ${Math.round(r.deliveredPerCore).toString().padStart(16)}  ${
-        (r.loss * 100).toFixed(2).padStart(5)
-      }%  ${cpuPerSub.toFixed(1).padStart(13)}  ${Math.round(rssPerSub).toString().padStart(11)}  ${
-        fanout.label === "ours" ? `${r.p50.toFixed(3)} / ${r.p99.toFixed(3)}` : "not measured"
+      }  ${Math.round(n / Math.max(r.cores, 0.01)).toString().padStart(9)}  ${
+        Math.round(r.deliveredPerCore).toString().padStart(16)
+      }  ${(r.loss * 100).toFixed(2).padStart(5)}%  ${String(r.engineDropped).padStart(12)}  ${
+        cpuPerSub.toFixed(1).padStart(13)
+      }  ${Math.round(rssPerSub).toString().padStart(11)}  ${r.p50.toFixed(2)} / ${
+        r.p99.toFixed(2)
       }`,
     );
-    if (stopAtLoss && r.loss >= maxLoss) break;
+    if (r.loss >= maxLoss) break;
   }
-  console.log(`idle (publisher only): ${idle.cores.toFixed(2)} cores`);
+  console.log(`idle (publisher only): ${idle.cores.toFixed(2)} cores, RSS ${idle.rssKb} KB`);
 
-  await Promise.all(players.map(async ({ player, signaling }) => {
-    await player.close();
-    await signaling.close();
-  }));
-  await publisher.close();
-  await pubSignaling.close();
+  publisher.pause();
+  await Promise.all(children.map((c) => c.stop()));
+  await publisher.peer.close();
+  await pubClient.close();
   // Sessions end (and their peers close) as the server sees the sockets close.
-  await new Promise((r) => setTimeout(r, 1000));
-  if (fanout.label === "ours") {
-    const { peers } = await server.ask("stats");
-    console.log(`server peer connections left after closing: ${peers}`);
-  }
+  await new Promise((r) => setTimeout(r, 1500));
+  const { peers } = await server.ask<{ peers: number }>("stats");
+  console.log(`server peer connections left after closing: ${peers}`);
   await server.stop();
   return results;
 }
 
-/** The largest step under 1% loss. */
-function lastGood(results: StepResult[]): StepResult | undefined {
-  return results.filter((r) => r.loss < maxLoss).at(-1);
+/** Subscribers per server core at the largest N under 1% loss (0 when none). */
+function perCore(results: StepResult[]): number {
+  const good = results.filter((r) => r.loss < maxLoss).at(-1);
+  return good ? Math.round(good.n / Math.max(good.cores, 0.01)) : 0;
 }
 
 async function run(): Promise<void> {
-  const ours = only === "werift" ? [] : await measureFanout(await oursFanout(), steps, true);
-  // werift's own fan-out takes the same steps as ours did, whatever its loss, so that every
-  // N of ours has its anchor.
-  const werift = only === "ours"
-    ? []
-    : await measureFanout(await weriftFanout(), ours.length ? ours.map((r) => r.n) : steps, false);
-  const good = lastGood(ours);
-  if (good) {
-    console.log(
-      `\nours: largest N under 1% loss: ${good.n} subscribers on ${good.cores.toFixed(2)} cores ` +
-        `= ${Math.round(good.n / Math.max(good.cores, 0.01))} subscribers per core, ` +
-        `${Math.round(good.deliveredPerCore)} packets delivered/s per core`,
-    );
-  } else console.log("\nours: no step stayed under 1% loss");
-  // At the largest N ours kept under 1% loss: packets delivered per core-second on each side.
-  const w = good && werift.find((x) => x.n === good.n);
-  if (good && w) {
-    console.log(
-      `vs werift's own fan-out at N=${good.n}: ours ${
-        Math.round(good.deliveredPerCore)
-      } packets delivered/s per core (loss ${(good.loss * 100).toFixed(2)}%), werift ${
-        Math.round(w.deliveredPerCore)
-      } (loss ${(w.loss * 100).toFixed(2)}%); ratio ours/werift ${
-        (good.deliveredPerCore / Math.max(w.deliveredPerCore, 1)).toFixed(2)
-      }`,
-    );
-  } else console.log("no ratio: ours kept no step under 1% loss, or werift was not run");
+  console.log(
+    `receivers: ${receiverProcesses} child processes of werift peers; ${navigator.hardwareConcurrency} cores; load ${
+      Deno.loadavg().map((x) => x.toFixed(2)).join(" ")
+    }`,
+  );
+  const fast = only === "werift" ? [] : await measure("fast");
+  const werift = only === "fast" ? [] : await measure("werift");
   // werift keeps timers (ICE consent, DTLS) a while after close; nothing is left to wait for.
+  console.log(`subscribers/core: fast ${perCore(fast)}, werift ${perCore(werift)}`);
   Deno.exit(0);
 }
 
-if (Deno.args[0] === "--serve") await serve();
-else if (Deno.args[0] === "--werift") await serveWerift();
+if (Deno.args[0] === "--serve") await serve(Deno.args[1] as Sender);
+else if (Deno.args[0] === "--receivers") await receivers(Deno.args[1]);
 else await run();
