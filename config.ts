@@ -465,6 +465,12 @@ export function loadConfig(sources: ConfigSources = {}): Config {
     try {
       fileValue = JSON.parse(text);
     } catch (err) {
+    maxRooms: z.int().min(1).max(1_000_000).default(10_000).describe(
+      "Most SFU rooms at once; a `joinRoom` that would create one more is refused with OPERATION_FAILED `Too many rooms`.",
+    ),
+    maxParticipantsPerRoom: z.int().min(1).max(10_000).default(100).describe(
+      "Most participants in one SFU room; a `joinRoom` beyond them is refused with OPERATION_FAILED `Room is full`.",
+    ),
       throw new ConfigError("(file)", `not valid JSON: ${(err as Error).message}`, path);
     }
     const fromFile = configSchema.safeParse(fileValue);

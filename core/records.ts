@@ -283,6 +283,14 @@ export const hlsSubscriber = z.object({
   }),
 });
 
+const sfuFeedback = z.object({
+  receivedNACK: z.int(),
+  receivedPLI: z.int(),
+  receivedFIR: z.int(),
+  retransmitted: z.int(),
+  sentPLI: z.int(),
+});
+
 const sfuTrack = z.object({
   id: z.string(),
   codec: z.string(),
@@ -294,6 +302,8 @@ const sfuTrack = z.object({
   width: z.int().optional(),
   height: z.int().optional(),
   fps: z.int().optional(),
+  /** RTCP about the track: NACK, PLI, FIR packets its subscribers sent, resends, PLIs sent. */
+  feedbackStats: sfuFeedback.optional(),
 });
 
 /** Statistics of an SFU room. */
@@ -306,9 +316,25 @@ export const sfuStats = z.object({
         id: z.string(),
         composite: z.literal(true),
         tracks: z.record(z.string(), sfuTrack),
+        feedbackStats: sfuFeedback.optional(),
       })),
     ),
     incomingTracks: z.record(z.string(), z.string().nullable()),
+    /**
+     * By source track id: the RTCP the participant sent about it (NACK, PLI, FIR packets; of
+     * its latest receiver report the fraction lost 0-1, packets lost and jitter in RTP units).
+     */
+    incomingFeedbackStats: z.record(
+      z.string(),
+      z.object({
+        receivedNACK: z.int(),
+        receivedPLI: z.int(),
+        receivedFIR: z.int(),
+        fractionLost: z.number(),
+        packetsLost: z.int(),
+        jitter: z.int(),
+      }),
+    ).optional(),
   })),
 });
 

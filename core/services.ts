@@ -172,6 +172,7 @@ export function createServices(
     sfu: new SfuRoomRegistry(
       log,
       config.sfu.bridge ? new SfuBridge(streams, log.child({ component: "sfu" })) : undefined,
+      config.sfu,
     ),
     limits,
     iceMux: overrides.iceMux,

@@ -18,6 +18,9 @@ export const sfuErrors = {
   noSuchQuality: "Quality not found",
   noLayers: "Track has no quality layers",
   noSuchSlot: "No free transceiver for the track",
+  tidMismatch: "Tid mismatch",
+  roomCap: "Too many rooms",
+  participantCap: "Room is full",
 } as const;
 
 /** An SFU operation refused with WCS's `error` string; `operation` is the SDK's Operations name. */

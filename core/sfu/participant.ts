@@ -14,7 +14,13 @@ export interface SfuLink {
 /** One participant of a room. */
 export class SfuParticipant {
   readonly userId = crypto.randomUUID();
-  readonly nickname: string;
+  /** Changed by renameParticipant. */
+  nickname: string;
+  /**
+   * tid of the client's latest offer (joinRoom, updateRoomState): the SDK sends its answers to
+   * server offers with it, so an answer with another tid is not for this negotiation.
+   */
+  offerTid = "";
   readonly sessionId: string;
   readonly link: SfuLink;
   readonly peer: ParticipantPeer;

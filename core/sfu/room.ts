@@ -9,6 +9,7 @@ import type { Logger } from "../log.ts";
 import type { PeerAddress } from "../../media/protocols/webrtc/peer.ts";
 import {
   type Delivery,
+  type DeliveryFeedback,
   type OfferedTrack,
   ParticipantPeer,
 } from "../../media/sfu/participant_peer.ts";
@@ -37,6 +38,18 @@ export interface JoinRequest {
   readonly address: PeerAddress;
 }
 
+/**
+ * RTCP feedback about a published track, counted as it flows: what its subscribers sent (NACK,
+ * PLI, FIR packets), the packets resent for their NACKs and the PLIs sent to its publisher.
+ */
+export interface SfuFeedbackStats {
+  receivedNACK: number;
+  receivedPLI: number;
+  receivedFIR: number;
+  retransmitted: number;
+  sentPLI: number;
+}
+
 /** What `/sfu/stats` shows of a plain track. */
 export interface SfuTrackStats {
   id: string;
@@ -49,6 +62,7 @@ export interface SfuTrackStats {
   width?: number;
   height?: number;
   fps?: number;
+  feedbackStats?: SfuFeedbackStats;
 }
 
 /** What `/sfu/stats` shows of a simulcast track: its layers by `"<rid> send"`. */
@@ -56,6 +70,7 @@ export interface SfuCompositeStats {
   id: string;
   composite: true;
   tracks: Record<string, SfuTrackStats>;
+  feedbackStats: SfuFeedbackStats;
 }
 
 /** What `/sfu/stats` shows of a participant. */
@@ -63,6 +78,8 @@ export interface SfuParticipantStats {
   nickName: string;
   outgoingTracks: (SfuTrackStats | SfuCompositeStats)[];
   incomingTracks: Record<string, string | null>;
+  /** By source track id: the RTCP this participant sent about it (DeliveryFeedback). */
+  incomingFeedbackStats: Record<string, DeliveryFeedback>;
 }
 
 /** One SFU room. */
@@ -78,6 +95,8 @@ export class SfuRoom {
   readonly #onEmpty: (room: SfuRoom) => void;
   /** Publishes the tracks as ordinary streams too (config `sfu.bridge`). */
   readonly #bridge?: SfuBridge;
+  /** Joins beyond this many participants are refused (config `sfu.maxParticipantsPerRoom`). */
+  readonly #maxParticipants: number;
   #ended = false;
   /** Re-chooses layers and reports their liveness; runs once a track is published. */
   #ticker?: ReturnType<typeof setInterval>;
@@ -88,12 +107,14 @@ export class SfuRoom {
     log: Logger,
     onEmpty: (room: SfuRoom) => void,
     bridge?: SfuBridge,
+    maxParticipants = Infinity,
   ) {
     this.name = name;
     this.pin = pin;
     this.#log = log.child({ room: name });
     this.#onEmpty = onEmpty;
     this.#bridge = bridge;
+    this.#maxParticipants = maxParticipants;
   }
 
   /** Participants, in join order. */
@@ -125,6 +146,7 @@ export class SfuRoom {
     if (this.participants.some((p) => p.nickname === request.nickname)) {
       throw refuse(sfuErrors.nicknameUnavailable);
     }
+    if (this.#participants.size >= this.#maxParticipants) throw refuse(sfuErrors.participantCap);
     parseSections(request.sdp);
     const participant = new SfuParticipant(
       request.nickname,
@@ -147,14 +169,21 @@ export class SfuRoom {
       await peer.close();
       throw err;
     }
-    // Checked again: another join of the nickname may have completed while this one answered.
-    if (
-      this.#ended || outcome === "glare" ||
-      this.participants.some((p) => p.nickname === request.nickname)
-    ) {
+    // Checked again: other joins (or a lock) may have completed while this one answered.
+    const late = this.#ended
+      ? sfuErrors.notFound
+      : this.locked
+      ? sfuErrors.roomLocked
+      : this.#participants.size >= this.#maxParticipants
+      ? sfuErrors.participantCap
+      : outcome === "glare" || this.participants.some((p) => p.nickname === request.nickname)
+      ? sfuErrors.nicknameUnavailable
+      : undefined;
+    if (late !== undefined || outcome === "glare") {
       await peer.close();
-      throw refuse(this.#ended ? sfuErrors.notFound : sfuErrors.nicknameUnavailable);
+      throw refuse(late ?? sfuErrors.nicknameUnavailable);
     }
+    participant.offerTid = request.tid;
     const others = this.participants;
     this.#participants.set(participant.userId, participant);
     if (this.owner === "") this.owner = participant.userId;
@@ -195,6 +224,8 @@ export class SfuRoom {
    * offers again after answering the server's offer.
    */
   async update(participant: SfuParticipant, sdp: unknown, tid: string): Promise<void> {
+    // Recorded even for an offer lost to glare: the SDK answers our offer with this tid.
+    participant.offerTid = tid;
     const outcome = await participant.peer.clientOffer(sdp);
     if (outcome === "glare" || !this.#participants.has(participant.userId)) return;
     this.#send(participant, "REMOTE_SDP", { info: { sdp: outcome.answer, type: "answer", tid } });
@@ -208,9 +239,57 @@ export class SfuRoom {
     }
   }
 
-  /** The client's answer to a server offer (updateRoomState with sdpType answer). */
-  async answer(participant: SfuParticipant, sdp: unknown): Promise<void> {
+  /**
+   * The client's answer to a server offer (updateRoomState with sdpType answer), which the SDK
+   * sends with the tid of its own latest offer: another tid is refused and nothing applied.
+   */
+  async answer(participant: SfuParticipant, sdp: unknown, tid: string): Promise<void> {
+    if (tid !== participant.offerTid) {
+      throw new SfuOperationFailed("ROOM_UPDATE", sfuErrors.tidMismatch);
+    }
     await participant.peer.clientAnswer(sdp);
+  }
+
+  /**
+   * renameParticipant: `by` renames itself, or the owner anyone. PARTICIPANT_RENAMED to
+   * everyone (the requester's answers `internalMessageId`) and the new PARTICIPANT_LIST; a
+   * nickname in use is "Nickname unavailable" and changes nothing.
+   */
+  rename(by: SfuParticipant, userId: string, nickname: string, internalMessageId: string): void {
+    const refuse = (error: string) => new SfuOperationFailed("RENAME_PARTICIPANT", error);
+    const target = this.#participants.get(userId);
+    if (!target) throw refuse(sfuErrors.noSuchParticipant);
+    if (target !== by && by.userId !== this.owner) throw refuse(sfuErrors.notOwner);
+    if (nickname === "" || this.participants.some((p) => p !== target && p.nickname === nickname)) {
+      throw refuse(sfuErrors.nicknameUnavailable);
+    }
+    const previousName = target.nickname;
+    target.nickname = nickname;
+    this.#log.info("SFU participant renamed", { userId, previousName, nickname });
+    for (const p of this.participants) {
+      this.#send(p, "PARTICIPANT_RENAMED", {
+        internalMessageId: p === by ? internalMessageId : "",
+        userId,
+        previousName,
+        updatedName: nickname,
+      });
+    }
+    this.#participantList();
+  }
+
+  /**
+   * setRoomLock (owner only, the SDK's RoomExtended.setLock): joins are refused with "Room is
+   * locked" while locked; ROOM_LOCKED `{value}` to everyone (the owner's answers its request).
+   */
+  setLock(by: SfuParticipant, locked: boolean, internalMessageId: string): void {
+    if (by.userId !== this.owner) throw new SfuOperationFailed("ROOM_SET_LOCK", sfuErrors.notOwner);
+    this.locked = locked;
+    for (const p of this.participants) {
+      this.#send(p, "ROOM_LOCKED", {
+        internalMessageId: p === by ? internalMessageId : "",
+        value: locked,
+      });
+    }
   }
 
   /** Mutes or unmutes a track of `participant`: MUTE_TRACKS to the others. */
@@ -364,18 +443,29 @@ export class SfuRoom {
           name: `${rid} send`,
           stats: trackStats(track, reports[i]),
         }));
-        if (track.layers[0] === null) return layers[0].stats;
+        const f = track.feedback;
+        const feedbackStats = {
+          receivedNACK: f.nacks,
+          receivedPLI: f.plis,
+          receivedFIR: f.firs,
+          retransmitted: f.retransmitted,
+          sentPLI: f.sentPlis,
+        };
+        if (track.layers[0] === null) return { ...layers[0].stats, feedbackStats };
         return {
           id: track.info.id,
           composite: true as const,
           tracks: Object.fromEntries(layers.map((l) => [l.name, l.stats])),
+          feedbackStats,
         };
       });
       const incomingTracks: Record<string, string | null> = {};
-      for (const [track, layer] of p.peer.incoming()) {
+      const incomingFeedbackStats: Record<string, DeliveryFeedback> = {};
+      for (const [track, { layer, feedback }] of p.peer.incoming()) {
         incomingTracks[track.info.id] = layer === null ? null : `${layer} send`;
+        incomingFeedbackStats[track.info.id] = { ...feedback };
       }
-      return { nickName: p.nickname, outgoingTracks, incomingTracks };
+      return { nickName: p.nickname, outgoingTracks, incomingTracks, incomingFeedbackStats };
     });
   }
 

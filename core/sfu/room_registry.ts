@@ -8,27 +8,51 @@ import type { JoinRequest, SfuParticipantStats } from "./room.ts";
 import { SfuRoom } from "./room.ts";
 import type { SfuParticipant } from "./participant.ts";
 import type { SfuBridge } from "./bridge.ts";
+import { sfuErrors, SfuOperationFailed } from "./operation_failed.ts";
+
+/** How many rooms, and participants in one room, the server takes. */
+export interface SfuCaps {
+  readonly maxRooms: number;
+  readonly maxParticipantsPerRoom: number;
+}
+
+const unlimited: SfuCaps = { maxRooms: Infinity, maxParticipantsPerRoom: Infinity };
 
 /** SFU rooms by name. */
 export class SfuRoomRegistry {
   readonly #rooms = new Map<string, SfuRoom>();
   readonly #log: Logger;
   readonly #bridge?: SfuBridge;
+  readonly #caps: SfuCaps;
 
-  /** `bridge`: publishes the rooms' tracks as streams too (config `sfu.bridge`). */
-  constructor(log: Logger, bridge?: SfuBridge) {
+  /**
+   * `bridge`: publishes the rooms' tracks as streams too (config `sfu.bridge`); `caps`: the
+   * most rooms and participants per room (config `sfu`).
+   */
+  constructor(log: Logger, bridge?: SfuBridge, caps: SfuCaps = unlimited) {
     this.#log = log.child({ component: "sfu" });
     this.#bridge = bridge;
+    this.#caps = caps;
   }
 
   /** Joins room `name`, creating it with the request's pin when it does not exist. */
   join(name: string, request: JoinRequest): Promise<SfuParticipant> {
     let room = this.#rooms.get(name);
     if (!room) {
-      room = new SfuRoom(name, request.pin, this.#log, (ended) => {
-        if (this.#rooms.get(ended.name) === ended) this.#rooms.delete(ended.name);
-        this.#log.info("SFU room ended", { room: ended.name });
-      }, this.#bridge);
+      if (this.#rooms.size >= this.#caps.maxRooms) {
+        return Promise.reject(new SfuOperationFailed("ROOM_JOIN", sfuErrors.roomCap));
+      }
+      room = new SfuRoom(
+        name,
+        request.pin,
+        this.#log,
+        (ended) => {
+          if (this.#rooms.get(ended.name) === ended) this.#rooms.delete(ended.name);
+          this.#log.info("SFU room ended", { room: ended.name });
+        },
+        this.#bridge,
+        this.#caps.maxParticipantsPerRoom,
+      );
       this.#rooms.set(name, room);
       this.#log.info("SFU room created", { room: name });
     }

@@ -46,6 +46,19 @@ export interface PeerSignals {
   failed(reason: string): void;
 }
 
+/** RTCP the client sent about one track delivered to it, for `/sfu/stats`. */
+export interface DeliveryFeedback {
+  receivedNACK: number;
+  receivedPLI: number;
+  receivedFIR: number;
+  /** Of the latest receiver report: the fraction lost (0-1) since the one before. */
+  fractionLost: number;
+  /** Of the latest receiver report: packets lost in all. */
+  packetsLost: number;
+  /** Of the latest receiver report: interarrival jitter, in RTP timestamp units. */
+  jitter: number;
+}
+
 /** A track published in a client offer, before the room knows it. */
 export interface OfferedTrack {
   readonly section: SdpSection;
@@ -75,6 +88,19 @@ interface Slot {
   nacks?: { unSubscribe(): void };
   /** Changes the client asked for before the subscription was attached, applied then. */
   readonly requested: ((subscription: Subscription) => void)[];
+  /** What the client's RTCP said about the slot's track. */
+  readonly feedback: DeliveryFeedback;
+}
+
+function noFeedback(): DeliveryFeedback {
+  return {
+    receivedNACK: 0,
+    receivedPLI: 0,
+    receivedFIR: 0,
+    fractionLost: 0,
+    packetsLost: 0,
+    jitter: 0,
+  };
 }
 
 /** A delivered track (offered by the server). */
@@ -100,8 +126,11 @@ export class ParticipantPeer {
   readonly #receiving = new Map<PublishedTrack, Receiving>();
   /** Lease slots by their mid. */
   readonly #leases = new Map<string, Slot>();
-  /** Transceivers of withdrawn deliveries: the client's recvonly there is no lease slot. */
-  readonly #withdrawn = new WeakSet<RTCRtpTransceiver>();
+  /**
+   * Transceivers of withdrawn deliveries were stopped: the next server offer rejects their
+   * m-lines (port 0), which later deliveries of the same kind then take over.
+   */
+  #stopsToOffer = false;
   /** Tracks to offer at the next server negotiation. */
   #pending: PublishedTrack[] = [];
   #queue: Promise<unknown> = Promise.resolve();
@@ -156,7 +185,7 @@ export class ParticipantPeer {
       const answer = await this.#peer.answer(sdp as string, () => {
         for (const transceiver of this.#peer.pc.getTransceivers()) {
           const section = sections.find((s) => s.mid === transceiver.mid);
-          if (!section || this.#isDelivery(transceiver)) continue;
+          if (!section || this.#isDelivery(transceiver) || transceiver.stopping) continue;
           const sends = section.direction === "sendonly" || section.direction === "sendrecv";
           const known = this.#publishedMids.has(section.mid);
           if (sends) {
@@ -175,12 +204,11 @@ export class ParticipantPeer {
               added.push({ section, transceiver, codec });
             }
           } else if (
-            section.direction === "recvonly" && !this.#withdrawn.has(transceiver) &&
-            !this.#isLease(transceiver)
+            section.direction === "recvonly" && !this.#isLease(transceiver)
           ) {
             // A lease slot (the SDK's getRemoteTrack): it sends what leaseTrack puts in it.
             transceiver.setDirection("sendonly");
-            this.#leases.set(section.mid, { transceiver, requested: [] });
+            this.#leases.set(section.mid, { transceiver, requested: [], feedback: noFeedback() });
           } else if (section.direction === "recvonly") {
             transceiver.setDirection("sendonly");
           } else {
@@ -229,10 +257,15 @@ export class ParticipantPeer {
     const receiving = this.#receiving.get(track);
     if (!receiving) return undefined;
     this.#receiving.delete(track);
-    this.#withdrawn.add(receiving.transceiver);
     if (receiving.subscription) track.unsubscribe(receiving.subscription);
     receiving.nacks?.unSubscribe();
-    return receiving.transceiver.mid ?? undefined;
+    const mid = receiving.transceiver.mid ?? undefined;
+    // Stopped rather than left sendonly without media: the subscriber's SDP stays as long as
+    // the tracks it receives, not as long as every track ever delivered.
+    receiving.transceiver.stop();
+    this.#stopsToOffer = true;
+    this.#negotiateSoon();
+    return mid;
   }
 
   /** The mid here of a delivered track; undefined when it is not delivered here. */
@@ -278,11 +311,15 @@ export class ParticipantPeer {
     return true;
   }
 
-  /** The tracks delivered here and the layer each one forwards (null without layers). */
-  incoming(): Map<PublishedTrack, string | null> {
-    const out = new Map<PublishedTrack, string | null>();
+  /**
+   * The tracks delivered here, the layer each one forwards (null without layers) and what the
+   * client's RTCP said of it.
+   */
+  incoming(): Map<PublishedTrack, { layer: string | null; feedback: DeliveryFeedback }> {
+    const out = new Map<PublishedTrack, { layer: string | null; feedback: DeliveryFeedback }>();
     for (const slot of this.#slots()) {
-      if (slot.track) out.set(slot.track, slot.subscription?.layer ?? null);
+      if (!slot.track) continue;
+      out.set(slot.track, { layer: slot.subscription?.layer ?? null, feedback: slot.feedback });
     }
     return out;
   }
@@ -310,7 +347,8 @@ export class ParticipantPeer {
 
   /** Queues a server offer when tracks wait to be delivered and the peer is stable. */
   #negotiateSoon(): void {
-    if (!this.#answered || this.#pending.length === 0 || this.#closed) return;
+    if (!this.#answered || this.#closed) return;
+    if (this.#pending.length === 0 && !this.#stopsToOffer) return;
     this.#run(() => this.#offer()).catch((err) => {
       if (!this.#closed) this.#log.warn("SFU server offer failed", { err });
     });
@@ -318,16 +356,18 @@ export class ParticipantPeer {
 
   async #offer(): Promise<void> {
     const pc = this.#peer.pc;
-    if (pc.signalingState !== "stable" || this.#pending.length === 0) return;
+    if (pc.signalingState !== "stable") return;
+    if (this.#pending.length === 0 && !this.#stopsToOffer) return;
     const batch = this.#pending;
     this.#pending = [];
+    this.#stopsToOffer = false;
     const added: Receiving[] = [];
     const sdp = await this.#peer.offer(() => {
       for (const track of batch) {
         const transceiver = pc.addTransceiver(track.kind, { direction: "sendonly" });
         const codec = this.#codecs.find((c) => c.params.mimeType === track.codec.params.mimeType);
         if (codec) transceiver.setCodecPreferences([codec.params]);
-        const receiving: Receiving = { track, transceiver, requested: [] };
+        const receiving: Receiving = { track, transceiver, requested: [], feedback: noFeedback() };
         this.#receiving.set(track, receiving);
         added.push(receiving);
       }
@@ -351,9 +391,11 @@ export class ParticipantPeer {
       const subscription = track.subscribe(path);
       receiving.subscription = subscription;
       for (const change of receiving.requested.splice(0)) change(subscription);
-      receiving.nacks = sender.onGenericNack.subscribe((nack: GenericNack) =>
-        subscription.retransmit(nack.lost, budget)
-      );
+      const feedback = receiving.feedback;
+      receiving.nacks = sender.onGenericNack.subscribe((nack: GenericNack) => {
+        feedback.receivedNACK++;
+        subscription.retransmit(nack.lost, budget);
+      });
     }
     for (const transport of this.#peer.pc.dtlsTransports) {
       if (this.#rtcpWatched.has(transport)) continue;
@@ -370,7 +412,11 @@ export class ParticipantPeer {
     if (!(rtcp instanceof RtcpRrPacket) && !(rtcp instanceof RtcpSrPacket)) return;
     for (const report of rtcp.reports) {
       for (const r of this.#slots()) {
-        if (r.transceiver.sender.ssrc === report.ssrc) r.subscription?.onLoss(report.fractionLost);
+        if (r.transceiver.sender.ssrc !== report.ssrc) continue;
+        r.feedback.fractionLost = report.fractionLost / 256;
+        r.feedback.packetsLost = report.packetsLost;
+        r.feedback.jitter = report.jitter;
+        r.subscription?.onLoss(report.fractionLost);
       }
     }
   }
@@ -394,7 +440,13 @@ export class ParticipantPeer {
       : [feedback.mediaSsrc];
     for (const r of this.#slots()) {
       if (!r.track || !ssrcs.includes(r.transceiver.sender.ssrc)) continue;
-      r.track.feedback.plis++;
+      if (feedback.count === 4) {
+        r.track.feedback.firs++;
+        r.feedback.receivedFIR++;
+      } else {
+        r.track.feedback.plis++;
+        r.feedback.receivedPLI++;
+      }
       r.subscription?.keyframeNeeded();
     }
   }
@@ -422,6 +474,7 @@ export class ParticipantPeer {
     slot.subscription = undefined;
     slot.nacks = undefined;
     slot.requested.length = 0;
+    Object.assign(slot.feedback, noFeedback());
   }
 
   #isLease(transceiver: RTCRtpTransceiver): boolean {

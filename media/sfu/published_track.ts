@@ -43,11 +43,18 @@ export interface TrackInfo {
   readonly creationTime: number;
 }
 
-/** Feedback the track got from its subscribers, for `/sfu/stats` feedbackStats. */
+/** RTCP feedback about the track, counted as it flows, for `/sfu/stats` feedbackStats. */
 export interface TrackFeedback {
+  /** NACK packets its subscribers sent. */
   nacks: number;
+  /** PLIs its subscribers sent. */
   plis: number;
+  /** FIRs its subscribers sent. */
+  firs: number;
+  /** Packets resent from the cache in answer to NACKs. */
   retransmitted: number;
+  /** PLIs the server sent its publisher. */
+  sentPlis: number;
 }
 
 /** A subscriber's attachment to a published track. */
@@ -209,7 +216,7 @@ export class PublishedTrack {
   readonly layers: readonly (string | null)[];
   /** Liveness, rates and picture size of each layer. */
   readonly monitor: LayerMonitor;
-  readonly feedback: TrackFeedback = { nacks: 0, plis: 0, retransmitted: 0 };
+  readonly feedback: TrackFeedback = { nacks: 0, plis: 0, firs: 0, retransmitted: 0, sentPlis: 0 };
   /** SSRC of each layer, learnt from its packets. */
   readonly #ssrcs: (number | undefined)[];
   readonly #caches: PacketCache[];
@@ -296,6 +303,7 @@ export class PublishedTrack {
     if (this.#closed || ssrc === undefined) return;
     if (nowMs - this.#lastPliMs[layer] < sfuPliMinIntervalMs) return;
     this.#lastPliMs[layer] = nowMs;
+    this.feedback.sentPlis++;
     this.#transceiver.receiver.sendRtcpPLI(ssrc).catch(() => {});
   }
 

@@ -31,19 +31,24 @@ function simulcastRids(value: string): string[] {
     .filter((rid) => rid !== "");
 }
 
-/** The m-lines of `sdp`; not an SDP, or a section without a mid, is a ParseError. */
+/**
+ * The m-lines of `sdp`, less rejected ones (port 0) without a mid; not an SDP, or another
+ * section without a mid, is a ParseError.
+ */
 export function parseSections(sdp: unknown): SdpSection[] {
   if (typeof sdp !== "string" || !sdp.startsWith("v=0")) {
     throw new ParseError("the SDP does not start with v=0");
   }
   const sections: SdpSection[] = [];
   const ridLines = new Map<SdpSection, string[]>();
+  const rejected = new Set<SdpSection>();
   let current: SdpSection | undefined;
   for (const raw of sdp.split(/\r?\n/)) {
     const line = raw.trim();
     if (line.startsWith("m=")) {
-      const kind = line.slice(2).split(" ")[0];
+      const [kind, port] = line.slice(2).split(" ");
       current = { kind, mid: "", direction: "sendrecv", trackId: "", content: "", rids: [] };
+      if (port === "0") rejected.add(current);
       sections.push(current);
       ridLines.set(current, []);
     } else if (!current) continue;
@@ -55,6 +60,9 @@ export function parseSections(sdp: unknown): SdpSection[] {
     else if (directions.has(line.slice(2))) current.direction = line.slice(2);
   }
   if (sections.length === 0) throw new ParseError("the SDP has no m-line");
+  // A stopped transceiver's m-line may come without its mid: nothing here refers to it.
+  const named = sections.filter((s) => !(rejected.has(s) && s.mid === ""));
+  sections.splice(0, sections.length, ...named);
   const unnamed = sections.find((s) => s.mid === "");
   if (unnamed) throw new ParseError(`an m=${unnamed.kind} section has no a=mid`);
   for (const section of sections) {

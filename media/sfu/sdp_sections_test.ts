@@ -55,6 +55,14 @@ Deno.test("sdp sections: not an SDP, no m-line, a section without mid are ParseE
   }
 });
 
+Deno.test("sdp sections: a rejected m-line (port 0) without a mid is left out", () => {
+  const sdp = "v=0\r\nm=video 0 UDP/TLS/RTP/SAVPF 96\r\na=inactive\r\n" +
+    "m=audio 9 UDP/TLS/RTP/SAVPF 111\r\na=mid:1\r\na=sendonly\r\n";
+  assert.deepEqual(parseSections(sdp).map((s) => [s.kind, s.mid, s.direction]), [
+    ["audio", "1", "sendonly"],
+  ]);
+});
+
 Deno.test("sdp sections: random and truncated offers throw ParseError or parse, never else", () => {
   let seed = 7;
   const random = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;

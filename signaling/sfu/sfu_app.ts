@@ -1,7 +1,7 @@
 /**
  * The SFU SDK's protocol (appKey `sfuApp`, WCS's SFU): `joinRoom`, `updateRoomState`,
  * `leaveRoom`, `destroyRoom`, `evictParticipant`, `muteTrack`, `muteRemoteTrack`,
- * `changeQuality`, `changeSid`, `changeTid` and `leaseTrack` of a session
+ * `changeQuality`, `changeSid`, `changeTid`, `leaseTrack`, `renameParticipant` and `setRoomLock` of a session
  * connected with that appKey act on the SFU rooms; every answer and room event is an
  * `sfuCallback` message `{type, roomId, internalMessageId?, ...}`. A refusal is
  * `OPERATION_FAILED {operation, error, info}` with WCS's error string and the request's
@@ -63,6 +63,17 @@ const leaseRequest = z.looseObject({
   roomId: z.string().min(1),
   remoteTrackId: z.string().nullable(),
   localMid: z.string(),
+  internalMessageId: text,
+});
+const renameRequest = z.looseObject({
+  roomId: z.string().min(1),
+  userId: z.string(),
+  newNickname: z.string(),
+  internalMessageId: text,
+});
+const lockRequest = z.looseObject({
+  id: z.string().min(1),
+  value: z.boolean(),
   internalMessageId: text,
 });
 const sidRequest = z.looseObject({
@@ -188,7 +199,7 @@ async function handleUpdate(session: SignalingSession, payload: unknown, ctx: Si
   const request = parsePayload(updateRoomState, payload);
   const { room, participant } = membership(session, request.id, "ROOM_UPDATE", ctx);
   if (request.sdpType === "answer") {
-    await room.answer(participant, request.sdp);
+    await room.answer(participant, request.sdp, request.tid);
     return;
   }
   await room.update(participant, request.sdp, request.tid);
@@ -265,6 +276,18 @@ function handleMuteRemote(
   ack(session, request.roomId, request.internalMessageId);
 }
 
+function handleRename(session: SignalingSession, payload: unknown, ctx: SignalingContext) {
+  const request = parsePayload(renameRequest, payload);
+  const { room, participant } = membership(session, request.roomId, "RENAME_PARTICIPANT", ctx);
+  room.rename(participant, request.userId, request.newNickname, request.internalMessageId);
+}
+
+function handleLock(session: SignalingSession, payload: unknown, ctx: SignalingContext) {
+  const request = parsePayload(lockRequest, payload);
+  const { room, participant } = membership(session, request.id, "ROOM_SET_LOCK", ctx);
+  room.setLock(participant, request.value, request.internalMessageId);
+}
+
 /** Registers the SFU SDK's requests. */
 export function registerSfuApp(handlers: HandlerTable): void {
   handlers.register("joinRoom", sfuHandler("ROOM_JOIN", handleJoin));
@@ -278,4 +301,6 @@ export function registerSfuApp(handlers: HandlerTable): void {
   handlers.register("changeTid", sfuHandler("CHANGE_TID", handleChangeTid));
   handlers.register("muteRemoteTrack", sfuHandler("MUTE_REMOTE_TRACK", handleMuteRemote));
   handlers.register("leaseTrack", sfuHandler("LEASE_TRACK", handleLease));
+  handlers.register("renameParticipant", sfuHandler("RENAME_PARTICIPANT", handleRename));
+  handlers.register("setRoomLock", sfuHandler("ROOM_SET_LOCK", handleLock));
 }
