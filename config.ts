@@ -38,9 +38,22 @@ const hlsProfile = z.strictObject({
   fps: z.int().min(0).max(120).default(0),
   bitrateKbps: z.int().min(50).max(100_000),
   codec: z.enum(["H264"]).default("H264"),
+  /** GROUP-ID of `hls.audioRenditions` played with it; its own segments are then video only. */
+  audioGroup: z.string().regex(/^[A-Za-z0-9_-]{1,32}$/, "letters, digits, - and _ (1 to 32)")
+    .optional(),
 }).refine((p) => p.width > 0 || p.height > 0, {
   message: "width or height must be set",
   path: ["height"],
+});
+
+/** One HLS audio rendition (`#EXT-X-MEDIA:TYPE=AUDIO`): AAC served apart from the video. */
+const hlsAudioRendition = z.strictObject({
+  name: z.string().regex(/^[A-Za-z0-9_-]{1,32}$/, "letters, digits, - and _ (1 to 32)")
+    .refine((name) => name !== "source", "`source` names the source variant"),
+  group: z.string().regex(/^[A-Za-z0-9_-]{1,32}$/, "letters, digits, - and _ (1 to 32)"),
+  /** AAC bitrate; absent: the source's AAC as it is (other audio converted at 128 kbit/s). */
+  bitrateKbps: z.int().min(16).max(512).optional(),
+  codec: z.enum(["AAC"]).default("AAC"),
 });
 
 /** One application of `apps`: its hook backend and how its hooks are called. */
@@ -52,6 +65,52 @@ const appSchema = z.strictObject({
     .optional(),
   timeoutMs: z.int().min(1).max(600_000).optional(),
 });
+
+/**
+ * HLS audio groups named by profiles (and the source) exist; profile and audio rendition
+ * names, the directories of their URLs, are unique together.
+ */
+function checkHlsAudioGroups(
+  hls: {
+    profiles: { name: string; audioGroup?: string }[];
+    audioRenditions: { name: string; group: string }[];
+    sourceAudioGroup?: string;
+  },
+  ctx: z.RefinementCtx,
+): void {
+  const groups = new Set(hls.audioRenditions.map((r) => r.group));
+  const unknown = (group: string) =>
+    `audio group ${group} is not a group of hls.audioRenditions (${
+      [...groups].join(", ") || "none"
+    })`;
+  hls.profiles.forEach((p, i) => {
+    if (p.audioGroup !== undefined && !groups.has(p.audioGroup)) {
+      ctx.addIssue({
+        code: "custom",
+        message: unknown(p.audioGroup),
+        path: ["profiles", i, "audioGroup"],
+      });
+    }
+  });
+  if (hls.sourceAudioGroup !== undefined && !groups.has(hls.sourceAudioGroup)) {
+    ctx.addIssue({
+      code: "custom",
+      message: unknown(hls.sourceAudioGroup),
+      path: ["sourceAudioGroup"],
+    });
+  }
+  const names = new Set(hls.profiles.map((p) => p.name));
+  hls.audioRenditions.forEach((r, i) => {
+    if (names.has(r.name)) {
+      ctx.addIssue({
+        code: "custom",
+        message: `name ${r.name} is taken by another profile or audio rendition`,
+        path: ["audioRenditions", i, "name"],
+      });
+    }
+    names.add(r.name);
+  });
+}
 
 /** Schema of the configuration file. */
 export const configSchema = z.strictObject({
@@ -203,7 +262,13 @@ export const configSchema = z.strictObject({
       (profiles) => new Set(profiles.map((p) => p.name)).size === profiles.length,
       "profile names must be unique",
     ).describe(
-      "HLS ABR profiles `{name, width, height, fps, bitrateKbps, codec}` (in the file), each one H.264 encode offered besides the source.",
+      "HLS ABR profiles `{name, width, height, fps, bitrateKbps, codec, audioGroup}` (in the file), each one H.264 encode offered besides the source; with `audioGroup` its segments are video only and it plays with that group of `hls.audioRenditions`.",
+    ),
+    audioRenditions: z.array(hlsAudioRendition).default([]).describe(
+      "HLS audio renditions `{name, group, bitrateKbps, codec}` (in the file): AAC served apart (`#EXT-X-MEDIA`) for the variants naming their `group`, each one encode shared by every viewer; the first of a group is its default.",
+    ),
+    sourceAudioGroup: z.string().optional().describe(
+      "Audio group of `hls.audioRenditions` the source variant plays with (its segments then video only); absent: the source keeps its audio.",
     ),
     corsOrigins: z.array(z.string().min(1)).default(["*"]).describe(
       "Origins allowed to fetch HLS from a browser; `*` allows any.",
@@ -211,7 +276,7 @@ export const configSchema = z.strictObject({
   }).prefault({}).refine((h) => h.partDurationMs < h.segmentDurationSec * 1000, {
     message: "partDurationMs must be shorter than segmentDurationSec",
     path: ["partDurationMs"],
-  }),
+  }).superRefine(checkHlsAudioGroups),
   mixer: z.strictObject({
     width: z.int().min(16).max(4096).multipleOf(2).default(1280).describe(
       "Width of a mixer's output, in pixels (even).",
@@ -400,6 +465,12 @@ export const configSchema = z.strictObject({
     bridge: z.boolean().default(false).describe(
       "Also publish each SFU room participant's media as ordinary streams `{room}-{nickname}-VIDEO` (its highest simulcast layer alive; `-VIDEO-screen` for a screen share) and `{room}-{nickname}-AUDIO`, playable, recordable and pushable like any stream, ended when the participant leaves or stops the track (WCS's `sfu_bridge_enabled`).",
     ),
+    maxRooms: z.int().min(1).max(1_000_000).default(10_000).describe(
+      "Most SFU rooms at once; a `joinRoom` that would create one more is refused with OPERATION_FAILED `Too many rooms`.",
+    ),
+    maxParticipantsPerRoom: z.int().min(1).max(10_000).default(100).describe(
+      "Most participants in one SFU room; a `joinRoom` beyond them is refused with OPERATION_FAILED `Room is full`.",
+    ),
   }).prefault({}),
   mpegts: z.strictObject({
     portMin: port.default(30000).describe(
@@ -465,12 +536,6 @@ export function loadConfig(sources: ConfigSources = {}): Config {
     try {
       fileValue = JSON.parse(text);
     } catch (err) {
-    maxRooms: z.int().min(1).max(1_000_000).default(10_000).describe(
-      "Most SFU rooms at once; a `joinRoom` that would create one more is refused with OPERATION_FAILED `Too many rooms`.",
-    ),
-    maxParticipantsPerRoom: z.int().min(1).max(10_000).default(100).describe(
-      "Most participants in one SFU room; a `joinRoom` beyond them is refused with OPERATION_FAILED `Room is full`.",
-    ),
       throw new ConfigError("(file)", `not valid JSON: ${(err as Error).message}`, path);
     }
     const fromFile = configSchema.safeParse(fileValue);

@@ -6,11 +6,14 @@
  *
  * Variants: `source`, the stream as it is when its video fits HLS (H.264, or H.265 in fMP4;
  * audio not AAC is converted to AAC once per stream), or a shared H.264 rendition at the
- * source's size for other video (VP8); then one shared H.264 rendition per configured profile.
+ * source's size for other video (VP8); then one shared H.264 rendition per configured profile;
+ * then, when variants name audio groups, one audio rendition (AAC) per configured
+ * `hls.audioRenditions` entry of those groups, shared by every viewer, and those variants
+ * carry their video only.
  */
 import type { z } from "zod";
 import type { Config } from "../config.ts";
-import { convertedAudio } from "../media/engine/audio_conversion.ts";
+import { type AudioTarget, convertedAudio } from "../media/engine/audio_conversion.ts";
 import type { CodecEngine } from "../media/engine/engine.ts";
 import { Stream } from "../media/stream.ts";
 import type { PlayRenditions, PlayRequest } from "../media/transcoder/play_renditions.ts";
@@ -129,25 +132,39 @@ export class HlsRegistry implements HlsOutputs {
     const info = variant.segmenter.variant;
     const metrics = variant.segmenter.metrics;
     const video = variant.stream.videoTrack;
+    const audioOnly = variant.media === "audio";
     return {
       name: variant.name,
       stream: {
         ...record,
-        name: variant.profile ? `${output.name}-${variant.name}` : output.name,
+        name: variant.profile || audioOnly ? `${output.name}-${variant.name}` : output.name,
         mediaProvider: "HLS",
       },
       keyFrameReceived: metrics.keyFrameReceived,
-      videoProfile: {
-        type: "video",
-        width: info?.width ?? video?.width ?? 0,
-        height: info?.height ?? video?.height ?? 0,
-        fps: variant.profile?.fps || Math.round(info?.frameRate ?? record.fps),
-        bitrate: variant.profile?.bitrateKbps ??
-          Math.round((info?.averageBandwidth ?? record.bitrate * 1000) / 1000),
-        codec: video?.codec ?? "",
-        quality: 0,
-        audioGroupId: "",
-      },
+      // An audio rendition is described in the same shape: type audio, no picture.
+      videoProfile: audioOnly
+        ? {
+          type: "audio",
+          width: 0,
+          height: 0,
+          fps: 0,
+          bitrate: variant.audioBitrateKbps ??
+            Math.round((info?.averageBandwidth ?? 0) / 1000),
+          codec: variant.stream.tracks.find((t) => t.kind === "audio")?.codec ?? "",
+          quality: 0,
+          audioGroupId: variant.audioGroup ?? "",
+        }
+        : {
+          type: "video",
+          width: info?.width ?? video?.width ?? 0,
+          height: info?.height ?? video?.height ?? 0,
+          fps: variant.profile?.fps || Math.round(info?.frameRate ?? record.fps),
+          bitrate: variant.profile?.bitrateKbps ??
+            Math.round((info?.averageBandwidth ?? record.bitrate * 1000) / 1000),
+          codec: video?.codec ?? "",
+          quality: 0,
+          audioGroupId: variant.audioGroup ?? "",
+        },
       metrics: {
         minFPS: metrics.minFPS,
         avgFPS: metrics.avgFPS,
@@ -207,30 +224,45 @@ export class HlsRegistry implements HlsOutputs {
     this.#log.info("hls output continues with a new publisher", { stream: output.name });
   }
 
-  /** The variants of `source`: its own (or a rendition of its size), then the profiles. */
+  /**
+   * The variants of `source`: its own (or a rendition of its size), then the profiles, then
+   * the audio renditions of the groups they name (when the source has video and audio).
+   */
   #plans(source: Stream): HlsVariantPlan[] {
-    const { container, profiles } = this.#config.hls;
+    const { container, profiles, audioRenditions, sourceAudioGroup } = this.#config.hls;
     const video = source.videoTrack;
     const audio = source.tracks.find((t) => t.kind === "audio");
     const plans: HlsVariantPlan[] = [];
-    const renditionOf = (request: PlayRequest) =>
-      this.#renditions.get(source, request, "H264", "AAC");
+    // Audio served apart needs both; otherwise every variant stays muxed.
+    const split = video !== undefined && audio !== undefined;
+    const groupOf = (group: string | undefined) =>
+      split && group !== undefined ? { media: "video" as const, audioGroup: group } : {};
+    // A video-only variant's rendition keeps the source's audio (dropped) rather than encode it.
+    const keptAudio = (group: string | undefined): AudioTarget =>
+      groupOf(group).media && audio && passableAudio.has(audio.codec)
+        ? audio.codec as AudioTarget
+        : "AAC";
+    const renditionOf = (request: PlayRequest, group?: string) =>
+      this.#renditions.get(source, request, "H264", keptAudio(group));
     // A rendition refused (the transcoders cap) is a 503; ones made before stop unread.
+    // Apple plays H.265 from fMP4 only.
+    const videoContainer = video?.codec === "H265" ? "fmp4" : container;
     if (!video || video.codec === "H264" || video.codec === "H265") {
-      const stream = audio && audio.codec !== "AAC"
+      const stream = audio && audio.codec !== "AAC" && !groupOf(sourceAudioGroup).media
         ? convertedAudio(source, "AAC", this.#engine, this.#log)
         : source;
-      // Apple plays H.265 from fMP4 only.
       plans.push({
         name: "source",
         stream,
-        container: video?.codec === "H265" ? "fmp4" : container,
+        container: videoContainer,
+        ...groupOf(sourceAudioGroup),
       });
     } else {
       plans.push({
         name: "source",
-        stream: renditionOf({ width: 0, height: 0, maxBitrateKbps: 0 }),
+        stream: renditionOf({ width: 0, height: 0, maxBitrateKbps: 0 }, sourceAudioGroup),
         container,
+        ...groupOf(sourceAudioGroup),
       });
     }
     if (video) {
@@ -242,11 +274,31 @@ export class HlsRegistry implements HlsOutputs {
             height: profile.height,
             fps: profile.fps,
             maxBitrateKbps: profile.bitrateKbps,
-          }),
+          }, profile.audioGroup),
           container,
           profile,
+          ...groupOf(profile.audioGroup),
         });
       }
+    }
+    const groups = new Set(plans.map((p) => p.audioGroup));
+    for (const rendition of audioRenditions) {
+      if (!audio || !groups.has(rendition.group)) continue;
+      // Each audio rendition is one AAC encode of the source (shared with every reader of
+      // the same bitrate), or the source's AAC as it is when no bitrate is asked.
+      const stream = rendition.bitrateKbps !== undefined
+        ? convertedAudio(source, "AAC", this.#engine, this.#log, rendition.bitrateKbps * 1000)
+        : audio.codec === "AAC"
+        ? source
+        : convertedAudio(source, "AAC", this.#engine, this.#log);
+      plans.push({
+        name: rendition.name,
+        stream,
+        container: videoContainer,
+        media: "audio",
+        audioGroup: rendition.group,
+        audioBitrateKbps: rendition.bitrateKbps,
+      });
     }
     return plans;
   }
@@ -288,6 +340,9 @@ export class HlsRegistry implements HlsOutputs {
     }
   }
 }
+
+/** Audio codecs a rendition can carry through unchanged (its audio is not encoded again). */
+const passableAudio = new Set<string>(["OPUS", "AAC", "PCMU", "PCMA", "G722"]);
 
 /** A stream name that would break out of its URL path is a 400. */
 function checkName(name: string): void {

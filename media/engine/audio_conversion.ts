@@ -32,24 +32,28 @@ export const aacBitrate = 128_000;
 /** AAC-LC audio object type. */
 const aacLcObjectType = 2;
 
-const conversions = new WeakMap<Stream, Map<AudioTarget, AudioConversion>>();
+/** Conversions by source, then by `<target>/<bitrate>` (bitrate empty for the codec's own). */
+const conversions = new WeakMap<Stream, Map<string, AudioConversion>>();
 
 /**
  * The shared conversion of `source`'s first audio track to `target` (made on first use, or
- * again after the previous one stopped). Read it like any Stream.
+ * again after the previous one stopped), at `bitrate` bit/s when given (an HLS audio
+ * rendition), else the codec's default. Read it like any Stream.
  */
 export function convertedAudio(
   source: Stream,
   target: AudioTarget,
   engine: CodecEngine,
   log: Logger,
+  bitrate?: number,
 ): Stream {
   let byTarget = conversions.get(source);
   if (!byTarget) conversions.set(source, byTarget = new Map());
-  let conversion = byTarget.get(target);
+  const key = `${target}/${bitrate ?? ""}`;
+  let conversion = byTarget.get(key);
   if (!conversion || conversion.closing) {
-    conversion = new AudioConversion(source, target, engine, log);
-    byTarget.set(target, conversion);
+    conversion = new AudioConversion(source, target, engine, log, bitrate);
+    byTarget.set(key, conversion);
   }
   return conversion;
 }
@@ -111,6 +115,7 @@ export class AudioConversion extends Stream {
   readonly #audio: Track;
   readonly #engine: CodecEngine;
   readonly #log: Logger;
+  readonly #bitrate: number | undefined;
   #transcode: LiveTranscode | undefined;
   #reader: StreamReader | undefined;
   #run: Promise<void> | undefined;
@@ -119,7 +124,13 @@ export class AudioConversion extends Stream {
   /** End of the converted audio so far, in seconds of the stream's timeline. */
   #audioUntilSec = -Infinity;
 
-  constructor(source: Stream, target: AudioTarget, engine: CodecEngine, log: Logger) {
+  constructor(
+    source: Stream,
+    target: AudioTarget,
+    engine: CodecEngine,
+    log: Logger,
+    bitrate?: number,
+  ) {
     const audio = source.tracks.find((t) => t.kind === "audio");
     if (!audio) throw new RangeError(`stream ${source.name} has no audio to convert`);
     const output = targetTrack(audio, target, engine);
@@ -134,6 +145,7 @@ export class AudioConversion extends Stream {
     this.#audio = audio;
     this.#engine = engine;
     this.#log = log;
+    this.#bitrate = bitrate;
   }
 
   /** The codec audio is converted from. */
@@ -174,7 +186,7 @@ export class AudioConversion extends Stream {
       engine: this.#engine,
       input: this.#audio,
       output,
-      codecArgs: codecArgs(output),
+      codecArgs: codecArgs(output, this.#bitrate),
       onFrame: (frame) => this.#onAudio(frame),
       log: this.#log.child({
         stream: this.name,

@@ -29,6 +29,13 @@ export interface PlaylistSegment {
 export interface MediaPlaylist {
   /** Lower bound of `#EXT-X-TARGETDURATION`, in seconds; raised to the longest segment. */
   targetDurationSec: number;
+  /**
+   * A segment longer than the target by at most this many seconds (under half a second)
+   * leaves it as it is: RFC 8216 4.3.3.1 compares durations rounded to the nearest integer.
+   * An audio rendition ending at the frame nearest a video cut uses it, so its target stays
+   * the video's. Absent: 0 (any longer segment raises the target).
+   */
+  targetSlackSec?: number;
   /** Media sequence number of the first segment listed. */
   mediaSequence: number;
   /** Discontinuities dropped from the playlist so far (`#EXT-X-DISCONTINUITY-SEQUENCE`). */
@@ -78,10 +85,9 @@ const durationEpsilonSec = 1e-6;
 export function mediaPlaylist(p: MediaPlaylist): string {
   const lowLatency = p.partTargetSec !== undefined && p.partTargetSec > 0;
   let target = Math.ceil(p.targetDurationSec - durationEpsilonSec);
+  const slackSec = Math.min(p.targetSlackSec ?? 0, 0.49) + durationEpsilonSec;
   for (const s of p.segments) {
-    if (s.uri !== undefined) {
-      target = Math.max(target, Math.ceil(s.durationSec - durationEpsilonSec));
-    }
+    if (s.uri !== undefined) target = Math.max(target, Math.ceil(s.durationSec - slackSec));
   }
   const skipped = p.delta && p.skipUntilSec !== undefined
     ? skippable(p.segments, p.skipUntilSec)
@@ -171,15 +177,42 @@ export interface MasterPlaylistVariant {
     height?: number;
     frameRate?: number;
   };
+  /** GROUP-ID of the audio renditions played with it (`AUDIO`); its segments are video only. */
+  audioGroup?: string;
+}
+
+/** An audio rendition of a master playlist (`#EXT-X-MEDIA:TYPE=AUDIO`, RFC 8216 4.3.4.1). */
+export interface MasterPlaylistAudio {
+  /** GROUP-ID the rendition belongs to. */
+  group: string;
+  /** NAME, unique within the group. */
+  name: string;
+  /** URI of the rendition's media playlist, relative to the master playlist. */
+  uri: string;
+  /** DEFAULT=YES: the group's rendition a player picks without a user's choice. */
+  isDefault: boolean;
 }
 
 /**
- * The text of a master playlist: one `#EXT-X-STREAM-INF` per variant, in the order given
- * (players start with the first one listed, so the caller puts its preferred variant first).
+ * The text of a master playlist: an `#EXT-X-MEDIA` per audio rendition, then one
+ * `#EXT-X-STREAM-INF` per variant, in the order given (players start with the first one
+ * listed, so the caller puts its preferred variant first). The caller gives a variant with
+ * an `audioGroup` the BANDWIDTH and CODECS of it and its group's renditions together
+ * (RFC 8216 4.3.4.2).
  */
-export function masterPlaylist(variants: readonly MasterPlaylistVariant[]): string {
+export function masterPlaylist(
+  variants: readonly MasterPlaylistVariant[],
+  audio: readonly MasterPlaylistAudio[] = [],
+): string {
   const lines = ["#EXTM3U", "#EXT-X-VERSION:3"];
-  for (const { uri, info } of variants) {
+  for (const r of audio) {
+    const isDefault = r.isDefault ? "YES" : "NO";
+    lines.push(
+      `#EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="${r.group}",NAME="${r.name}",DEFAULT=${isDefault},` +
+        `AUTOSELECT=YES,URI="${r.uri}"`,
+    );
+  }
+  for (const { uri, info, audioGroup } of variants) {
     const attrs = [
       `BANDWIDTH=${Math.max(1, Math.round(info.bandwidth))}`,
       `AVERAGE-BANDWIDTH=${Math.max(1, Math.round(info.averageBandwidth))}`,
@@ -187,6 +220,7 @@ export function masterPlaylist(variants: readonly MasterPlaylistVariant[]): stri
     if (info.codecs) attrs.push(`CODECS="${info.codecs}"`);
     if (info.width && info.height) attrs.push(`RESOLUTION=${info.width}x${info.height}`);
     if (info.frameRate) attrs.push(`FRAME-RATE=${info.frameRate.toFixed(3)}`);
+    if (audioGroup !== undefined) attrs.push(`AUDIO="${audioGroup}"`);
     lines.push(`#EXT-X-STREAM-INF:${attrs.join(",")}`, uri);
   }
   return lines.join("\n") + "\n";

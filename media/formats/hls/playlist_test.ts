@@ -159,6 +159,39 @@ audio/index.m3u8
   );
 });
 
+Deno.test("master playlist: audio renditions as EXT-X-MEDIA, video variants name their group", () => {
+  const video = (uri: string, width: number, height: number, bandwidth: number) => ({
+    uri,
+    info: {
+      bandwidth,
+      averageBandwidth: bandwidth,
+      codecs: "avc1.42c01e,mp4a.40.2",
+      width,
+      height,
+    },
+    audioGroup: "aac",
+  });
+  const text = masterPlaylist(
+    [video("p360/index.m3u8", 640, 360, 900_000), video("p180/index.m3u8", 320, 180, 300_000)],
+    [
+      { group: "aac", name: "aac128", uri: "aac128/index.m3u8", isDefault: true },
+      { group: "aac", name: "aac64", uri: "aac64/index.m3u8", isDefault: false },
+    ],
+  );
+  assert.equal(
+    text,
+    `#EXTM3U
+#EXT-X-VERSION:3
+#EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="aac",NAME="aac128",DEFAULT=YES,AUTOSELECT=YES,URI="aac128/index.m3u8"
+#EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="aac",NAME="aac64",DEFAULT=NO,AUTOSELECT=YES,URI="aac64/index.m3u8"
+#EXT-X-STREAM-INF:BANDWIDTH=900000,AVERAGE-BANDWIDTH=900000,CODECS="avc1.42c01e,mp4a.40.2",RESOLUTION=640x360,AUDIO="aac"
+p360/index.m3u8
+#EXT-X-STREAM-INF:BANDWIDTH=300000,AVERAGE-BANDWIDTH=300000,CODECS="avc1.42c01e,mp4a.40.2",RESOLUTION=320x180,AUDIO="aac"
+p180/index.m3u8
+`,
+  );
+});
+
 Deno.test("codec strings: avc1 from the SPS bytes, mp4a from the ASC object type", () => {
   // SPS header byte, profile 66 (Baseline), constraint flags 0xe0, level 31.
   assert.equal(avcCodecString(new Uint8Array([0x67, 0x42, 0xe0, 0x1f, 0xab])), "avc1.42e01f");

@@ -114,13 +114,19 @@ export function createHlsHandler(options: HlsHttpOptions): HlsHttpHandler {
   };
 
   const aclPropertyName = options.aclPropertyName ?? "aclAuth";
-  /** The master playlist with the viewer's access key copied into every variant URL. */
+  /**
+   * The master playlist with the viewer's access key copied into every variant URL and the
+   * URI of every audio rendition (`#EXT-X-MEDIA`).
+   */
   const withKey = (master: string, key: string) => {
     const param = `${encodeURIComponent(aclPropertyName)}=${encodeURIComponent(key)}`;
+    const keyed = (uri: string) => `${uri}${uri.includes("?") ? "&" : "?"}${param}`;
     return master.split("\n").map((line) =>
-      line === "" || line.startsWith("#")
+      line.startsWith("#EXT-X-MEDIA:")
+        ? line.replace(/URI="([^"]*)"/, (_, uri: string) => `URI="${keyed(uri)}"`)
+        : line === "" || line.startsWith("#")
         ? line
-        : `${line}${line.includes("?") ? "&" : "?"}${param}`
+        : keyed(line)
     ).join("\n");
   };
 

@@ -1,14 +1,28 @@
 /**
  * The HLS output of one stream: one variant per rendition (the source as it is, ABR
- * profiles), each a reader of its Stream feeding one segmenter, plus the output's viewers.
+ * profiles, audio renditions), each a reader of its Stream feeding one segmenter, plus the
+ * output's viewers. A variant with an audio group carries video only and plays with that
+ * group's audio renditions (audio only, `#EXT-X-MEDIA`); their segmenters then share a
+ * timeline, so the audio's segments line up with the video's.
  * When the source ends the segmenters end (`#EXT-X-ENDLIST`); a new publisher of the name
  * attached within the keep time continues every variant after a discontinuity.
  */
 import type { Logger } from "../../../core/log.ts";
 import type { MediaFrame, Track } from "../../frame.ts";
 import type { Stream, StreamReader } from "../../stream.ts";
-import { masterPlaylist, renditionReports } from "../../formats/hls/playlist.ts";
-import type { HlsContainer, HlsSegmenter, HlsSegmenterOptions } from "./hls_segmenter_api.ts";
+import {
+  masterPlaylist,
+  type MasterPlaylistAudio,
+  type MasterPlaylistVariant,
+  renditionReports,
+} from "../../formats/hls/playlist.ts";
+import type {
+  HlsContainer,
+  HlsSegmenter,
+  HlsSegmenterOptions,
+  HlsVariantInfo,
+} from "./hls_segmenter_api.ts";
+import { HlsTimeline } from "./hls_timeline.ts";
 import { HlsViewers } from "./hls_viewers.ts";
 
 /** Pause between looks at the variants while a request waits for their first segment, in ms. */
@@ -29,6 +43,16 @@ export interface HlsVariantPlan {
   container: HlsContainer;
   /** The configured profile, for a rendition. */
   profile?: { width: number; height: number; fps: number; bitrateKbps: number; codec: string };
+  /**
+   * What its segments carry of the stream: absent, every track (muxed); `video` with
+   * `audioGroup`, its video only, played with that group's audio renditions; `audio`, an
+   * audio rendition of `audioGroup` (`#EXT-X-MEDIA`).
+   */
+  media?: "video" | "audio";
+  /** GROUP-ID of the audio renditions a video variant plays with, or an audio rendition is in. */
+  audioGroup?: string;
+  /** An audio rendition's configured bitrate, in kbit/s (absent: the source's or default). */
+  audioBitrateKbps?: number;
 }
 
 /** What segmenters are made with, apart from their tracks and container. */
@@ -45,7 +69,11 @@ export class HlsVariant {
   readonly name: string;
   readonly container: HlsContainer;
   readonly profile: HlsVariantPlan["profile"];
+  readonly media: HlsVariantPlan["media"];
+  readonly audioGroup: string | undefined;
+  readonly audioBitrateKbps: number | undefined;
   #segmenter: HlsSegmenter;
+  #timeline: HlsTimeline | undefined;
   #options: HlsOutputOptions;
   #stream: Stream;
   #tracks: readonly Track[];
@@ -53,13 +81,17 @@ export class HlsVariant {
   #closed = false;
   #log: Logger;
 
-  constructor(plan: HlsVariantPlan, options: HlsOutputOptions) {
+  constructor(plan: HlsVariantPlan, options: HlsOutputOptions, timeline?: HlsTimeline) {
     this.name = plan.name;
     this.container = plan.container;
     this.profile = plan.profile;
+    this.media = plan.media;
+    this.audioGroup = plan.audioGroup;
+    this.audioBitrateKbps = plan.audioBitrateKbps;
+    this.#timeline = timeline;
     this.#options = options;
     this.#stream = plan.stream;
-    this.#tracks = plan.stream.tracks;
+    this.#tracks = this.#carried(plan.stream);
     this.#log = options.log.child({ variant: plan.name });
     this.#segmenter = this.#newSegmenter();
     this.#read(plan.stream);
@@ -90,14 +122,15 @@ export class HlsVariant {
     if (this.#closed) return;
     this.#reader?.close();
     this.#stream = stream;
-    if (sameTracks(this.#tracks, stream.tracks)) {
+    const tracks = this.#carried(stream);
+    if (sameTracks(this.#tracks, tracks)) {
       // Reopened if it had ended: numbering continues after a discontinuity.
       this.#segmenter.discontinuity();
     } else {
       // Other codecs or sizes need another init segment and codec string: a new segmenter,
       // its numbering from 0 again.
       this.#segmenter.end();
-      this.#tracks = stream.tracks;
+      this.#tracks = tracks;
       this.#segmenter = this.#newSegmenter();
     }
     this.#read(stream);
@@ -110,6 +143,12 @@ export class HlsVariant {
     if (!this.#segmenter.ended) this.#segmenter.end();
   }
 
+  /** The tracks of `stream` the variant's segments carry. */
+  #carried(stream: Stream): readonly Track[] {
+    const media = this.media;
+    return media ? stream.tracks.filter((t) => t.kind === media) : stream.tracks;
+  }
+
   #newSegmenter(): HlsSegmenter {
     const options = this.#options;
     return options.createSegmenter({
@@ -118,6 +157,7 @@ export class HlsVariant {
       targetDurationSec: options.targetDurationSec,
       partDurationMs: options.partDurationMs,
       windowSegments: options.windowSegments,
+      timeline: this.#timeline,
     });
   }
 
@@ -146,7 +186,8 @@ export class HlsVariant {
             // A publisher that came back gives its parameter sets (RTMP: after the stream
             // is registered); the segmenter's tracks follow them.
             const config = stream.tracks[frame.trackId].config;
-            if (config) this.#tracks[trackId].config = config;
+            const track = this.#tracks.find((t) => t.id === trackId);
+            if (config && track) track.config = config;
           }
           segmenter.push(
             trackId === frame.trackId ? frame : { ...frame, trackId } satisfies MediaFrame,
@@ -183,6 +224,8 @@ export class HlsOutput {
   waiting = 0;
   #options: HlsOutputOptions;
   #variants = new Map<string, HlsVariant>();
+  /** Shared by the segmenters when audio is served apart. */
+  #timeline: HlsTimeline | undefined;
   #source: Stream;
   #endedAtMs: number | undefined;
   #closed = false;
@@ -198,8 +241,11 @@ export class HlsOutput {
     this.persistent = persistent;
     this.#options = options;
     this.#source = source;
+    this.#timeline = plans.some((p) => p.media) ? new HlsTimeline() : undefined;
     try {
-      for (const plan of plans) this.#variants.set(plan.name, new HlsVariant(plan, options));
+      for (const plan of plans) {
+        this.#variants.set(plan.name, new HlsVariant(plan, options, this.#timeline));
+      }
     } catch (err) {
       // A segmenter refused its tracks: the variants made so far stop reading.
       this.close();
@@ -241,21 +287,57 @@ export class HlsOutput {
     if (this.#closed) return;
     this.#source = source;
     this.#endedAtMs = undefined;
+    this.#timeline?.nextEpoch();
     for (const plan of plans) {
       const variant = this.#variants.get(plan.name);
       if (variant) variant.resume(plan.stream);
-      else this.#variants.set(plan.name, new HlsVariant(plan, this.#options));
+      else this.#variants.set(plan.name, new HlsVariant(plan, this.#options, this.#timeline));
     }
     this.#watch(source);
   }
 
-  /** The master playlist: the variants that have a complete segment. */
+  /**
+   * The master playlist: the variants and audio renditions that have a complete segment; a
+   * video variant of an audio group once the group has one, its BANDWIDTH and CODECS with
+   * the group's largest rendition added (RFC 8216 4.3.4.2).
+   */
   masterPlaylist(): string {
-    const ready = this.variants.flatMap((v) => {
+    const uri = (v: HlsVariant) => `${encodeURIComponent(v.name)}/index.m3u8`;
+    const audio: MasterPlaylistAudio[] = [];
+    const groups = new Map<string, HlsVariantInfo>();
+    for (const v of this.variants) {
       const info = v.segmenter.variant;
-      return info ? [{ uri: `${encodeURIComponent(v.name)}/index.m3u8`, info }] : [];
-    });
-    return masterPlaylist(ready);
+      if (v.media !== "audio" || !info || v.audioGroup === undefined) continue;
+      const group = groups.get(v.audioGroup);
+      audio.push({ group: v.audioGroup, name: v.name, uri: uri(v), isDefault: !group });
+      groups.set(v.audioGroup, {
+        bandwidth: Math.max(group?.bandwidth ?? 0, info.bandwidth),
+        averageBandwidth: Math.max(group?.averageBandwidth ?? 0, info.averageBandwidth),
+        codecs: [...new Set([group?.codecs, info.codecs].filter((c) => c))].join(","),
+      });
+    }
+    const variants: MasterPlaylistVariant[] = [];
+    for (const v of this.variants) {
+      const info = v.segmenter.variant;
+      if (v.media === "audio" || !info) continue;
+      if (v.media !== "video" || v.audioGroup === undefined) {
+        variants.push({ uri: uri(v), info });
+        continue;
+      }
+      const group = groups.get(v.audioGroup);
+      if (!group) continue;
+      variants.push({
+        uri: uri(v),
+        audioGroup: v.audioGroup,
+        info: {
+          ...info,
+          bandwidth: info.bandwidth + group.bandwidth,
+          averageBandwidth: info.averageBandwidth + group.averageBandwidth,
+          codecs: [info.codecs, group.codecs].filter((c) => c).join(","),
+        },
+      });
+    }
+    return masterPlaylist(variants, audio);
   }
 
   /**

@@ -9,6 +9,7 @@
  * - the fMP4 initialization segment `init.mp4` (`#EXT-X-MAP`).
  */
 import type { MediaFrame, Track } from "../../frame.ts";
+import type { HlsTimeline } from "./hls_timeline.ts";
 
 /** Segment container: MPEG-TS (what WCS serves, the default) or fMP4/CMAF. */
 export type HlsContainer = "ts" | "fmp4";
@@ -24,6 +25,11 @@ export interface HlsSegmenterOptions {
   partDurationMs: number;
   /** Complete segments kept (in the playlist and in memory); older ones are forgotten. */
   windowSegments: number;
+  /**
+   * Shared by the segmenters of an output whose audio is served apart: one time origin and
+   * wall clock; an audio-only segmenter cuts where the leading video one does.
+   */
+  timeline?: HlsTimeline;
 }
 
 /** What a master playlist says of a variant (RFC 8216 EXT-X-STREAM-INF). */
@@ -40,7 +46,10 @@ export interface HlsVariantInfo {
   frameRate?: number;
 }
 
-/** Measured facts of a segmenter's input (the `/hls/profiles` metrics). */
+/**
+ * Measured facts of a segmenter's input (the `/hls/profiles` metrics); rates and gaps are of
+ * its video, or of its audio frames when it has no video.
+ */
 export interface HlsSegmenterMetrics {
   minFPS: number;
   avgFPS: number;

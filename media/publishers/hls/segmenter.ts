@@ -17,6 +17,7 @@ import { Fmp4Writer } from "../../formats/mp4/fmp4_writer.ts";
 import { mediaPlaylist, type PlaylistSegment } from "../../formats/hls/playlist.ts";
 import { avcCodecString, codecString, hevcCodecString } from "../../formats/hls/codec_string.ts";
 import { concatBytes } from "../../../signaling/websocket/bytes.ts";
+import type { HlsTimeline, HlsTimelineAnchor } from "./hls_timeline.ts";
 import type {
   HlsSegmenter,
   HlsSegmenterMetrics,
@@ -38,7 +39,7 @@ export class HlsCodecError extends BadRequestError {
  * video stopped, is treated as a discontinuity.
  */
 const forcedCutTargets = 3;
-/** Video frames further apart than this are a gap (metrics). */
+/** Frames of a variant's primary track (video, else audio) further apart than this are a gap (metrics). */
 const gapSec = 1;
 /** Span of one fps measurement window, in seconds. */
 const fpsWindowSec = 1;
@@ -102,6 +103,14 @@ class Segmenter implements MemoryHlsSegmenter {
   #video?: Track;
   #audio?: Track;
   #primary: Track;
+  /** Shared with the output's other segmenters when its audio is served apart. */
+  #timeline?: HlsTimeline;
+  /** An audio-only segmenter on a timeline: starts and cuts where the leading video does. */
+  #follower: boolean;
+  /** The next segment takes the timeline's anchor (first start, a new publisher). */
+  #anchorPending = true;
+  /** A follower's audio waiting for the leading video to pass its time. */
+  #held: MediaFrame[] = [];
   #ts?: TsMuxer;
   #fmp4?: Fmp4Writer;
   #init?: Uint8Array;
@@ -139,9 +148,9 @@ class Segmenter implements MemoryHlsSegmenter {
   #startPtsMs: number | undefined;
   #currentPtsMs = 0;
   #gaps = 0;
-  #firstVideoSec: number | undefined;
-  #lastVideoSec: number | undefined;
-  #videoFrames = 0;
+  #firstMeasuredSec: number | undefined;
+  #lastMeasuredSec: number | undefined;
+  #measuredFrames = 0;
   #fpsWindowStartSec: number | undefined;
   #fpsWindowFrames = 0;
   #minFps = Infinity;
@@ -159,6 +168,8 @@ class Segmenter implements MemoryHlsSegmenter {
     const primary = this.#video ?? this.#audio;
     if (!primary) throw new HlsCodecError("an HLS variant needs a video or an audio track");
     this.#primary = primary;
+    this.#timeline = o.timeline;
+    this.#follower = o.timeline !== undefined && !this.#video;
     const video = this.#video?.codec;
     const audio = this.#audio?.codec;
     if (video !== undefined && video !== "H264" && video !== "H265") {
@@ -193,6 +204,35 @@ class Segmenter implements MemoryHlsSegmenter {
 
   push(frame: MediaFrame): void {
     if (this.#ended) return;
+    if (this.#follower) {
+      if (frame.trackId !== this.#audio!.id) return;
+      this.#held.push(frame);
+      this.#releaseHeld(false);
+      return;
+    }
+    this.#take(frame);
+  }
+
+  /**
+   * Takes a follower's held audio once the leading video has passed its time (so its cuts
+   * there are known), or once held for `followerHoldTargets`, or all of it (`all`).
+   */
+  #releaseHeld(all: boolean): void {
+    const timeline = this.#timeline!;
+    const clock = this.#audio!.clockRate;
+    const anchor = timeline.anchor;
+    const lead = timeline.leadSec;
+    const newestSec = (this.#held.at(-1)?.dts ?? 0) / clock;
+    while (this.#held.length > 0) {
+      const inSec = this.#held[0].dts / clock;
+      const passed = anchor !== undefined && lead !== undefined &&
+        inSec + anchor.offsetSec + this.#frameSec / 2 <= lead;
+      if (!all && !passed && newestSec - inSec < followerHoldTargets * this.#targetSec) break;
+      this.#take(this.#held.shift()!);
+    }
+  }
+
+  #take(frame: MediaFrame): void {
     const track = frame.trackId === this.#video?.id
       ? this.#video
       : frame.trackId === this.#audio?.id
@@ -206,17 +246,31 @@ class Segmenter implements MemoryHlsSegmenter {
       // A source clock that jumps (restart, wrap) would make a huge or negative segment.
       const sec = frame.dts / clock + this.#offsetSec;
       if (sec < this.#lastPrimarySec - gapSec || sec > this.#lastPrimarySec + this.#forcedSec) {
-        this.discontinuity();
+        this.#discontinue();
       }
     }
     if (!this.#current) {
       if (!primary || (track.kind === "video" && !frame.keyframe)) return;
       const inSec = frame.dts / clock;
       const discontinuity = this.#pendingDiscontinuity;
-      if (this.#offsetSec === undefined) this.#offsetSec = -inSec;
-      else if (discontinuity) this.#offsetSec = this.#lastPrimarySec + this.#frameSec - inSec;
+      const proposedSec = this.#offsetSec === undefined
+        ? -inSec
+        : discontinuity
+        ? this.#lastPrimarySec + this.#frameSec - inSec
+        : this.#offsetSec;
+      let anchor: HlsTimelineAnchor | undefined;
+      if (this.#timeline && this.#anchorPending) {
+        anchor = this.#follower ? this.#followerStart(inSec) : this.#timeline.anchorOr({
+          offsetSec: proposedSec,
+          wallMs: Date.now(),
+          anchorSec: inSec + proposedSec,
+        });
+        if (!anchor) return;
+        this.#anchorPending = false;
+      }
+      this.#offsetSec = anchor?.offsetSec ?? proposedSec;
       this.#pendingDiscontinuity = false;
-      this.#startSegment(inSec + this.#offsetSec, discontinuity);
+      this.#startSegment(inSec + this.#offsetSec, discontinuity, anchor);
     }
     const shift = Math.round(this.#offsetSec! * clock);
     const dts = frame.dts + shift;
@@ -228,18 +282,22 @@ class Segmenter implements MemoryHlsSegmenter {
       // Audio going on while video stopped would grow the segment without bound: the segment
       // ends, and the variant waits for a keyframe (a discontinuity) as after a restart.
       if (dts / clock - this.#current!.startSec > this.#forcedSec + this.#targetSec) {
-        return this.discontinuity();
+        return this.#discontinue();
       }
       return this.#write(out, track);
     }
 
     const sec = dts / clock;
+    if (track === this.#video) this.#timeline?.advance(this, sec);
     const current = this.#current!;
     const segmentSec = sec - current.startSec;
     const keyframe = track.kind === "audio" || frame.keyframe;
-    // Video cuts at the first keyframe at or past the target; audio before overflowing it.
+    // Video cuts at the first keyframe at or past the target; audio before overflowing it,
+    // or, following a timeline, at the frame nearest to the leading video's next cut.
     const due = track.kind === "video"
       ? segmentSec >= this.#targetSec - epsilonSec
+      : this.#follower
+      ? this.#followerDue(sec, segmentSec)
       : segmentSec + this.#frameSec > this.#targetSec + epsilonSec;
     const forced = !keyframe && segmentSec >= this.#forcedSec;
     const partDue = this.#lowLatency && sec > this.#partStartSec &&
@@ -263,6 +321,17 @@ class Segmenter implements MemoryHlsSegmenter {
   }
 
   discontinuity(): void {
+    // The previous publisher's held audio belongs before the discontinuity.
+    if (this.#follower) this.#releaseHeld(true);
+    this.#anchorPending = true;
+    this.#discontinue();
+  }
+
+  /**
+   * Closes the segment in progress; the next one starts after `#EXT-X-DISCONTINUITY` (on the
+   * timeline's anchor only after `discontinuity()`: a clock jump of one track is its own).
+   */
+  #discontinue(): void {
     // After the end it reopens: a publisher back under the same name continues the numbering,
     // so players and caches never see a media sequence number used twice.
     this.#ended = false;
@@ -273,8 +342,10 @@ class Segmenter implements MemoryHlsSegmenter {
 
   end(): void {
     if (this.#ended) return;
+    if (this.#follower) this.#releaseHeld(true);
     if (this.#current) this.#finishSegment();
     this.#ended = true;
+    this.#timeline?.release(this);
     this.#changed();
     for (const w of this.#waiters) {
       clearTimeout(w.timer);
@@ -345,8 +416,8 @@ class Segmenter implements MemoryHlsSegmenter {
   }
 
   get metrics(): HlsSegmenterMetrics {
-    const span = (this.#lastVideoSec ?? 0) - (this.#firstVideoSec ?? 0);
-    const avg = span > 0 ? (this.#videoFrames - 1) / span : 0;
+    const span = (this.#lastMeasuredSec ?? 0) - (this.#firstMeasuredSec ?? 0);
+    const avg = span > 0 ? (this.#measuredFrames - 1) / span : 0;
     return {
       minFPS: round2(Number.isFinite(this.#minFps) ? this.#minFps : 0),
       avgFPS: round2(avg),
@@ -387,11 +458,15 @@ class Segmenter implements MemoryHlsSegmenter {
     }
   }
 
-  #startSegment(sec: number, discontinuity: boolean): void {
-    if (discontinuity || this.#nextMsn === 0) {
+  #startSegment(sec: number, discontinuity: boolean, anchor?: HlsTimelineAnchor): void {
+    if (anchor) {
+      this.#anchorWallMs = anchor.wallMs;
+      this.#anchorSec = anchor.anchorSec;
+    } else if (discontinuity || this.#nextMsn === 0) {
       this.#anchorWallMs = Date.now();
       this.#anchorSec = sec;
     }
+    if (this.#video) this.#timeline?.cut(this, sec, this.#nextMsn);
     this.#current = {
       msn: this.#nextMsn++,
       startSec: sec,
@@ -528,6 +603,33 @@ class Segmenter implements MemoryHlsSegmenter {
     };
   }
 
+  /**
+   * The anchor a follower starts on: once the leading video has started a segment at or
+   * before the frame at `inSec` (the nearest frame to that cut starts), numbered as that
+   * segment; undefined while the frame is earlier.
+   */
+  #followerStart(inSec: number): HlsTimelineAnchor | undefined {
+    const anchor = this.#timeline!.anchor;
+    if (!anchor) return undefined;
+    const cut = this.#timeline!.cutAtOrBefore(inSec + anchor.offsetSec + this.#frameSec / 2);
+    if (!cut) return undefined;
+    if (this.#nextMsn === 0) this.#nextMsn = cut.msn;
+    return anchor;
+  }
+
+  /**
+   * A follower's segment ends at the frame nearest to the leading video's next cut, taking
+   * that segment's number; without one for 3 target durations (no video), it ends anyway.
+   */
+  #followerDue(sec: number, segmentSec: number): boolean {
+    const next = this.#timeline!.cutAfter(this.#current!.startSec + this.#frameSec / 2);
+    if (next && sec + this.#frameSec / 2 >= next.sec) {
+      this.#nextMsn = Math.max(this.#nextMsn, next.msn);
+      return true;
+    }
+    return segmentSec >= this.#forcedSec;
+  }
+
   #makePlaylist(delta: boolean): string {
     const ext = this.#ext;
     const listParts = (s: Segment) =>
@@ -562,6 +664,8 @@ class Segmenter implements MemoryHlsSegmenter {
     }
     return mediaPlaylist({
       targetDurationSec: this.#targetSec,
+      // A follower ends its segments at the audio frame nearest the video's cut.
+      targetSlackSec: this.#follower ? this.#frameSec : undefined,
       mediaSequence: this.#segments[0]?.msn ?? current?.msn ?? this.#nextMsn,
       discontinuitySequence: this.#discontinuitySequence,
       mapUri: this.#fmp4 ? "init.mp4" : undefined,
@@ -581,26 +685,25 @@ class Segmenter implements MemoryHlsSegmenter {
     const ptsMs = Math.round(frame.pts * 1000 / track.clockRate);
     this.#startPtsMs ??= ptsMs;
     this.#currentPtsMs = ptsMs;
-    if (track.kind !== "video") {
-      if (!this.#video) this.#keyframeReceived = true;
-      return;
-    }
-    if (frame.keyframe) {
+    if (track.kind === "audio" && !this.#video) this.#keyframeReceived = true;
+    if (track.kind === "video" && frame.keyframe) {
       this.#keyframeReceived = true;
       const sets = track.codec === "H264"
         ? findH264ParameterSets(frame.data)
         : findH265ParameterSets(frame.data);
       if (sets.sps.length) this.#noteSps(sets.sps[0]);
     }
+    // Rates and gaps are the primary track's: video, or the audio of an audio-only variant.
+    if (track !== this.#primary) return;
     const sec = frame.dts / track.clockRate;
-    const last = this.#lastVideoSec;
+    const last = this.#lastMeasuredSec;
     if (last !== undefined && Math.abs(sec - last) > gapSec) {
       this.#gaps++;
       this.#fpsWindowStartSec = undefined;
     }
-    this.#firstVideoSec ??= sec;
-    this.#lastVideoSec = sec;
-    this.#videoFrames++;
+    this.#firstMeasuredSec ??= sec;
+    this.#lastMeasuredSec = sec;
+    this.#measuredFrames++;
     if (this.#fpsWindowStartSec === undefined) {
       this.#fpsWindowStartSec = sec;
       this.#fpsWindowFrames = 0;
@@ -633,6 +736,12 @@ class Segmenter implements MemoryHlsSegmenter {
     this.#height = size.height;
   }
 }
+
+/**
+ * Longest a follower holds its audio for the leading video to pass its time (and so to know
+ * where it cuts), in target durations; past it the audio goes on without knowing.
+ */
+const followerHoldTargets = 1;
 
 /** "moof" as a big-endian u32. */
 const moofType = 0x6d6f6f66;

@@ -6,6 +6,7 @@ import { mediaPlaylist } from "../../formats/hls/playlist.ts";
 import { concatBytes } from "../../../signaling/websocket/bytes.ts";
 import { createHlsSegmenter, HlsCodecError, type MemoryHlsSegmenter } from "./segmenter.ts";
 import type { HlsSegmenterOptions } from "./hls_segmenter_api.ts";
+import { HlsTimeline } from "./hls_timeline.ts";
 
 const clips = new Map<string, Promise<{ tracks: Track[]; frames: MediaFrame[] }>>();
 
@@ -450,4 +451,62 @@ Deno.test("LL-HLS segmenter: delta updates with a long window; the edge is the l
   for (const f of frames) plain.push(f);
   assert.deepEqual(plain.edge, { msn: 3, part: undefined });
   plain.end();
+});
+
+Deno.test("HLS segmenters on a shared timeline: an audio-only one cuts where the video-only one does, same numbers, clock and times", async () => {
+  const { tracks, frames } = await clip("h264");
+  const timeline = new HlsTimeline();
+  const video = createHlsSegmenter(
+    options(tracks.filter((t) => t.kind === "video"), { timeline, windowSegments: 10 }),
+  );
+  const audio = createHlsSegmenter(
+    options(tracks.filter((t) => t.kind === "audio"), { timeline, windowSegments: 10 }),
+  );
+  for (const f of frames) {
+    video.push(f);
+    audio.push(f);
+  }
+  video.end();
+  audio.end();
+  assert.equal(video.variant!.codecs.startsWith("avc1."), true);
+  assert.equal(audio.variant!.codecs, "mp4a.40.2");
+  const list = (text: string) =>
+    [...text.matchAll(/#EXT-X-PROGRAM-DATE-TIME:(\S+)\n#EXTINF:([\d.]+),\n(\d+)\.ts/g)].map((
+      m,
+    ) => ({
+      pdtMs: Date.parse(m[1]),
+      sec: Number(m[2]),
+      msn: Number(m[3]),
+    }));
+  const v = list(video.playlist());
+  const a = list(audio.playlist());
+  assert.ok(v.length >= 4, video.playlist());
+  assert.deepEqual(a.map((s) => s.msn), v.map((s) => s.msn));
+  const audioFrameSec = 1024 / 48000;
+  // The first audio segment starts at the clip's first audio frame, the last ends with it.
+  for (let i = 1; i < v.length - 1; i++) {
+    assert.ok(
+      Math.abs(a[i].sec - v[i].sec) <= audioFrameSec,
+      `segment ${i}: ${a[i].sec} vs ${v[i].sec}`,
+    );
+    assert.ok(Math.abs(a[i].pdtMs - v[i].pdtMs) <= audioFrameSec * 1000, `segment ${i} clock`);
+  }
+  // One time origin: a segment's first audio and video frames are decoded at the same time.
+  const startSec = async (bytes: Uint8Array) => {
+    const path = await tempPath("hls-timeline-seg.ts");
+    await Deno.writeFile(path, bytes);
+    const { out } = await run("ffprobe", [
+      ...["-v", "error", "-read_intervals", "%+#1", "-show_entries", "packet=dts_time"],
+      ...["-of", "csv=p=0", path],
+    ]);
+    return parseFloat(out);
+  };
+  const msn = v[1].msn;
+  const [vStart, aStart] = [
+    await startSec(video.segment(msn)!),
+    await startSec(audio.segment(msn)!),
+  ];
+  assert.ok(Math.abs(vStart - aStart) <= audioFrameSec, `video ${vStart} s, audio ${aStart} s`);
+  // The audio rendition's own rates are measured (AAC at 48 kHz: 46.875 frames/s).
+  assert.ok(Math.abs(audio.metrics.avgFPS - 46.88) < 0.5, `${audio.metrics.avgFPS}`);
 });
