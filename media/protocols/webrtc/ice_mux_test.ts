@@ -204,3 +204,51 @@ Deno.test("ICE mux: two server peers on one mux both connect to their werift cli
   }
   assert.equal(await settledSocketCount(sockets), sockets);
 });
+
+Deno.test("ICE mux: after an ICE restart (new ufrags) the peer's checks still route", async () => {
+  const mux = IceMux.open({ host: "127.0.0.1", port: 0 });
+  const client = new RTCPeerConnection({ iceServers: [] });
+  const server = new Peer({ bind: "127.0.0.1", portMin: 40000, portMax: 40001, mux }, []);
+  const ufragOf = (sdp: string) => /a=ice-ufrag:(\S+)/.exec(sdp)![1];
+  try {
+    const received: string[] = [];
+    server.pc.onDataChannel.subscribe((dc) =>
+      dc.onMessage.subscribe((m) => received.push(String(m)))
+    );
+    const channel = client.createDataChannel("probe");
+    await client.setLocalDescription(await client.createOffer());
+    await until(() => client.iceGatheringState === "complete", 5000);
+    const first = await server.answer(client.localDescription!.sdp, () => {});
+    await client.setRemoteDescription({ type: "answer", sdp: first });
+    await until(() => channel.readyState === "open", 10_000);
+
+    client.restartIce();
+    await client.setLocalDescription(await client.createOffer());
+    await until(() => client.iceGatheringState === "complete", 5000);
+    const second = await server.answer(client.localDescription!.sdp, () => {});
+    assert.notEqual(ufragOf(second), ufragOf(first), "the restart gave the server a new ufrag");
+    const inBefore = mux.counters.datagramsIn;
+    await client.setRemoteDescription({ type: "answer", sdp: second });
+    await until(() => mux.counters.datagramsIn > inBefore + 2, 10_000);
+    channel.send("after restart");
+    await until(() => received.includes("after restart"), 5000);
+    // A browser candidate never seen before, checking with the new ufrag, is routed too.
+    const fresh = await remote();
+    try {
+      const before = mux.counters.datagramsIn;
+      fresh.send(
+        bindingRequest(`${ufragOf(second)}:${ufragOf(client.localDescription!.sdp)}`),
+        mux.port,
+      );
+      await until(() => mux.counters.datagramsIn > before);
+    } finally {
+      await fresh.close();
+    }
+    assert.equal(mux.counters.droppedUnknownSource, 0);
+  } finally {
+    await client.close();
+    await server.close();
+    await until(() => mux.socketCount === 0);
+    await mux.close();
+  }
+});
