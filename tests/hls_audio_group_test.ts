@@ -9,7 +9,7 @@ import { ConfigError, loadConfig } from "../config.ts";
 import type { HlsRecord } from "../core/records.ts";
 import { run, tempPath } from "../media/formats/test_fixtures.ts";
 import { publishRtmp, stopPublisher } from "./helpers/ffmpeg_rtmp.ts";
-import { waitFor } from "./helpers/media_fixtures.ts";
+import { makeClip, waitFor } from "./helpers/media_fixtures.ts";
 import { testConfig, withServer } from "./helpers/test_server.ts";
 
 /** Two profiles and the source, all playing with one 64 kbit/s AAC rendition. */
@@ -202,6 +202,75 @@ Deno.test("HLS audio group: three video-only variants share one AAC rendition; p
       await stopPublisher(publisher);
     }
   }, testConfig({ hls }));
+});
+
+Deno.test("HLS audio group in fMP4 of an Opus stream: the rendition is its audio converted to AAC; the muxed source beside a video-only profile", async () => {
+  const config = testConfig({
+    hls: {
+      container: "fmp4",
+      segmentDurationSec: 2,
+      profiles: [{ name: "p120", width: 160, height: 120, bitrateKbps: 150, audioGroup: "main" }],
+      audioRenditions: [{ name: "stereo", group: "main" }],
+    },
+  });
+  await Deno.mkdir(config.folders.media, { recursive: true });
+  await makeClip(`${config.folders.media}/opus.mp4`, { seconds: 30, audio: "opus" });
+  await withServer(async (server) => {
+    const vod = await server.post("/vod/startup", {
+      uri: "vod-live://opus.mp4",
+      localStreamName: "op",
+    });
+    assert.equal(vod.status, 200, await vod.text());
+    const master = await waitFor(
+      "the profile and the rendition in the master playlist",
+      async () => {
+        const res = await fetch(`${server.hlsUrl}/op/op.m3u8`);
+        const body = await res.text();
+        return body.includes("AUDIO=") ? body : undefined;
+      },
+      30_000,
+    );
+    assert.match(
+      master,
+      /#EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="main",NAME="stereo",DEFAULT=YES,AUTOSELECT=YES,URI="stereo\/index\.m3u8"/,
+    );
+    // The source keeps its audio (no AUDIO attribute); the profile plays with the group.
+    assert.match(
+      master,
+      /CODECS="avc1\.[0-9a-f]{6},mp4a\.40\.2",RESOLUTION=320x240(,FRAME-RATE=[\d.]+)?\nsource\//,
+    );
+    assert.match(
+      master,
+      /CODECS="avc1\.[0-9a-f]{6},mp4a\.40\.2",RESOLUTION=160x120[^\n]*,AUDIO="main"\np120\//,
+    );
+    const dir = await tempPath("hls-audio-group-fmp4");
+    await Deno.mkdir(dir, { recursive: true });
+    /** The variant's init segment and its last segment, as one file ffprobe reads. */
+    const lastSegment = async (variant: string) => {
+      const playlist = await (await fetch(`${server.hlsUrl}/op/${variant}/index.m3u8`)).text();
+      assert.match(playlist, /#EXT-X-MAP:URI="init\.mp4"/);
+      const uri = [...playlist.matchAll(/^(\d+\.m4s)$/gm)].at(-1)![1];
+      const parts = await Promise.all(["init.mp4", uri].map(async (file) => {
+        const res = await fetch(`${server.hlsUrl}/op/${variant}/${file}`);
+        assert.equal(res.status, 200, `${variant}/${file}`);
+        return new Uint8Array(await res.arrayBuffer());
+      }));
+      const path = `${dir}/${variant}.mp4`;
+      await Deno.writeFile(path, new Uint8Array([...parts[0], ...parts[1]]));
+      return path;
+    };
+    assert.deepEqual((await probe(await lastSegment("stereo"))).streams, ["aac"]);
+    assert.deepEqual((await probe(await lastSegment("p120"))).streams, ["h264 160x120"]);
+    assert.deepEqual((await probe(await lastSegment("source"))).streams.sort(), [
+      "aac",
+      "h264 320x240",
+    ]);
+    const decoded = await run("ffmpeg", [
+      ...["-v", "error", "-i", `${server.hlsUrl}/op/op.m3u8`, "-map", "0", "-t", "3"],
+      ...["-f", "null", "-"],
+    ]);
+    assert.equal(decoded.err.trim(), "");
+  }, config);
 });
 
 Deno.test("HLS audio group configuration: an unknown group or a taken name names its field", () => {
