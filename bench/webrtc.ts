@@ -49,7 +49,7 @@ const only = Deno.env.get("WEBRTC_BENCH_ONLY");
 /** Offset of the send-time stamp in each payload (after the VP8 descriptor and header). */
 const stampOffset = 16;
 /** Subscribers connected at once while a step grows. */
-const connectBatch = 10;
+const connectBatch = 5;
 
 type Sender = "fast" | "werift";
 
@@ -95,7 +95,18 @@ interface ReceiverStats {
 async function receivers(ws: string): Promise<void> {
   const players: { player: TestPlayer; client: WcsClient }[] = [];
   let latencies: number[] = [];
-  const addOne = async () => {
+  /** Players that failed to connect (each is tried again). */
+  let failures = 0;
+  const addOne = async (): Promise<void> => {
+    for (;;) {
+      try {
+        return await connectOne();
+      } catch (err) {
+        if (++failures > 20) throw err;
+      }
+    }
+  };
+  const connectOne = async () => {
     const player = new TestPlayer("VP8");
     player.pc.onTrack.subscribe((track) => {
       track.onReceiveRtp.subscribe((rtp) => {
@@ -110,7 +121,11 @@ async function receivers(ws: string): Promise<void> {
     const id = crypto.randomUUID();
     await player.play(client, { mediaSessionId: id, name: "bench" });
     const status = await nextStatus(client, id, 30_000).catch((e) => ({ status: String(e) }));
-    if (status.status !== "PLAYING") throw new Error(`PLAYING got ${JSON.stringify(status)}`);
+    if (status.status !== "PLAYING") {
+      await player.close();
+      await client.close();
+      throw new Error(`PLAYING got ${JSON.stringify(status)}`);
+    }
     players.push({ player, client });
   };
   for await (const line of lines(Deno.stdin.readable)) {
@@ -121,7 +136,7 @@ async function receivers(ws: string): Promise<void> {
         await Promise.all(Array.from({ length: batch }, addOne));
         left -= batch;
       }
-      console.log(JSON.stringify({ players: players.length }));
+      console.log(JSON.stringify({ players: players.length, failures }));
     } else {
       const stats: ReceiverStats = {
         players: players.length,
@@ -324,10 +339,12 @@ async function measure(sender: Sender): Promise<StepResult[]> {
     // werift's DTLS handshakes fail now and then under full media load.
     publisher.pause();
     const add = n - players;
-    await Promise.all(children.map((c, i) => {
+    const added = await Promise.all(children.map((c, i) => {
       const share = Math.floor(add / children.length) + (i < add % children.length ? 1 : 0);
-      return share > 0 ? c.ask(`add ${share}`) : Promise.resolve();
+      return share > 0 ? c.ask<{ failures: number }>(`add ${share}`) : { failures: 0 };
     }));
+    const failures = added.reduce((sum, a) => sum + a.failures, 0);
+    if (failures) console.log(`(${failures} subscribers failed to connect and were tried again)`);
     players = n;
     publisher.start();
     const r = await window(n);

@@ -128,6 +128,12 @@ for (const sendEngine of senders) {
           assert.deepEqual(stats, []);
         }
 
+        // Each player's losses on the server are counted (none here), beside what was sent.
+        const metrics = await (await fetch(`${s.restUrl}/metrics`)).text();
+        assert.match(metrics, /^mediaserver_webrtc_dropped_packets_total 0$/m);
+        const sent = Number(/^mediaserver_webrtc_sent_packets_total (\d+)$/m.exec(metrics)?.[1]);
+        assert.ok(sent > 300, `${sent} packets sent to players`);
+
         // The second player leaves mid-stream: it is taken off the engine, the others go on.
         clients[1].send("stopStream", { mediaSessionId: ids[1], name: "clip" });
         await nextStatus(clients[1], ids[1]);
