@@ -3,7 +3,8 @@
  * HLS, the same over LL-HLS in MPEG-TS and in fMP4 (hls.js in low-latency mode, its latency
  * printed as a `bench:` line), and ABR (the page's network throttled through the DevTools
  * protocol makes hls.js switch to a lower profile, and `/hls/subscribers` shows the
- * switch). Meant to run inside a
+ * switch), and an audio group (video-only variants and an AAC rendition, `#EXT-X-MEDIA`:
+ * hls.js has the audio track and decodes audio from it). Meant to run inside a
  * loopback-only network namespace as root; `hls_test.ts` re-executes this file there
  * (`deno test -A tests/e2e/hls_scenarios.ts`). One Chromium for every step, one server each.
  */
@@ -247,6 +248,30 @@ Deno.test("hls.js in Chromium plays our HLS, LL-HLS and ABR profiles", async (t)
           );
         } finally {
           await cdp.detach().catch(() => {});
+          await player.close();
+          await server.stop();
+        }
+      },
+    );
+    await t.step(
+      "audio group: video-only variants and an AAC rendition; hls.js plays both",
+      async () => {
+        const { server, masterUrl } = await serveClip(clipPath, "group1", {
+          profiles: [{ ...profiles[1], audioGroup: "aac" }],
+          audioRenditions: [{ name: "aac96", group: "aac", bitrateKbps: 96 }],
+          sourceAudioGroup: "aac",
+        });
+        const player = await b.newPlayer();
+        try {
+          await withTimeout(player.play(masterUrl, { lowLatencyMode: false }), "playing");
+          // One stall at the start tolerated, as in the ABR step (a profile encodes beside).
+          const state = await watch(player, 10, 1);
+          assert.deepEqual(state.audioTracks, [{ name: "aac96", groupId: "aac" }]);
+          assert.equal(state.audioTrack, 0);
+          assert.ok(state.audioFragsLoaded >= 3, JSON.stringify(state));
+          assert.ok(state.audioDecodedBytes > 0, `${state.audioDecodedBytes} audio bytes decoded`);
+          assert.equal(state.videoWidth, clip.width);
+        } finally {
           await player.close();
           await server.stop();
         }

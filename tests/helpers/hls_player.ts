@@ -20,6 +20,13 @@ export interface PlayerState {
   /** LL-HLS parts and whole segments hls.js loaded. */
   partsLoaded: number;
   fragsLoaded: number;
+  /** Segments of audio renditions (EXT-X-MEDIA) loaded, apart from the video's. */
+  audioFragsLoaded: number;
+  /** hls.js's audio tracks (EXT-X-MEDIA renditions) and the index of the one playing. */
+  audioTracks: { name: string; groupId: string }[];
+  audioTrack: number;
+  /** Audio bytes Chromium decoded (`webkitAudioDecodedByteCount`). */
+  audioDecodedBytes: number;
   /** Glass-to-player samples waiting to be read. */
   latencies: number;
   currentTime: number;
