@@ -215,7 +215,9 @@ class Segmenter implements MemoryHlsSegmenter {
 
   /**
    * Takes a follower's held audio once the leading video has passed its time (so its cuts
-   * there are known), or once held for `followerHoldTargets`, or all of it (`all`).
+   * there are known), or once held for `followerHoldTargets`, or all of it (`all`: the end
+   * or a new publisher, when audio starting after the video's last frame is dropped, so the
+   * rendition ends with the variants instead of making a longer segment).
    */
   #releaseHeld(all: boolean): void {
     const timeline = this.#timeline!;
@@ -228,7 +230,10 @@ class Segmenter implements MemoryHlsSegmenter {
       const passed = anchor !== undefined && lead !== undefined &&
         inSec + anchor.offsetSec + this.#frameSec / 2 <= lead;
       if (!all && !passed && newestSec - inSec < followerHoldTargets * this.#targetSec) break;
-      this.#take(this.#held.shift()!);
+      const frame = this.#held.shift()!;
+      const tail = all && anchor !== undefined && lead !== undefined &&
+        inSec + anchor.offsetSec > lead;
+      if (!tail) this.#take(frame);
     }
   }
 

@@ -510,3 +510,45 @@ Deno.test("HLS segmenters on a shared timeline: an audio-only one cuts where the
   // The audio rendition's own rates are measured (AAC at 48 kHz: 46.875 frames/s).
   assert.ok(Math.abs(audio.metrics.avgFPS - 46.88) < 0.5, `${audio.metrics.avgFPS}`);
 });
+
+Deno.test("LL-HLS segmenters on a shared timeline: after a new publisher (a new epoch) the audio still follows the video", async () => {
+  const { tracks, frames } = await clip("h264");
+  const timeline = new HlsTimeline();
+  const more = { timeline, windowSegments: 20, partDurationMs: 500 };
+  const video = createHlsSegmenter(options(tracks.filter((t) => t.kind === "video"), more));
+  const audio = createHlsSegmenter(options(tracks.filter((t) => t.kind === "audio"), more));
+  const push = (list: MediaFrame[]) => {
+    for (const f of list) {
+      video.push(f);
+      audio.push(f);
+    }
+  };
+  // 5 s of the first publisher, then the second one, its clock from 0 again.
+  const firstRun = frames.filter((f) => f.dts / tracks[f.trackId].clockRate < 5);
+  push(firstRun);
+  timeline.nextEpoch();
+  video.discontinuity();
+  audio.discontinuity();
+  push(frames);
+  video.end();
+  audio.end();
+  const list = (text: string) =>
+    [...text.matchAll(
+      /(#EXT-X-DISCONTINUITY\n)?#EXT-X-PROGRAM-DATE-TIME:\S+\n(?:#EXT-X-PART:[^\n]*\n)*#EXTINF:([\d.]+),\n(\d+)\.ts/g,
+    )]
+      .map((m) => ({ discontinuity: m[1] !== undefined, sec: Number(m[2]), msn: Number(m[3]) }));
+  const v = list(video.playlist());
+  const a = list(audio.playlist());
+  assert.deepEqual(a.map((s) => [s.msn, s.discontinuity]), v.map((s) => [s.msn, s.discontinuity]));
+  assert.ok(v.some((s) => s.discontinuity), video.playlist());
+  const after = v.findIndex((s) => s.discontinuity);
+  // The segments after the discontinuity's first line up as before it.
+  for (let i = after + 1; i < v.length - 1; i++) {
+    assert.ok(
+      Math.abs(a[i].sec - v[i].sec) <= 1024 / 48000,
+      `segment ${v[i].msn}: ${a[i].sec} vs ${v[i].sec}`,
+    );
+  }
+  assert.match(audio.playlist(), /#EXT-X-TARGETDURATION:2\n/);
+  assert.match(audio.playlist(), /#EXT-X-PART:DURATION=0\.\d+,URI="\d+\.\d+\.ts"/);
+});
