@@ -193,11 +193,13 @@ export function createHlsHandler(options: HlsHttpOptions): HlsHttpHandler {
     reply = cors(req, reply);
     const responseMs = performance.now() - started;
     if (output) {
+      const variant = output.variant(variantName ?? "");
       output.viewers.count({
         ip: req.remote.hostname,
         port: req.remote.port,
         userAgent: req.header("user-agent") ?? "",
-        variant: output.variant(variantName ?? "") ? variantName : undefined,
+        variant: variant ? variantName : undefined,
+        audio: variant?.media === "audio",
         status: reply.status,
         responseMs,
       });

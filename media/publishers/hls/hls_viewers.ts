@@ -3,6 +3,8 @@
  * agent whose requests come within `viewerActiveMs` of each other. Each request is counted on
  * its viewer (status, response time, the variant it asked for), which gives the
  * `/hls/subscribers` metrics and the subscriber counts of `/hls/find_all` and `/hls/profiles`.
+ * A player of an audio group fetches a video variant and an audio rendition side by side:
+ * each is followed on its own, so alternating between them is no profile switch.
  */
 
 /** A viewer seen within this long is active, in ms (players reload playlists every few s). */
@@ -30,6 +32,8 @@ export interface HlsRequest {
   userAgent: string;
   /** The variant the request was for (media playlist, segment, part, init); none for the master. */
   variant?: string;
+  /** `variant` is an audio rendition (`#EXT-X-MEDIA`), played beside a video variant. */
+  audio?: boolean;
   status: number;
   responseMs: number;
 }
@@ -52,15 +56,23 @@ export interface HlsViewerRecord {
   };
 }
 
+/** What a viewer plays of one kind: a variant, or an audio rendition. */
+interface Lane {
+  variant: string | undefined;
+  /** Since when the viewer is on `variant`, in ms. */
+  sinceMs: number;
+}
+
 interface Viewer {
   id: string;
   ip: string;
   port: number;
   userAgent: string;
   lastSeenMs: number;
-  variant: string | undefined;
-  /** Since when the viewer is on `variant`, in ms. */
-  variantSinceMs: number;
+  /** The variant played (muxed, or video of an audio group). */
+  main: Lane;
+  /** The audio rendition played beside it, if any. */
+  audio: Lane;
   profileTimeMs: Map<string, number>;
   requests: number;
   statuses: Map<string, number>;
@@ -101,8 +113,8 @@ export class HlsViewers {
         port: request.port,
         userAgent: request.userAgent,
         lastSeenMs: now,
-        variant: undefined,
-        variantSinceMs: now,
+        main: { variant: undefined, sinceMs: now },
+        audio: { variant: undefined, sinceMs: now },
         profileTimeMs: new Map(),
         requests: 0,
         statuses: new Map(),
@@ -116,12 +128,13 @@ export class HlsViewers {
     this.#byKey.set(key, viewer);
     viewer.port = request.port;
     if (request.variant !== undefined) {
-      if (viewer.variant === undefined) viewer.variantSinceMs = now;
+      const lane = request.audio ? viewer.audio : viewer.main;
+      if (lane.variant === undefined) lane.sinceMs = now;
       else {
-        addTime(viewer, now);
-        if (request.variant !== viewer.variant) viewer.switches++;
+        addTime(viewer, lane, now);
+        if (request.variant !== lane.variant) viewer.switches++;
       }
-      viewer.variant = request.variant;
+      lane.variant = request.variant;
     }
     viewer.lastSeenMs = now;
     this.#lastRequestMs = now;
@@ -139,7 +152,10 @@ export class HlsViewers {
     let n = 0;
     for (const viewer of this.#byKey.values()) {
       if (now - viewer.lastSeenMs > viewerActiveMs) continue;
-      if (variant === undefined || viewer.variant === variant) n++;
+      if (
+        variant === undefined || viewer.main.variant === variant ||
+        viewer.audio.variant === variant
+      ) n++;
     }
     return n;
   }
@@ -156,11 +172,12 @@ export class HlsViewers {
     return [...this.#byKey.values()].map((viewer) => {
       const active = now - viewer.lastSeenMs <= viewerActiveMs;
       const profileTime = Object.fromEntries(viewer.profileTimeMs);
-      if (viewer.variant !== undefined) {
+      for (const lane of [viewer.main, viewer.audio]) {
+        if (lane.variant === undefined) continue;
         // The time on the current variant runs until now (or until the viewer went silent).
         const until = active ? now : viewer.lastSeenMs;
-        profileTime[viewer.variant] = (profileTime[viewer.variant] ?? 0) +
-          Math.max(0, until - viewer.variantSinceMs);
+        profileTime[lane.variant] = (profileTime[lane.variant] ?? 0) +
+          Math.max(0, until - lane.sinceMs);
       }
       return {
         id: viewer.id,
@@ -196,12 +213,12 @@ export class HlsViewers {
   }
 }
 
-/** Credits the time since the viewer's last variant change to that variant. */
-function addTime(viewer: Viewer, now: number): void {
-  const variant = viewer.variant!;
+/** Credits the time since the lane's last variant change to that variant. */
+function addTime(viewer: Viewer, lane: Lane, now: number): void {
+  const variant = lane.variant!;
   viewer.profileTimeMs.set(
     variant,
-    (viewer.profileTimeMs.get(variant) ?? 0) + (now - viewer.variantSinceMs),
+    (viewer.profileTimeMs.get(variant) ?? 0) + (now - lane.sinceMs),
   );
-  viewer.variantSinceMs = now;
+  lane.sinceMs = now;
 }

@@ -52,3 +52,22 @@ Deno.test("address and user agent tell viewers apart; silence makes them inactiv
   now += viewerForgetMs + 1;
   assert.deepEqual(viewers.records(), []);
 });
+
+Deno.test("a player of an audio group: its video variant and audio rendition are followed apart, no switch between them", () => {
+  let now = 0;
+  const viewers = new HlsViewers(() => now);
+  for (let i = 0; i < 3; i++) {
+    viewers.count({ ...chrome, variant: "source", status: 200, responseMs: 1 });
+    viewers.count({ ...chrome, variant: "aac64", audio: true, status: 200, responseMs: 1 });
+    now += 1000;
+  }
+  viewers.count({ ...chrome, variant: "p180", status: 200, responseMs: 1 });
+  viewers.count({ ...chrome, variant: "aac64", audio: true, status: 200, responseMs: 1 });
+  now += 1000;
+  const [record] = viewers.records();
+  assert.equal(record.metrics.profileSwitches, 1, "source to p180 only");
+  assert.deepEqual(record.metrics.profileTime, { source: 3000, p180: 1000, aac64: 4000 });
+  assert.equal(viewers.active("aac64"), 1);
+  assert.equal(viewers.active("p180"), 1);
+  assert.equal(viewers.active("source"), 0);
+});
