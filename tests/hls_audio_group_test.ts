@@ -119,6 +119,11 @@ Deno.test("HLS audio group: three video-only variants share one AAC rendition; p
       // BANDWIDTH counts the audio rendition too: above the 200 kbit/s video of p180.
       assert.ok(Number(variants[2].BANDWIDTH) > 200_000, variants[2].BANDWIDTH);
 
+      // A viewer's access key (the CDN's) is copied into the rendition's URI too.
+      const keyed = await text("/cam/cam.m3u8?aclAuth=k1");
+      assert.match(keyed, /#EXT-X-MEDIA:[^\n]*URI="aac64\/index\.m3u8\?aclAuth=k1"/);
+      assert.match(keyed, /\np180\/index\.m3u8\?aclAuth=k1\n/);
+
       // Segments: video only in the variants, AAC only in the rendition, aligned.
       const audioPlaylist = await text("/cam/aac64/index.m3u8");
       const videoPlaylist = await text("/cam/p180/index.m3u8");
