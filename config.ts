@@ -471,6 +471,9 @@ export const configSchema = z.strictObject({
     maxParticipantsPerRoom: z.int().min(1).max(10_000).default(100).describe(
       "Most participants in one SFU room; a `joinRoom` beyond them is refused with OPERATION_FAILED `Room is full`.",
     ),
+    maxPublishBitrateKbps: z.int().min(100).max(100_000).default(2500).describe(
+      "The bitrate an SFU participant is told (REMB) it may publish its video at, in kbit/s, lowered while its packets arrive with loss; it lets a browser leave its starting rate.",
+    ),
   }).prefault({}),
   mpegts: z.strictObject({
     portMin: port.default(30000).describe(

@@ -289,6 +289,8 @@ const sfuFeedback = z.object({
   receivedFIR: z.int(),
   retransmitted: z.int(),
   sentPLI: z.int(),
+  /** The bitrate the publisher was last told (REMB) it may send, in bit/s; 0 when none. */
+  sentREMB: z.int(),
 });
 
 const sfuTrack = z.object({
@@ -322,7 +324,8 @@ export const sfuStats = z.object({
     incomingTracks: z.record(z.string(), z.string().nullable()),
     /**
      * By source track id: the RTCP the participant sent about it (NACK, PLI, FIR packets; of
-     * its latest receiver report the fraction lost 0-1, packets lost and jitter in RTP units).
+     * its latest receiver report the fraction lost 0-1, packets lost and jitter in RTP units;
+     * its latest bandwidth estimate (REMB) in bit/s, 0 before one).
      */
     incomingFeedbackStats: z.record(
       z.string(),
@@ -333,6 +336,7 @@ export const sfuStats = z.object({
         fractionLost: z.number(),
         packetsLost: z.int(),
         jitter: z.int(),
+        remb: z.int(),
       }),
     ).optional(),
   })),

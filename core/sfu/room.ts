@@ -48,6 +48,8 @@ export interface SfuFeedbackStats {
   receivedFIR: number;
   retransmitted: number;
   sentPLI: number;
+  /** The bitrate its publisher was last told (REMB) it may send, in bit/s; 0 when none. */
+  sentREMB: number;
 }
 
 /** What `/sfu/stats` shows of a plain track. */
@@ -97,6 +99,8 @@ export class SfuRoom {
   readonly #bridge?: SfuBridge;
   /** Joins beyond this many participants are refused (config `sfu.maxParticipantsPerRoom`). */
   readonly #maxParticipants: number;
+  /** Publishers are told (REMB) they may send this, in kbit/s (config `sfu.maxPublishBitrateKbps`). */
+  readonly #maxPublishKbps?: number;
   #ended = false;
   /** Re-chooses layers and reports their liveness; runs once a track is published. */
   #ticker?: ReturnType<typeof setInterval>;
@@ -108,6 +112,7 @@ export class SfuRoom {
     onEmpty: (room: SfuRoom) => void,
     bridge?: SfuBridge,
     maxParticipants = Infinity,
+    maxPublishKbps?: number,
   ) {
     this.name = name;
     this.pin = pin;
@@ -115,6 +120,7 @@ export class SfuRoom {
     this.#onEmpty = onEmpty;
     this.#bridge = bridge;
     this.#maxParticipants = maxParticipants;
+    this.#maxPublishKbps = maxPublishKbps;
   }
 
   /** Participants, in join order. */
@@ -153,13 +159,21 @@ export class SfuRoom {
       request.sessionId,
       request.link,
       (self) =>
-        new ParticipantPeer(request.address, {
-          delivering: (deliveries) => this.#announce(self, deliveries),
-          offer: (sdp, tid) =>
-            this.#send(self, "REMOTE_SDP", { info: { sdp, type: "offer", tid } }),
-          controlMessage: (text) => this.#chat(self, text),
-          failed: (reason) => void this.leave(self, reason),
-        }, this.#log),
+        new ParticipantPeer(
+          request.address,
+          {
+            delivering: (deliveries) => this.#announce(self, deliveries),
+            offer: (sdp, tid) =>
+              this.#send(self, "REMOTE_SDP", { info: { sdp, type: "offer", tid } }),
+            controlMessage: (text) => this.#chat(self, text),
+            failed: (reason) => void this.leave(self, reason),
+          },
+          this.#log,
+          this.#maxPublishKbps === undefined ? undefined : {
+            maxPublishKbps: this.#maxPublishKbps,
+            published: () => self.tracks.values(),
+          },
+        ),
     );
     const peer = participant.peer;
     let outcome;
@@ -450,6 +464,7 @@ export class SfuRoom {
           receivedFIR: f.firs,
           retransmitted: f.retransmitted,
           sentPLI: f.sentPlis,
+          sentREMB: Math.round(p.peer.uplinkKbps * 1000),
         };
         if (track.layers[0] === null) return { ...layers[0].stats, feedbackStats };
         return {

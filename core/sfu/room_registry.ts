@@ -14,6 +14,8 @@ import { sfuErrors, SfuOperationFailed } from "./operation_failed.ts";
 export interface SfuCaps {
   readonly maxRooms: number;
   readonly maxParticipantsPerRoom: number;
+  /** The bitrate publishers are told (REMB) they may send, in kbit/s; absent sends none. */
+  readonly maxPublishBitrateKbps?: number;
 }
 
 const unlimited: SfuCaps = { maxRooms: Infinity, maxParticipantsPerRoom: Infinity };
@@ -52,6 +54,7 @@ export class SfuRoomRegistry {
         },
         this.#bridge,
         this.#caps.maxParticipantsPerRoom,
+        this.#caps.maxPublishBitrateKbps,
       );
       this.#rooms.set(name, room);
       this.#log.info("SFU room created", { room: name });

@@ -2,11 +2,15 @@
  * Which simulcast layer one subscriber gets. The subscriber's manual choice (`changeQuality`)
  * is a cap; under it an automatic ceiling follows the subscriber's feedback: it drops one
  * layer when a receiver report shows heavy loss (at most once per `downHoldMs`, so the
- * effect of one step is seen before the next), and at once to the layer that fits when a
- * bandwidth estimate (REMB or transport-cc) says the current one does not; it climbs one
- * layer after `upHoldMs` of clean reports with room in the estimate. Among the layers under
- * both limits the highest alive one is chosen (moving up only to a layer alive for
- * `layerWarmupMs`); when none is alive, the lowest alive above.
+ * effect of one step is seen before the next), and at once, when a bandwidth estimate (REMB)
+ * is under the rate of the ceiling's layer, to the highest layer whose rate fits the estimate
+ * with `bandwidthHeadroom`; it climbs one layer after `upHoldMs` of clean reports when the
+ * next layer fits the estimate or the estimate only follows what is sent (a browser's
+ * receive-side estimate stays within 1.5 times its incoming rate, so it never shows room for
+ * a layer several times larger: that layer is tried, and a try the estimate refuses doubles
+ * the wait before the next, up to `maxUpHoldMs`). Among the layers under both limits the
+ * highest alive one is chosen (moving up only to a layer alive for `layerWarmupMs`); when
+ * none is alive, the lowest alive above.
  */
 
 /** Loss share (0-1) of one receiver report that lowers the layer. */
@@ -17,8 +21,15 @@ export const lossCleanFraction = 0.02;
 export const downHoldMs = 2000;
 /** Clean time needed before each step up, in ms. */
 export const upHoldMs = 8000;
-/** Share of the bandwidth estimate a layer's bitrate may use. */
-export const bandwidthHeadroom = 0.9;
+/** Share of the bandwidth estimate a layer's bitrate may use to be moved up to. */
+export const bandwidthHeadroom = 0.85;
+/**
+ * An estimate at least this many times the ceiling layer's rate is taken as following the
+ * incoming rate rather than limiting it: the next layer is tried even if it does not fit.
+ */
+export const estimateProbeFactor = 1.3;
+/** Longest wait between climbs after tries the estimate refused, in ms. */
+export const maxUpHoldMs = 64_000;
 /** A bandwidth estimate older than this is ignored, in ms. */
 export const estimateMaxAgeMs = 5000;
 /**
@@ -35,6 +46,7 @@ export interface LayerChoiceOptions {
   upHoldMs?: number;
   bandwidthHeadroom?: number;
   layerWarmupMs?: number;
+  estimateProbeFactor?: number;
 }
 
 /** Chooses the layer of one subscriber from its cap, feedback and the layers alive. */
@@ -46,6 +58,7 @@ export class LayerChoice {
   readonly #upHoldMs: number;
   readonly #headroom: number;
   readonly #warmupMs: number;
+  readonly #probeFactor: number;
   /** When each layer became alive, -1 while dead. */
   readonly #aliveSinceMs: number[];
   #cap: number;
@@ -55,6 +68,10 @@ export class LayerChoice {
   #cleanSinceMs: number | undefined;
   #estimateKbps = 0;
   #estimateAtMs = -Infinity;
+  /** The wait before the next climb: `upHoldMs`, doubled by each refused try. */
+  #holdMs: number;
+  /** When the ceiling last climbed, while that climb is on trial. */
+  #trialSinceMs: number | undefined;
 
   /** `layers`: how many the publisher sends, indexed lowest first. */
   constructor(layers: number, options: LayerChoiceOptions = {}) {
@@ -67,6 +84,8 @@ export class LayerChoice {
     this.#upHoldMs = options.upHoldMs ?? upHoldMs;
     this.#headroom = options.bandwidthHeadroom ?? bandwidthHeadroom;
     this.#warmupMs = options.layerWarmupMs ?? layerWarmupMs;
+    this.#probeFactor = options.estimateProbeFactor ?? estimateProbeFactor;
+    this.#holdMs = this.#upHoldMs;
     this.#aliveSinceMs = new Array(layers).fill(-1);
   }
 
@@ -100,7 +119,12 @@ export class LayerChoice {
     this.#lastDownMs = nowMs;
   }
 
-  /** A bandwidth estimate for the subscriber (REMB or transport-cc), in kbit/s. */
+  /** The latest bandwidth estimate, in kbit/s (0 before one). */
+  get estimateKbps(): number {
+    return this.#estimateKbps;
+  }
+
+  /** A bandwidth estimate for the subscriber's track (its share of a REMB), in kbit/s. */
   onEstimate(kbps: number, nowMs: number): void {
     this.#estimateKbps = kbps;
     this.#estimateAtMs = nowMs;
@@ -111,24 +135,32 @@ export class LayerChoice {
    * (kbit/s, 0 when unknown), lowest first; -1 when no layer is alive.
    */
   choose(alive: readonly boolean[], layerKbps: readonly number[], nowMs: number): number {
-    const budget = nowMs - this.#estimateAtMs <= estimateMaxAgeMs
-      ? this.#estimateKbps * this.#headroom
-      : Infinity;
-    const fits = (layer: number) => !(layerKbps[layer] > budget);
-    if (budget !== Infinity) {
+    const estimate = nowMs - this.#estimateAtMs <= estimateMaxAgeMs ? this.#estimateKbps : Infinity;
+    const fits = (layer: number) => !(layerKbps[layer] > estimate * this.#headroom);
+    if (this.#trialSinceMs !== undefined && nowMs - this.#trialSinceMs >= this.#upHoldMs) {
+      // The last climb held: the next may come after the base wait again.
+      this.#trialSinceMs = undefined;
+      this.#holdMs = this.#upHoldMs;
+    }
+    if (layerKbps[this.#ceiling] > estimate) {
       let fit = this.#ceiling;
       while (fit > 0 && !fits(fit)) fit--;
-      if (fit < this.#ceiling) {
-        this.#ceiling = fit;
-        this.#cleanSinceMs = nowMs;
+      this.#ceiling = fit;
+      this.#cleanSinceMs = nowMs;
+      if (this.#trialSinceMs !== undefined) {
+        this.#holdMs = Math.min(maxUpHoldMs, this.#holdMs * 2);
+        this.#trialSinceMs = undefined;
       }
     }
+    const next = this.#ceiling + 1;
     if (
-      this.#ceiling < this.layers - 1 && this.#cleanSinceMs !== undefined &&
-      nowMs - this.#cleanSinceMs >= this.#upHoldMs && fits(this.#ceiling + 1)
+      next < this.layers && this.#cleanSinceMs !== undefined &&
+      nowMs - this.#cleanSinceMs >= this.#holdMs &&
+      (fits(next) || estimate >= this.#probeFactor * (layerKbps[this.#ceiling] ?? 0))
     ) {
-      this.#ceiling++;
+      this.#ceiling = next;
       this.#cleanSinceMs = nowMs;
+      if (estimate !== Infinity && !fits(next)) this.#trialSinceMs = nowMs;
     }
     for (let layer = 0; layer < this.layers; layer++) {
       if (!alive[layer]) this.#aliveSinceMs[layer] = -1;

@@ -33,19 +33,59 @@ Deno.test("clean reports climb back one layer per hold, a loss resets the wait",
   assert.equal(c.choose(allAlive, kbps, 15600), 2);
 });
 
-Deno.test("a bandwidth estimate lowers at once to the layer that fits and caps the climb", () => {
-  const c = new LayerChoice(3, { upHoldMs: 1000 });
-  c.onEstimate(700, 0);
-  assert.equal(c.choose(allAlive, kbps, 0), 1);
+Deno.test("an estimate under the forwarded rate lowers at once to the layer that fits", () => {
+  const c = new LayerChoice(3, { upHoldMs: 1000, layerWarmupMs: 0 });
+  c.onEstimate(600, 0);
+  assert.equal(c.choose(allAlive, kbps, 0), 1, "1500 > 600: the highest within 0.85 x 600");
   c.onEstimate(100, 500);
   assert.equal(c.choose(allAlive, kbps, 500), 0, "even the lowest does not fit: the lowest");
   c.onLoss(0, 600);
-  c.onEstimate(700, 2000);
-  assert.equal(c.choose(allAlive, kbps, 2000), 1);
-  c.onLoss(0, 3000);
-  assert.equal(c.choose(allAlive, kbps, 3500), 1, "the top layer does not fit 700 kbit/s");
-  c.onEstimate(2000, 4000);
-  assert.equal(c.choose(allAlive, kbps, 4600), 2);
+  c.onEstimate(600, 1000);
+  assert.equal(c.choose(allAlive, kbps, 1000), 0, "up only after the stable time");
+  assert.equal(c.choose(allAlive, kbps, 1500), 1, "500 fits 0.85 x 600");
+  c.onLoss(0, 2000);
+  assert.equal(c.choose(allAlive, kbps, 3000), 1, "1500 does not fit, 600 < 1.3 x 500");
+  c.onEstimate(2000, 3500);
+  assert.equal(c.choose(allAlive, kbps, 3500), 2);
+  c.onEstimate(1400, 3600);
+  assert.equal(c.choose(allAlive, kbps, 3600), 1, "down at once, with no hold");
+});
+
+Deno.test("an estimate that only follows the incoming rate lets the next layer be tried", () => {
+  const c = new LayerChoice(3, { upHoldMs: 1000, layerWarmupMs: 0 });
+  c.onLoss(0, 0);
+  c.onEstimate(100, 0);
+  assert.equal(c.choose(allAlive, kbps, 0), 0);
+  // A browser's estimate stays near 1.5 x what it receives: 220 for 150 kbit/s.
+  c.onEstimate(220, 500);
+  assert.equal(c.choose(allAlive, kbps, 900), 0, "the stable time has not passed");
+  assert.equal(c.choose(allAlive, kbps, 1000), 1, "tried: 220 >= 1.3 x 150");
+  // The try congests: the estimate falls under 500, back down at once.
+  c.onEstimate(400, 1200);
+  assert.equal(c.choose(allAlive, kbps, 1200), 0);
+  c.onEstimate(220, 1300);
+  assert.equal(c.choose(allAlive, kbps, 2200), 0, "a refused try doubles the wait");
+  assert.equal(c.choose(allAlive, kbps, 3200), 1, "tried again after 2 s");
+  c.onEstimate(760, 3300);
+  assert.equal(c.choose(allAlive, kbps, 4199), 1, "the try has not held for 1 s yet");
+  assert.equal(c.choose(allAlive, kbps, 4300), 2, "it held: 1 s wait, 760 >= 1.3 x 500");
+});
+
+Deno.test("the manual cap bounds what the estimate allows", () => {
+  const c = new LayerChoice(3, { upHoldMs: 1000, layerWarmupMs: 0 });
+  c.onLoss(0, 0);
+  c.setCap(1);
+  c.onEstimate(10_000, 0);
+  assert.equal(c.choose(allAlive, kbps, 0), 1, "the estimate allows the top, the cap does not");
+  assert.equal(c.choose(allAlive, kbps, 5000), 1);
+  c.onEstimate(100, 5100);
+  assert.equal(c.choose(allAlive, kbps, 5100), 0, "the estimate lowers under the cap");
+  c.setCap(2);
+  assert.equal(c.choose(allAlive, kbps, 5200), 0, "a raised cap does not override the estimate");
+  c.onEstimate(10_000, 5300);
+  assert.equal(c.choose(allAlive, kbps, 6100), 0, "stable since the last low estimate (5200)");
+  assert.equal(c.choose(allAlive, kbps, 6200), 1);
+  assert.equal(c.choose(allAlive, kbps, 7200), 2);
 });
 
 Deno.test("the manual cap bounds the choice and dead layers are skipped", () => {

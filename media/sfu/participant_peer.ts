@@ -12,7 +12,14 @@ import type {
   RtcpPayloadSpecificFeedback,
   RTCRtpTransceiver,
 } from "werift";
-import { GenericNack, RtcpRrPacket, RtcpSrPacket, useSdesMid, useSdesRTPStreamId } from "werift";
+import {
+  GenericNack,
+  RtcpRrPacket,
+  RtcpSrPacket,
+  useAbsSendTime,
+  useSdesMid,
+  useSdesRTPStreamId,
+} from "werift";
 import { type Logger, silentLogger } from "../../core/log.ts";
 import {
   type NegotiatedCodec,
@@ -22,11 +29,25 @@ import {
 import { Peer, type PeerAddress } from "../protocols/webrtc/peer.ts";
 import { RetransmitBudget } from "../protocols/webrtc/retransmit_budget.ts";
 import { WeriftSendPath } from "../protocols/webrtc/send_path.ts";
+import { absSendTimeUri } from "../rtp/abs_send_time.ts";
+import { readRemb, rembPacket } from "../rtp/remb.ts";
 import type { PublishedTrack, Subscription } from "./published_track.ts";
 import { parseSections, type SdpSection } from "./sdp_sections.ts";
+import { UplinkEstimate } from "./uplink_estimate.ts";
 
 /** Label of the data channel the SFU SDK opens for chat. */
 export const controlChannelLabel = "control";
+
+/** How often a publisher is sent its REMB, in milliseconds. */
+export const uplinkRembIntervalMs = 500;
+
+/** What the peer tells the client about its uplink (REMB to a publisher). */
+export interface UplinkOptions {
+  /** The bitrate a publisher is told it may send when nothing is lost, in kbit/s. */
+  readonly maxPublishKbps: number;
+  /** The tracks the participant publishes now. */
+  readonly published: () => Iterable<PublishedTrack>;
+}
 
 /** A track of another participant delivered on this peer, at `mid`. */
 export interface Delivery {
@@ -57,6 +78,8 @@ export interface DeliveryFeedback {
   packetsLost: number;
   /** Of the latest receiver report: interarrival jitter, in RTP timestamp units. */
   jitter: number;
+  /** The client's latest bandwidth estimate (REMB) covering the track, in bit/s; 0 before one. */
+  remb: number;
 }
 
 /** A track published in a client offer, before the room knows it. */
@@ -100,6 +123,7 @@ function noFeedback(): DeliveryFeedback {
     fractionLost: 0,
     packetsLost: 0,
     jitter: 0,
+    remb: 0,
   };
 }
 
@@ -108,11 +132,16 @@ interface Receiving extends Slot {
   readonly track: PublishedTrack;
 }
 
-/** The codecs an SFU peer takes: Opus, H.264 (constrained baseline, mode 1) and VP8. */
+/**
+ * The codecs an SFU peer takes: Opus, H.264 (constrained baseline, mode 1) and VP8, video with
+ * goog-remb feedback (the browser reports its receive-side estimate, and takes ours as a cap).
+ */
 export function sfuCodecs(): NegotiatedCodec[] {
   const [opus, h264] = serverOfferCodecs(true);
   const vp8 = receiveOfferCodecs().find((c) => c.codec === "VP8");
-  return vp8 ? [opus, h264, vp8] : [opus, h264];
+  const video = vp8 ? [h264, vp8] : [h264];
+  for (const c of video) c.params.rtcpFeedback = [...c.params.rtcpFeedback, { type: "goog-remb" }];
+  return [opus, ...video];
 }
 
 /** An SFU participant's peer connection. */
@@ -139,16 +168,37 @@ export class ParticipantPeer {
   #control?: RTCDataChannel;
   /** Transports whose RTCP is watched for keyframe requests. */
   readonly #rtcpWatched = new WeakSet<object>();
+  /** REMB to the client for what it publishes; absent without `UplinkOptions`. */
+  readonly #uplink?: {
+    estimate: UplinkEstimate;
+    options: UplinkOptions;
+    timer: ReturnType<typeof setInterval>;
+  };
   #closed = false;
 
-  constructor(address: PeerAddress, signals: PeerSignals, log: Logger = silentLogger) {
+  /** `uplink`: send the client REMB for what it publishes (else it ramps on its own). */
+  constructor(
+    address: PeerAddress,
+    signals: PeerSignals,
+    log: Logger = silentLogger,
+    uplink?: UplinkOptions,
+  ) {
     this.#signals = signals;
     this.#log = log;
     // mid and rid: a simulcast publisher's layers carry no a=ssrc, werift tells them by rid.
+    // abs-send-time: stamped on what the client receives, for its bandwidth estimate (REMB).
     this.#peer = new Peer(address, this.#codecs, {
-      video: [useSdesMid(), useSdesRTPStreamId()],
+      video: [useSdesMid(), useSdesRTPStreamId(), useAbsSendTime()],
       audio: [useSdesMid()],
     });
+    if (uplink) {
+      const timer = setInterval(() => this.#sendUplinkRemb(), uplinkRembIntervalMs);
+      this.#uplink = {
+        estimate: new UplinkEstimate(uplink.maxPublishKbps),
+        options: uplink,
+        timer,
+      };
+    }
     const pc = this.#peer.pc;
     this.#peer.onFailed((phase, diagnostics) => {
       this.#log.info("SFU peer failed", { phase, diagnostics });
@@ -324,10 +374,16 @@ export class ParticipantPeer {
     return out;
   }
 
+  /** The bitrate the client is told it may publish (REMB), in kbit/s; 0 without. */
+  get uplinkKbps(): number {
+    return this.#uplink?.estimate.kbps ?? 0;
+  }
+
   /** Closes the connection; delivered tracks stop forwarding here. */
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    clearInterval(this.#uplink?.timer);
     for (const track of [...this.#receiving.keys()]) this.withdraw(track);
     for (const slot of this.#leases.values()) this.#release(slot);
     this.#pending = [];
@@ -386,7 +442,10 @@ export class ParticipantPeer {
       const sender = receiving.transceiver.sender;
       const codec = sender.codec;
       if (!codec || this.#peer.pc.signalingState !== "stable") continue;
-      const path = new WeriftSendPath(sender, codec.payloadType);
+      const absSendTime = receiving.transceiver.headerExtensions.find((e) =>
+        e.uri === absSendTimeUri
+      );
+      const path = new WeriftSendPath(sender, codec.payloadType, absSendTime?.id);
       const budget = new RetransmitBudget();
       const subscription = track.subscribe(path);
       receiving.subscription = subscription;
@@ -403,8 +462,57 @@ export class ParticipantPeer {
       transport.onRtcp.subscribe((rtcp) => {
         this.#keyframeRequest(rtcp);
         this.#lossReport(rtcp);
+        this.#estimateReport(rtcp);
       });
     }
+  }
+
+  /**
+   * The client's REMB: its estimate for the video it receives here. Each delivered track it
+   * names may use what the others forwarded to it leave of the estimate (a browser's estimate
+   * follows what it receives, so an equal split would lower a track because another one is
+   * low).
+   */
+  #estimateReport(rtcp: RtcpPacket): void {
+    const remb = readRemb(rtcp);
+    if (!remb) return;
+    const named = this.#slots().filter((slot) =>
+      slot.subscription && slot.track?.kind === "video" &&
+      (remb.ssrcs.length === 0 || remb.ssrcs.includes(slot.transceiver.sender.ssrc))
+    );
+    const nowMs = performance.now();
+    const sending = named.map((slot) => slot.subscription!.sendingKbps(nowMs));
+    const totalKbps = sending.reduce((sum, kbps) => sum + kbps, 0);
+    named.forEach((slot, i) => {
+      slot.feedback.remb = remb.bps;
+      slot.subscription!.onEstimate(remb.bps / 1000 - (totalKbps - sending[i]));
+    });
+  }
+
+  /** The REMB to the client for the video it publishes: the uplink estimate, updated. */
+  #sendUplinkRemb(): void {
+    const uplink = this.#uplink;
+    const pc = this.#peer.pc;
+    if (!uplink || pc.connectionState !== "connected") return;
+    const ssrcs: number[] = [];
+    let expected = 0;
+    let received = 0;
+    let receivedKbps = 0;
+    let rtcpSsrc: number | undefined;
+    const nowMs = performance.now();
+    for (const track of uplink.options.published()) {
+      if (track.kind !== "video" || track.ssrcs.length === 0) continue;
+      ssrcs.push(...track.ssrcs);
+      const counts = track.receptionCounts();
+      expected += counts.expected;
+      received += counts.received;
+      receivedKbps += track.monitor.bitratesKbps(nowMs).reduce((sum, kbps) => sum + kbps, 0);
+      rtcpSsrc ??= pc.getTransceivers().find((t) => t.mid === track.mid)?.receiver.rtcpSsrc;
+    }
+    const transport = pc.dtlsTransports[0];
+    if (ssrcs.length === 0 || !transport) return;
+    const kbps = uplink.estimate.update(expected, received, receivedKbps, nowMs);
+    transport.sendRtcp([rembPacket(rtcpSsrc ?? 0, kbps * 1000, ssrcs)]).catch(() => {});
   }
 
   /** Receiver reports of the client about delivered tracks: their loss steers the layer. */

@@ -17,6 +17,7 @@ import type { RetransmitBudget } from "../protocols/webrtc/retransmit_budget.ts"
 import type { RtpSendPath } from "../protocols/webrtc/send_path.ts";
 import { LayerChoice, orderRids } from "../rtp/layer_choice.ts";
 import { LayerMonitor, type LayerReport } from "../rtp/layer_monitor.ts";
+import { ReceptionStats } from "../rtp/receiver_report.ts";
 import { SimulcastSwitch } from "../rtp/simulcast_switch.ts";
 
 /** Shortest time between two keyframe requests sent for one layer, in milliseconds. */
@@ -144,6 +145,21 @@ export class Subscription {
     if (layer >= 0) this.#switch.select(layer, nowMs);
   }
 
+  /**
+   * The subscriber's bandwidth estimate (its REMB) left for this track, in kbit/s: lowers
+   * the layer at once when the forwarded one does not fit, lets it climb after a stable time.
+   */
+  onEstimate(kbps: number): void {
+    this.#choice?.onEstimate(kbps, performance.now());
+  }
+
+  /** Measured bitrate of what is forwarded to the subscriber, in kbit/s (0 when muted). */
+  sendingKbps(nowMs: number): number {
+    if (this.#muted) return 0;
+    const layer = this.#switch ? this.#switch.layer : 0;
+    return layer < 0 ? 0 : this.#track.monitor.bitratesKbps(nowMs)[layer] ?? 0;
+  }
+
   /** A receiver report of the subscriber: its fraction lost (0-255) of this track. */
   onLoss(fractionLost: number): void {
     this.#choice?.onLoss(fractionLost / 256, performance.now());
@@ -220,6 +236,8 @@ export class PublishedTrack {
   /** SSRC of each layer, learnt from its packets. */
   readonly #ssrcs: (number | undefined)[];
   readonly #caches: PacketCache[];
+  /** Sequence-number statistics of each layer (padding included), for the publisher's loss. */
+  readonly #reception: (ReceptionStats | undefined)[];
   readonly #lastPliMs: number[];
   readonly #subscriptions: Subscription[] = [];
   readonly #transceiver: RTCRtpTransceiver;
@@ -234,6 +252,7 @@ export class PublishedTrack {
     this.monitor = new LayerMonitor(codec.codec, codec.params.payloadType, count, aliveWindowMs);
     this.#ssrcs = new Array(count).fill(undefined);
     this.#caches = this.layers.map(() => new PacketCache());
+    this.#reception = new Array(count).fill(undefined);
     this.#lastPliMs = new Array(count).fill(-Infinity);
     this.#transceiver = transceiver;
     // werift may create the remote track while applying the offer, before this runs.
@@ -307,6 +326,23 @@ export class PublishedTrack {
     this.#transceiver.receiver.sendRtcpPLI(ssrc).catch(() => {});
   }
 
+  /** SSRCs of the layers seen so far. */
+  get ssrcs(): number[] {
+    return this.#ssrcs.filter((ssrc) => ssrc !== undefined);
+  }
+
+  /** Packets of the publisher expected (by sequence numbers) and received, all layers. */
+  receptionCounts(): { expected: number; received: number } {
+    let expected = 0;
+    let received = 0;
+    for (const stats of this.#reception) {
+      if (!stats) continue;
+      expected += stats.expected;
+      received += stats.received;
+    }
+    return { expected, received };
+  }
+
   /** The publisher's packet of `layer` with `sequenceNumber`, if still cached. */
   cached(layer: number, sequenceNumber: number): RtpPacket | undefined {
     return this.#caches[layer]?.get(sequenceNumber);
@@ -320,9 +356,16 @@ export class PublishedTrack {
   }
 
   #onRtp(layer: number, packet: RtpPacket): void {
-    // Padding-only packets are bandwidth probes: nothing to forward.
-    if (this.#closed || packet.payload.length === 0) return;
+    if (this.#closed) return;
     const nowMs = performance.now();
+    const { ssrc, sequenceNumber, timestamp } = packet.header;
+    let reception = this.#reception[layer];
+    if (reception?.ssrc !== ssrc) {
+      reception = this.#reception[layer] = new ReceptionStats(ssrc, this.codec.params.clockRate);
+    }
+    reception.update(sequenceNumber, timestamp, nowMs);
+    // Padding-only packets are bandwidth probes: nothing to forward.
+    if (packet.payload.length === 0) return;
     this.#ssrcs[layer] = packet.header.ssrc;
     this.monitor.add(layer, packet, nowMs);
     if (this.kind === "video") this.#caches[layer].put(packet);

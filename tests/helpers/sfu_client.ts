@@ -12,6 +12,7 @@ import {
   RTCRtpCodecParameters,
   RtpHeader,
   RtpPacket,
+  useAbsSendTime,
   useSdesMid,
   useSdesRTPStreamId,
 } from "werift";
@@ -58,7 +59,7 @@ export class SfuClient {
   #pump: Promise<void>;
   #wake?: () => void;
 
-  private constructor(ws: WcsClient, nickname: string, simulcast: boolean) {
+  private constructor(ws: WcsClient, nickname: string, simulcast: boolean, absSendTime: boolean) {
     this.ws = ws;
     this.nickname = nickname;
     this.pc = new RTCPeerConnection({
@@ -84,7 +85,10 @@ export class SfuClient {
       },
       // A simulcast publisher's layers are told apart by their rid header extension.
       headerExtensions: {
-        video: simulcast ? [useSdesMid(), useSdesRTPStreamId()] : [],
+        video: [
+          ...(simulcast ? [useSdesMid(), useSdesRTPStreamId()] : []),
+          ...(absSendTime ? [useAbsSendTime()] : []),
+        ],
         audio: [],
       },
     });
@@ -106,13 +110,14 @@ export class SfuClient {
   /**
    * Connects as the SDK does: appKey sfuApp, `authToken: null`, custom nickname and room.
    * `autoPong: false` makes a client whose network went silent; `simulcast` negotiates the
-   * mid and rid header extensions a simulcast transceiver needs.
+   * mid and rid header extensions a simulcast transceiver needs; `absSendTime` takes the
+   * server's abs-send-time stamps (a browser's receive-side estimator needs them).
    */
   static async connect(
     url: string,
     nickname: string,
     room: string,
-    options: { autoPong?: boolean; simulcast?: boolean } = {},
+    options: { autoPong?: boolean; simulcast?: boolean; absSendTime?: boolean } = {},
   ): Promise<SfuClient> {
     const { client } = await WcsClient.connect(url, {
       appKey: "sfuApp",
@@ -124,7 +129,12 @@ export class SfuClient {
       clientBrowserVersion: "sfu_client (Deno)",
       custom: { nickname, roomName: room },
     }, { autoPong: options.autoPong });
-    return new SfuClient(client, nickname, options.simulcast ?? false);
+    return new SfuClient(
+      client,
+      nickname,
+      options.simulcast ?? false,
+      options.absSendTime ?? false,
+    );
   }
 
   /** Adds sendonly video (content camera) and audio (content mic) and starts sending. */

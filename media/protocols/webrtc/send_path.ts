@@ -3,7 +3,9 @@
  * Everything above it (fan-out, NACK, sender reports) speaks this small interface, so a
  * faster engine (libcrypto over FFI plus sendmmsg, see fastpath.md) can replace werift's.
  */
+import { Buffer } from "node:buffer";
 import { RtcpSenderInfo, RtcpSrPacket, type RTCRtpSender, RtpHeader, type RtpPacket } from "werift";
+import { writeAbsSendTime } from "../../rtp/abs_send_time.ts";
 
 /**
  * Packets one subscriber track may have in flight in the socket layer; beyond it new packets
@@ -42,11 +44,21 @@ export class WeriftSendPath implements RtpSendPath {
   };
   readonly #sender: RTCRtpSender;
   readonly #header: RtpHeader;
+  /** The abs-send-time payload, rewritten in place for each packet; absent when not negotiated. */
+  readonly #absSendTime?: Buffer;
 
-  constructor(sender: RTCRtpSender, payloadType: number) {
+  /**
+   * `absSendTimeId`: the negotiated id of the abs-send-time extension, written into every
+   * packet sent (the receiver's bandwidth estimator reads it); undefined sends none.
+   */
+  constructor(sender: RTCRtpSender, payloadType: number, absSendTimeId?: number) {
     this.#sender = sender;
     this.ssrc = sender.ssrc;
     this.#header = new RtpHeader({ ssrc: sender.ssrc, payloadType });
+    if (absSendTimeId !== undefined) {
+      this.#absSendTime = Buffer.alloc(3);
+      this.#header.extensions = [{ id: absSendTimeId, payload: this.#absSendTime }];
+    }
   }
 
   send(packet: RtpPacket): void {
@@ -58,6 +70,9 @@ export class WeriftSendPath implements RtpSendPath {
     header.marker = packet.header.marker;
     header.sequenceNumber = packet.header.sequenceNumber;
     header.timestamp = packet.header.timestamp;
+    if (this.#absSendTime) {
+      writeAbsSendTime(this.#absSendTime, performance.timeOrigin + performance.now());
+    }
     this.packets++;
     this.octets += packet.payload.length;
     // SRTP protection runs synchronously inside sendRtp, so the header may be reused at once.
