@@ -129,41 +129,47 @@ for (const codec of ["H264", "VP8"] as const) {
   });
 }
 
-Deno.test({
-  name: "publishes answered at the same time each get a port of their own and all publish",
-  ...weriftSanitizers,
-  fn: async () => {
-    // A narrow range: werift alone probed it from its bottom for every peer at once, and all
-    // but one bind failed (EADDRINUSE, uncaught: the process died).
-    const config = testConfig({ media: { udpPortMin: 41000, udpPortMax: 41040 } });
-    await withServer(async (server) => {
-      const count = 12;
-      const clients = await Promise.all(
-        [...Array(count)].map(async () => (await WcsClient.connect(server.wsUrl)).client),
-      );
-      const publishers = clients.map(() => new TestPublisher("VP8"));
-      try {
-        const ids = clients.map(() => crypto.randomUUID());
-        const answers = await Promise.all(
-          publishers.map((p, i) =>
-            p.publish(clients[i], { mediaSessionId: ids[i], name: `c${i}` })
-          ),
+for (const iceMux of ["off", "on"] as const) {
+  Deno.test({
+    name: iceMux === "off"
+      ? "publishes answered at the same time each get a port of their own and all publish"
+      : "publishes answered at the same time all share the ICE mux's port and all publish",
+    ...weriftSanitizers,
+    fn: async () => {
+      // A narrow range: werift alone probed it from its bottom for every peer at once, and all
+      // but one bind failed (EADDRINUSE, uncaught: the process died).
+      const config = testConfig({ media: { udpPortMin: 41000, udpPortMax: 41040, iceMux } });
+      await withServer(async (server) => {
+        const count = 12;
+        const clients = await Promise.all(
+          [...Array(count)].map(async () => (await WcsClient.connect(server.wsUrl)).client),
         );
-        const ports = answers.map((sdp) =>
-          Number(/a=candidate:\S+ 1 udp \d+ \S+ (\d+)/.exec(sdp)?.[1])
-        );
-        assert.equal(new Set(ports).size, count, `ports ${ports}`);
-        assert.ok(ports.every((p) => p >= 41000 && p <= 41040), `ports ${ports}`);
-        for (const p of publishers) p.start();
-        const statuses = await Promise.all(ids.map((id, i) => nextStatus(clients[i], id)));
-        assert.deepEqual(statuses.map((s) => s.status), Array(count).fill("PUBLISHING"));
-      } finally {
-        await Promise.all(publishers.map((p) => p.close()));
-        await Promise.all(clients.map((c) => c.close()));
-      }
-    }, config);
-  },
-});
+        const publishers = clients.map(() => new TestPublisher("VP8"));
+        try {
+          const ids = clients.map(() => crypto.randomUUID());
+          const answers = await Promise.all(
+            publishers.map((p, i) =>
+              p.publish(clients[i], { mediaSessionId: ids[i], name: `c${i}` })
+            ),
+          );
+          const ports = answers.map((sdp) =>
+            Number(/a=candidate:\S+ 1 udp \d+ \S+ (\d+)/.exec(sdp)?.[1])
+          );
+          const expected = iceMux === "off" ? count : 1;
+          assert.equal(new Set(ports).size, expected, `ports ${ports}`);
+          assert.ok(ports.every((p) => p >= 41000 && p <= 41040), `ports ${ports}`);
+          if (iceMux === "on") assert.equal(ports[0], server.webrtcUdpPort);
+          for (const p of publishers) p.start();
+          const statuses = await Promise.all(ids.map((id, i) => nextStatus(clients[i], id)));
+          assert.deepEqual(statuses.map((s) => s.status), Array(count).fill("PUBLISHING"));
+        } finally {
+          await Promise.all(publishers.map((p) => p.close()));
+          await Promise.all(clients.map((c) => c.close()));
+        }
+      }, config);
+    },
+  });
+}
 
 for (const engine of ["native", "wasm"] as const) {
   Deno.test(`snapshot of a VP8 stream (as browsers publish) with the ${engine} engine`, async () => {
