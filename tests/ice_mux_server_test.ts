@@ -37,7 +37,9 @@ Deno.test({
   ...weriftSanitizers,
   fn: async () => {
     const muxesBefore = IceMux.openCount;
-    const s = await startTestServer(testConfig({ media: { iceMux: "on" } }));
+    // werift's sender: its SRTP goes through the mux's counters (the send engine's does not;
+    // tests/webrtc_send_engine_test.ts covers the engine on the mux).
+    const s = await startTestServer(testConfig({ media: { iceMux: "on", sendEngine: "werift" } }));
     const { client: pubClient } = await WcsClient.connect(s.wsUrl);
     const { client: playClient } = await WcsClient.connect(s.wsUrl);
     const publisher = new TestPublisher("H264");
