@@ -18,7 +18,9 @@ Deno.test("defaults: loopback bind, WCS ports, folders, no hooks backend", () =>
     rtsp: 554,
     srt: 8890,
     sip: 5060,
+    webrtcUdp: 0,
   });
+  assert.equal(config.media.iceMux, "auto");
   assert.deepEqual(config.folders, { media: "content", records: "records", logs: "logs" });
   assert.equal(config.log.level, "info");
   assert.equal(config.hooks.url, undefined);
