@@ -225,10 +225,12 @@ Deno.test({
       const playId = crypto.randomUUID();
       await player.play(playClient, { mediaSessionId: playId, name: "cam" });
       assert.equal((await nextStatus(playClient, playId)).status, "PLAYING");
-      const playing = await waitFor("NACKs and a PLI", async () => {
+      // The first NACK and PLI can come before 50 packets arrived (a loss early on).
+      const playing = await waitFor("NACKs, a PLI and 50 packets in", async () => {
         const text = await scrape(server);
         return sample(text, "mediaserver_webrtc_nacks_total")! > 0 &&
-            sample(text, "mediaserver_webrtc_plis_total")! > 0
+            sample(text, "mediaserver_webrtc_plis_total")! > 0 &&
+            sample(text, "mediaserver_webrtc_received_packets_total")! > 50
           ? text
           : undefined;
       });
