@@ -10,6 +10,7 @@
 import type { RtmpConn, WriteDone } from "../protocols/rtmp/conn.ts";
 import { joinChunkBytes } from "../protocols/rtmp/chunk_writer.ts";
 import { readerQueueFrames, type Stream, type StreamReader } from "../stream.ts";
+import { countFanoutPlayers, FanoutRing, waitingForKey } from "./fanout_ring.ts";
 import { RtmpPackager } from "./rtmp_packager.ts";
 
 /**
@@ -18,9 +19,6 @@ import { RtmpPackager } from "./rtmp_packager.ts";
  * are at most frames, so this is at least the frame queue a reader of its own had.
  */
 export const playerLagMaxBundles = readerQueueFrames;
-
-/** Marks a player that waits for the next keyframe bundle. */
-const waitingForKey = -1;
 
 /** One player: its connection and position in the ring. */
 class FanoutPlayer {
@@ -48,16 +46,7 @@ export class RtmpFanout {
   #packager: RtmpPackager;
   #stream: Stream;
   #reader: StreamReader | undefined;
-  #ring: (Uint8Array | undefined)[] = new Array(playerLagMaxBundles);
-  /** Frames and media bytes in each ring slot, for the reader metrics. */
-  #ringFrames = new Uint16Array(playerLagMaxBundles);
-  #ringBytes = new Float64Array(playerLagMaxBundles);
-  /** Sequence number of the next bundle (the ring holds the `playerLagMaxBundles` before it). */
-  #head = 0;
-  /** Sequence number of the oldest bundle the ring still holds. */
-  #tail = 0;
-  /** Sequence number of the newest bundle a player may start at, or -1. */
-  #lastKey = -1;
+  #ring = new FanoutRing<Uint8Array>(playerLagMaxBundles);
   /** Frames and bytes taken from the reader since the last bundle (held audio). */
   #pendingFrames = 0;
   #pendingBytes = 0;
@@ -89,7 +78,7 @@ export class RtmpFanout {
 
   /** Bundles written so far (the next bundle's sequence number). */
   get head(): number {
-    return this.#head;
+    return this.#ring.head;
   }
 
   /**
@@ -103,7 +92,7 @@ export class RtmpFanout {
       return { player, done: player.done.promise };
     }
     this.#players.add(player);
-    player.next = this.#lastKey >= this.#tail ? this.#lastKey : waitingForKey;
+    player.next = this.#ring.start;
     // Started after the player joined: the cached GOP then goes out to it at once.
     this.#reader ??= this.#startReader();
     this.#countPlayers();
@@ -123,30 +112,21 @@ export class RtmpFanout {
     this.#ended = true;
     this.#reader?.close();
     this.#countPlayers();
-    this.#ring.fill(undefined);
+    this.#ring.clear();
   }
 
   /** Starts the player's next write when it has none in flight and a bundle is due. */
   feed(player: FanoutPlayer): void {
     if (player.writing || !this.#players.has(player)) return;
-    let seq = player.next;
     const tally = this.#reader?.tally;
-    if (seq !== waitingForKey && this.#head - seq > playerLagMaxBundles) {
-      // Too slow for the stream: skip to the newest keyframe, else wait for the next one.
-      const key = this.#lastKey > seq && this.#lastKey >= this.#tail;
-      if (tally) tally.droppedFrames += this.#framesBetween(seq, key ? this.#lastKey : this.#head);
-      seq = key ? this.#lastKey : waitingForKey;
-      player.next = seq;
-    }
-    if (seq !== waitingForKey && seq < this.#head) {
-      const slot = seq % playerLagMaxBundles;
+    // Too slow for the stream: skip to the newest keyframe, else wait for the next one.
+    const seq = this.#ring.catchUp(player.next, tally);
+    player.next = seq;
+    if (seq !== waitingForKey && seq < this.#ring.head) {
       player.next = seq + 1;
       player.writing = true;
-      if (tally) {
-        tally.deliveredFrames += this.#ringFrames[slot];
-        tally.deliveredBytes += this.#ringBytes[slot];
-      }
-      player.conn.writeThen(this.#ring[slot]!, player.written);
+      this.#ring.deliver(seq, tally);
+      player.conn.writeThen(this.#ring.at(seq), player.written);
       return;
     }
     if (this.#ended) {
@@ -183,32 +163,22 @@ export class RtmpFanout {
   }
 
   #append(bytes: Uint8Array, startable: boolean): void {
-    const seq = this.#head++;
-    const slot = seq % playerLagMaxBundles;
-    this.#ring[slot] = bytes;
-    this.#ringFrames[slot] = this.#pendingFrames;
-    this.#ringBytes[slot] = this.#pendingBytes;
-    const tally = this.#reader?.tally;
-    if (tally) {
-      // The shared reader counted these once; players count them as each writes them.
-      tally.deliveredFrames -= this.#pendingFrames;
-      tally.deliveredBytes -= this.#pendingBytes;
-    }
+    const seq = this.#ring.append(
+      bytes,
+      this.#pendingFrames,
+      this.#pendingBytes,
+      startable,
+      this.#reader?.tally,
+    );
     this.#pendingFrames = 0;
     this.#pendingBytes = 0;
-    if (startable) this.#lastKey = seq;
-    // Bundles no player will write and none may start at are let go at once.
-    let floor = this.#lastKey >= 0 ? this.#lastKey : this.#head;
+    let floor = this.#ring.keyFloor;
     for (const player of this.#players) {
       if (player.next === waitingForKey && startable) player.next = seq;
       if (!player.writing) this.feed(player);
       if (player.next !== waitingForKey && player.next < floor) floor = player.next;
     }
-    // Slots before `head - playerLagMaxBundles` hold newer bundles already.
-    this.#tail = Math.max(this.#tail, this.#head - playerLagMaxBundles);
-    for (; this.#tail < floor; this.#tail++) {
-      this.#ring[this.#tail % playerLagMaxBundles] = undefined;
-    }
+    this.#ring.release(floor);
   }
 
   /** The stream ended: players finish once they wrote the rest (with the audio still held). */
@@ -222,25 +192,16 @@ export class RtmpFanout {
     for (const player of [...this.#players]) this.feed(player);
   }
 
-  /** Frames in the bundles from `from` up to `to` (exclusive) still in the ring. */
-  #framesBetween(from: number, to: number): number {
-    let frames = 0;
-    for (let seq = Math.max(from, this.#head - playerLagMaxBundles); seq < to; seq++) {
-      frames += this.#ringFrames[seq % playerLagMaxBundles];
-    }
-    return frames;
-  }
-
   /**
    * Keeps the `rtmp` reader metrics counting players, not shared readers: the attached
    * reader counts one, and each further player one more.
    */
   #countPlayers(): void {
-    const tally = this.#reader?.tally;
-    if (!tally) return;
-    const attached = !this.#ended && !this.#stream.ended;
-    const counted = attached ? Math.max(0, this.#players.size - 1) : this.#players.size;
-    tally.attached += counted - this.#countedPlayers;
-    this.#countedPlayers = counted;
+    this.#countedPlayers = countFanoutPlayers(
+      this.#reader?.tally,
+      this.#players.size,
+      !this.#ended && !this.#stream.ended,
+      this.#countedPlayers,
+    );
   }
 }

@@ -100,7 +100,7 @@ export function writeRequest(req: RtspRequest): Uint8Array {
 }
 
 /** Bytes a parser starts with; it grows, up to `parserCapacityBytes`, when a message needs it. */
-export const parserInitialBytes = 8 * 1024;
+export const parserInitialBytes = 2 * 1024;
 
 /**
  * Splits the byte stream of an RTSP connection into messages and interleaved frames. Bytes

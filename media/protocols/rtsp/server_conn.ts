@@ -28,6 +28,11 @@ export interface RtspConnHandler {
   closed(): Promise<void> | void;
 }
 
+/** Ends a write: with the error when it failed (the connection is closed then). */
+export type RtspWriteDone = (err?: Error) => void;
+
+const noBytes = new Uint8Array(0);
+
 /** Timeouts of a connection (tests shorten them). */
 export interface RtspConnTimeouts {
   requestTimeoutMs?: number;
@@ -47,8 +52,15 @@ export class RtspServerConn {
   readonly #timeouts: Required<RtspConnTimeouts>;
   readonly #ended = Promise.withResolvers<void>();
   #closed = false;
-  #writing: Promise<void> = Promise.resolve();
+  /** Start of the write in flight (performance.now() ms), or -1 when none is. */
   #writeStartMs = -1;
+  /** Bytes of the write in flight, how many the socket took, and its callback. */
+  #inFlight: Uint8Array = noBytes;
+  #inFlightOffset = 0;
+  #inFlightDone: RtspWriteDone | undefined;
+  /** Writes given while one was in flight, in order, and their callbacks. */
+  #queued: Uint8Array[] = [];
+  #queuedDone: RtspWriteDone[] = [];
   #watchdog: ReturnType<typeof setTimeout> | undefined;
 
   constructor(conn: Deno.Conn, log: Logger, timeouts: RtspConnTimeouts = {}) {
@@ -79,24 +91,71 @@ export class RtspServerConn {
    * rejects when the connection is closed. `bytes` must not change until then.
    */
   write(bytes: Uint8Array): Promise<void> {
-    const next = this.#writing.then(() => this.#writeAll(bytes));
-    // The chain goes on after a failure: later writes fail on their own.
-    this.#writing = next.catch(() => {});
-    return next;
+    const { promise, resolve, reject } = Promise.withResolvers<void>();
+    this.writeThen(bytes, (err) => err ? reject(err) : resolve());
+    return promise;
   }
 
-  async #writeAll(bytes: Uint8Array): Promise<void> {
-    if (this.#closed) throw new Deno.errors.BadResource("RTSP connection closed");
+  /**
+   * `write` with a callback instead of a promise, for players, which write dozens of times a
+   * second: chained promises per write were most of their garbage.
+   */
+  writeThen(bytes: Uint8Array, done: RtspWriteDone): void {
+    if (this.#closed) {
+      queueMicrotask(() => done(new Deno.errors.BadResource("RTSP connection closed")));
+      return;
+    }
+    if (this.#writeStartMs >= 0) {
+      this.#queued.push(bytes);
+      this.#queuedDone.push(done);
+      return;
+    }
+    this.#start(bytes, done);
+  }
+
+  #start(bytes: Uint8Array, done: RtspWriteDone): void {
     this.#writeStartMs = performance.now();
     this.#watchdog ??= setTimeout(this.#checkWrite, this.#timeouts.writeTimeoutMs);
-    try {
-      for (let at = 0; at < bytes.length;) at += await this.#conn.write(bytes.subarray(at));
-    } catch (err) {
-      this.close();
-      throw err;
-    } finally {
-      this.#writeStartMs = -1;
+    this.#inFlight = bytes;
+    this.#inFlightOffset = 0;
+    this.#inFlightDone = done;
+    this.#conn.write(bytes).then(this.#wrote, this.#writeFailed);
+  }
+
+  /** Continues a partial write; once all is written, starts the next queued one. */
+  #wrote = (n: number): void => {
+    this.#inFlightOffset += n;
+    if (this.#inFlightOffset < this.#inFlight.length && !this.#closed) {
+      this.#conn.write(this.#inFlight.subarray(this.#inFlightOffset))
+        .then(this.#wrote, this.#writeFailed);
+      return;
     }
+    this.#finish(this.#closed ? new Deno.errors.BadResource("RTSP connection closed") : undefined);
+  };
+
+  #writeFailed = (err: Error): void => {
+    this.close();
+    this.#finish(err);
+  };
+
+  /** Ends the write in flight; starts the next, or fails them all once closed. */
+  #finish(err: Error | undefined): void {
+    const done = this.#inFlightDone;
+    this.#inFlightDone = undefined;
+    this.#inFlight = noBytes;
+    this.#writeStartMs = -1;
+    if (this.#closed) {
+      const failed = this.#queuedDone;
+      this.#queued = [];
+      this.#queuedDone = [];
+      const closed = err ?? new Deno.errors.BadResource("RTSP connection closed");
+      done?.(closed);
+      for (const d of failed) d(closed);
+      return;
+    }
+    const next = this.#queued.shift();
+    if (next) this.#start(next, this.#queuedDone.shift()!);
+    done?.(err);
   }
 
   #checkWrite = (): void => {
