@@ -2,9 +2,11 @@
  * Which simulcast layer one subscriber gets. The subscriber's manual choice (`changeQuality`)
  * is a cap; under it an automatic ceiling follows the subscriber's feedback: it drops one
  * layer when a receiver report shows heavy loss (at most once per `downHoldMs`, so the
- * effect of one step is seen before the next), and at once, when a bandwidth estimate (REMB)
- * is under the rate of the ceiling's layer, to the highest layer whose rate fits the estimate
- * with `bandwidthHeadroom`; it climbs one layer after `upHoldMs` of clean reports when the
+ * effect of one step is seen before the next), and, when a bandwidth estimate (REMB) stays
+ * under the rate of the layer forwarded (the lower of cap and ceiling: the estimate tells
+ * nothing of a layer not sent) for `overuseHoldMs` (longer than one rate window, so
+ * the burst of one keyframe does not count), at once to the highest layer whose rate fits
+ * the estimate with `bandwidthHeadroom`; it climbs one layer after `upHoldMs` of clean reports when the
  * next layer fits the estimate or the estimate only follows what is sent (a browser's
  * receive-side estimate stays within 1.5 times its incoming rate, so it never shows room for
  * a layer several times larger: that layer is tried, and a try the estimate refuses doubles
@@ -30,6 +32,8 @@ export const bandwidthHeadroom = 0.85;
 export const estimateProbeFactor = 1.3;
 /** Longest wait between climbs after tries the estimate refused, in ms. */
 export const maxUpHoldMs = 64_000;
+/** How long the estimate must stay under the forwarded layer's rate to lower it, in ms. */
+export const overuseHoldMs = 1500;
 /** A bandwidth estimate older than this is ignored, in ms. */
 export const estimateMaxAgeMs = 5000;
 /**
@@ -47,6 +51,7 @@ export interface LayerChoiceOptions {
   bandwidthHeadroom?: number;
   layerWarmupMs?: number;
   estimateProbeFactor?: number;
+  overuseHoldMs?: number;
 }
 
 /** Chooses the layer of one subscriber from its cap, feedback and the layers alive. */
@@ -59,6 +64,7 @@ export class LayerChoice {
   readonly #headroom: number;
   readonly #warmupMs: number;
   readonly #probeFactor: number;
+  readonly #overuseHoldMs: number;
   /** When each layer became alive, -1 while dead. */
   readonly #aliveSinceMs: number[];
   #cap: number;
@@ -72,6 +78,8 @@ export class LayerChoice {
   #holdMs: number;
   /** When the ceiling last climbed, while that climb is on trial. */
   #trialSinceMs: number | undefined;
+  /** Since when the estimate has been under the ceiling layer's rate. */
+  #overSinceMs: number | undefined;
 
   /** `layers`: how many the publisher sends, indexed lowest first. */
   constructor(layers: number, options: LayerChoiceOptions = {}) {
@@ -85,6 +93,7 @@ export class LayerChoice {
     this.#headroom = options.bandwidthHeadroom ?? bandwidthHeadroom;
     this.#warmupMs = options.layerWarmupMs ?? layerWarmupMs;
     this.#probeFactor = options.estimateProbeFactor ?? estimateProbeFactor;
+    this.#overuseHoldMs = options.overuseHoldMs ?? overuseHoldMs;
     this.#holdMs = this.#upHoldMs;
     this.#aliveSinceMs = new Array(layers).fill(-1);
   }
@@ -142,8 +151,12 @@ export class LayerChoice {
       this.#trialSinceMs = undefined;
       this.#holdMs = this.#upHoldMs;
     }
-    if (layerKbps[this.#ceiling] > estimate) {
-      let fit = this.#ceiling;
+    const forwarded = Math.min(this.#cap, this.#ceiling);
+    if (!(layerKbps[forwarded] > estimate)) this.#overSinceMs = undefined;
+    else this.#overSinceMs ??= nowMs;
+    if (this.#overSinceMs !== undefined && nowMs - this.#overSinceMs >= this.#overuseHoldMs) {
+      this.#overSinceMs = undefined;
+      let fit = forwarded;
       while (fit > 0 && !fits(fit)) fit--;
       this.#ceiling = fit;
       this.#cleanSinceMs = nowMs;

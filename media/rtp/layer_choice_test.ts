@@ -34,7 +34,7 @@ Deno.test("clean reports climb back one layer per hold, a loss resets the wait",
 });
 
 Deno.test("an estimate under the forwarded rate lowers at once to the layer that fits", () => {
-  const c = new LayerChoice(3, { upHoldMs: 1000, layerWarmupMs: 0 });
+  const c = new LayerChoice(3, { upHoldMs: 1000, layerWarmupMs: 0, overuseHoldMs: 0 });
   c.onEstimate(600, 0);
   assert.equal(c.choose(allAlive, kbps, 0), 1, "1500 > 600: the highest within 0.85 x 600");
   c.onEstimate(100, 500);
@@ -52,7 +52,7 @@ Deno.test("an estimate under the forwarded rate lowers at once to the layer that
 });
 
 Deno.test("an estimate that only follows the incoming rate lets the next layer be tried", () => {
-  const c = new LayerChoice(3, { upHoldMs: 1000, layerWarmupMs: 0 });
+  const c = new LayerChoice(3, { upHoldMs: 1000, layerWarmupMs: 0, overuseHoldMs: 0 });
   c.onLoss(0, 0);
   c.onEstimate(100, 0);
   assert.equal(c.choose(allAlive, kbps, 0), 0);
@@ -71,13 +71,34 @@ Deno.test("an estimate that only follows the incoming rate lets the next layer b
   assert.equal(c.choose(allAlive, kbps, 4300), 2, "it held: 1 s wait, 760 >= 1.3 x 500");
 });
 
+Deno.test("an estimate under the rate for one rate window (a keyframe's burst) lowers nothing", () => {
+  const c = new LayerChoice(3, { overuseHoldMs: 1500 });
+  c.onEstimate(2000, 0);
+  assert.equal(c.choose(allAlive, kbps, 0), 2);
+  // A keyframe makes the top layer measure 2400 kbit/s for one window.
+  assert.equal(c.choose(allAlive, [150, 500, 2400], 100), 2);
+  assert.equal(c.choose(allAlive, [150, 500, 2400], 1100), 2);
+  assert.equal(c.choose(allAlive, kbps, 1200), 2, "back under the estimate: forgotten");
+  assert.equal(c.choose(allAlive, [150, 500, 2400], 1300), 2);
+  assert.equal(c.choose(allAlive, [150, 500, 2400], 2799), 2);
+  assert.equal(c.choose(allAlive, [150, 500, 2400], 2800), 1, "over for 1.5 s: lowered");
+});
+
 Deno.test("the manual cap bounds what the estimate allows", () => {
-  const c = new LayerChoice(3, { upHoldMs: 1000, layerWarmupMs: 0 });
+  const c = new LayerChoice(3, { upHoldMs: 1000, layerWarmupMs: 0, overuseHoldMs: 0 });
   c.onLoss(0, 0);
   c.setCap(1);
   c.onEstimate(10_000, 0);
   assert.equal(c.choose(allAlive, kbps, 0), 1, "the estimate allows the top, the cap does not");
   assert.equal(c.choose(allAlive, kbps, 5000), 1);
+  c.onEstimate(600, 5010);
+  assert.equal(c.choose(allAlive, kbps, 5010), 1, "600 tells nothing of the top layer, not sent");
+  c.setCap(2);
+  c.onEstimate(2000, 5020);
+  assert.equal(c.choose(allAlive, kbps, 5020), 2, "raising the cap restores the top at once");
+  c.onEstimate(1000, 5030);
+  assert.equal(c.choose(allAlive, kbps, 5030), 1, "the estimate refuses it");
+  c.setCap(1);
   c.onEstimate(100, 5100);
   assert.equal(c.choose(allAlive, kbps, 5100), 0, "the estimate lowers under the cap");
   c.setCap(2);

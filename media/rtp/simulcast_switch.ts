@@ -257,6 +257,19 @@ export class SimulcastSwitch {
   }
 
   /**
+   * A packet of `layer` that is not forwarded (a padding-only bandwidth probe, which a
+   * browser sends on its media SSRCs when it has no RTX): later packets of the forwarded
+   * layer move down by one, so the subscriber sees no gap (it would count one as loss).
+   */
+  skip(layer: number, sequenceNumber: number): void {
+    if (layer !== this.#current || !this.#sent) return;
+    // Only a packet after the last one sent: a late one left no gap behind what was sent.
+    const ahead = ((sequenceNumber + this.#seqOffset) - this.#lastOutSeq) & 0xffff;
+    if (ahead === 0 || ahead >= 0x8000) return;
+    this.#seqOffset = (this.#seqOffset - 1) & 0xffff;
+  }
+
+  /**
    * The layer and incoming sequence number of a packet sent as `sequenceNumber` (what a
    * subscriber's NACK names), or undefined when it is older than the mappings kept.
    */

@@ -312,3 +312,18 @@ Deno.test("after a restart the layer resumes at its next keyframe, sequence cont
   assertContinuous(sent);
   assert.equal(sw.layer, 0);
 });
+
+Deno.test("padding the publisher sends on the forwarded layer leaves no gap in the sequence", () => {
+  const { sw, sent, feed } = harness();
+  sw.select(0, 0);
+  feed(0, [packet(100, 0, idr)], 0);
+  // Two padding-only probes (101, 102) are not forwarded; a late one (99) changes nothing.
+  sw.skip(0, 101);
+  sw.skip(0, 102);
+  sw.skip(0, 99);
+  sw.skip(1, 103); // another layer's padding
+  feed(0, [packet(103, 3000, pSlice), packet(104, 6000, pSlice)], 33);
+  assert.deepEqual(sent.map((p) => p.sequenceNumber), [100, 101, 102]);
+  // A NACK of 102 maps back to the packet the publisher numbered 104.
+  assert.deepEqual(sw.origin(102), { layer: 0, sequenceNumber: 104 });
+});

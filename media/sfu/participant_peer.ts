@@ -16,6 +16,7 @@ import {
   GenericNack,
   RtcpRrPacket,
   RtcpSrPacket,
+  RTCRtpHeaderExtensionParameters,
   useAbsSendTime,
   useSdesMid,
   useSdesRTPStreamId,
@@ -37,6 +38,26 @@ import { UplinkEstimate } from "./uplink_estimate.ts";
 
 /** Label of the data channel the SFU SDK opens for chat. */
 export const controlChannelLabel = "control";
+
+/** Highest id of a one-byte RTP header extension (RFC 8285). */
+const maxExtensionId = 14;
+
+/**
+ * The RTP header extensions of SFU peers, by kind. mid and rid: a simulcast publisher's
+ * layers carry no a=ssrc, werift tells them by rid. abs-send-time: stamped on what the client
+ * receives, for its bandwidth estimate (REMB).
+ */
+function sfuExtensions(kind: "audio" | "video"): RTCRtpHeaderExtensionParameters[] {
+  return kind === "video" ? [useSdesMid(), useSdesRTPStreamId(), useAbsSendTime()] : [useSdesMid()];
+}
+
+/**
+ * Share of what is forwarded to a client by which its REMB may fall short of it before that
+ * counts as congestion: a browser's first estimate is the rate it measured coming in, which
+ * the payload rates measured here may exceed by noise, while after overuse it estimates 0.85
+ * of what comes in.
+ */
+export const estimateTolerance = 0.1;
 
 /** How often a publisher is sent its REMB, in milliseconds. */
 export const uplinkRembIntervalMs = 500;
@@ -185,11 +206,9 @@ export class ParticipantPeer {
   ) {
     this.#signals = signals;
     this.#log = log;
-    // mid and rid: a simulcast publisher's layers carry no a=ssrc, werift tells them by rid.
-    // abs-send-time: stamped on what the client receives, for its bandwidth estimate (REMB).
     this.#peer = new Peer(address, this.#codecs, {
-      video: [useSdesMid(), useSdesRTPStreamId(), useAbsSendTime()],
-      audio: [useSdesMid()],
+      video: sfuExtensions("video"),
+      audio: sfuExtensions("audio"),
     });
     if (uplink) {
       const timer = setInterval(() => this.#sendUplinkRemb(), uplinkRembIntervalMs);
@@ -421,6 +440,7 @@ export class ParticipantPeer {
     const sdp = await this.#peer.offer(() => {
       for (const track of batch) {
         const transceiver = pc.addTransceiver(track.kind, { direction: "sendonly" });
+        transceiver.headerExtensions = this.#offerExtensions(track.kind);
         const codec = this.#codecs.find((c) => c.params.mimeType === track.codec.params.mimeType);
         if (codec) transceiver.setCodecPreferences([codec.params]);
         const receiving: Receiving = { track, transceiver, requested: [], feedback: noFeedback() };
@@ -431,6 +451,32 @@ export class ParticipantPeer {
     const tid = crypto.randomUUID();
     this.#signals.delivering(added.map((r) => ({ track: r.track, mid: r.transceiver.mid ?? "" })));
     this.#signals.offer(sdp, tid);
+  }
+
+  /**
+   * The header extensions of a transceiver the server offers, under the ids the session
+   * already gives their URIs (the client's offers chose them) and unused ids for the rest:
+   * werift numbers its own from 1, which may be an id the client gave another extension, and
+   * a browser refuses an offer giving one id two meanings in a BUNDLE.
+   */
+  #offerExtensions(kind: "audio" | "video"): RTCRtpHeaderExtensionParameters[] {
+    const inUse = new Map<string, number>();
+    for (const t of this.#peer.pc.getTransceivers()) {
+      for (const e of t.headerExtensions) if (!inUse.has(e.uri)) inUse.set(e.uri, e.id);
+    }
+    const taken = new Set(inUse.values());
+    const out: RTCRtpHeaderExtensionParameters[] = [];
+    for (const { uri } of sfuExtensions(kind)) {
+      let id = inUse.get(uri);
+      if (id === undefined) {
+        id = 1;
+        while (taken.has(id) && id <= maxExtensionId) id++;
+        if (id > maxExtensionId) continue;
+        taken.add(id);
+      }
+      out.push(new RTCRtpHeaderExtensionParameters({ id, uri }));
+    }
+    return out;
   }
 
   /** Starts forwarding the delivered tracks whose sender is negotiated, once connected. */
@@ -471,7 +517,7 @@ export class ParticipantPeer {
    * The client's REMB: its estimate for the video it receives here. Each delivered track it
    * names may use what the others forwarded to it leave of the estimate (a browser's estimate
    * follows what it receives, so an equal split would lower a track because another one is
-   * low).
+   * low), plus `estimateTolerance` of the total.
    */
   #estimateReport(rtcp: RtcpPacket): void {
     const remb = readRemb(rtcp);
@@ -485,7 +531,8 @@ export class ParticipantPeer {
     const totalKbps = sending.reduce((sum, kbps) => sum + kbps, 0);
     named.forEach((slot, i) => {
       slot.feedback.remb = remb.bps;
-      slot.subscription!.onEstimate(remb.bps / 1000 - (totalKbps - sending[i]));
+      const others = totalKbps - sending[i];
+      slot.subscription!.onEstimate(remb.bps / 1000 + estimateTolerance * totalKbps - others);
     });
   }
 

@@ -197,6 +197,11 @@ export class Subscription {
     if (out) this.path.send(out);
   }
 
+  /** A packet of `layer` that is not forwarded (padding): the rewritten sequence closes up. */
+  skip(layer: number, packet: RtpPacket): void {
+    if (!this.#muted) this.#switch?.skip(layer, packet.header.sequenceNumber);
+  }
+
   /** Passes on the publisher's sender report of `layer` when that layer is forwarded. */
   senderReport(layer: number, ntpTimestamp: bigint, rtpTimestamp: number): void {
     if (!this.#switch) {
@@ -365,7 +370,11 @@ export class PublishedTrack {
     }
     reception.update(sequenceNumber, timestamp, nowMs);
     // Padding-only packets are bandwidth probes: nothing to forward.
-    if (packet.payload.length === 0) return;
+    if (packet.payload.length === 0) {
+      const subscriptions = this.#subscriptions;
+      for (let i = 0; i < subscriptions.length; i++) subscriptions[i].skip(layer, packet);
+      return;
+    }
     this.#ssrcs[layer] = packet.header.ssrc;
     this.monitor.add(layer, packet, nowMs);
     if (this.kind === "video") this.#caches[layer].put(packet);
