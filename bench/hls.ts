@@ -15,9 +15,11 @@
  * playlist per segment (what a viewer fetches, without the pauses), first from our server
  * (run as `deno run main.ts`, as users start it), then from nginx (one worker, sendfile)
  * serving the same playlist and segments copied to disk, then by a bare Deno.serve answering
- * them from memory (bench/support/bare_files.ts: the runtime's limit). Requests/s, bytes/s
- * and the CPU of the server's process tree over the same window; the ratios are ours over
- * nginx's (goal >= 1.0 for requests/s) and over the bare server's.
+ * them from memory (bench/support/bare_files.ts: the runtime's limit). Each server gets three
+ * runs: the viewers' cycle, the playlist alone, the segments alone (a playlist's cost is the
+ * server's per request, a segment's mostly the kernel's copy). Requests/s, bytes/s, the CPU
+ * of the server's process tree over the same window and that CPU per request (µs); the
+ * ratios are ours over nginx's (goal >= 1.0 for requests/s) and over the bare server's.
  *
  * Run: deno run -A bench/hls.ts [latency|viewers] (both parts without an argument; as root it
  * re-runs itself in a loopback-only network namespace, like the browser tests). Needs ffmpeg,
@@ -246,6 +248,16 @@ interface Throughput {
   cpu: number;
 }
 
+/** The runs of one server: the viewers' cycle, the playlist alone, the segments alone. */
+interface Loads {
+  cycle: Throughput;
+  playlist: Throughput;
+  segments: Throughput;
+}
+
+/** Kinds of run, in the order run and printed. */
+const loadKinds = ["cycle", "playlist", "segments"] as const;
+
 /** wrk against `origin` cycling `paths`, with the CPU of the tree under `pid` meanwhile. */
 async function load(origin: string, paths: string[], pid: number): Promise<Throughput> {
   const options = {
@@ -261,20 +273,28 @@ async function load(origin: string, paths: string[], pid: number): Promise<Throu
   return { wrk, cpu: cpuShareBetween(before, sampleTree(pid)) };
 }
 
+/** The three runs against `origin`: the cycle, then its playlist and its segments apart. */
+async function loads(origin: string, paths: string[], pid: number): Promise<Loads> {
+  const isPlaylist = (path: string) => path.endsWith(".m3u8");
+  return {
+    cycle: await load(origin, paths, pid),
+    playlist: await load(origin, [...new Set(paths.filter(isPlaylist))], pid),
+    segments: await load(origin, paths.filter((path) => !isPlaylist(path)), pid),
+  };
+}
+
 /**
  * 1,000 viewers on our server, then on nginx serving the same files: our playlist and
  * segments are copied to disk just before our run.
  */
-async function viewers(): Promise<
-  { ours: Throughput; nginx: Throughput; bare: Throughput; bytes: number }
-> {
+async function viewers(): Promise<{ ours: Loads; nginx: Loads; bare: Loads; bytes: number }> {
   const dir = await Deno.makeTempDir({ prefix: "hls-bench-files-" });
   try {
     const server = await startOurs({
       MEDIASERVER_HLS_WINDOW_SEGMENTS: String(viewersWindowSegments),
     });
     const publisher = publishStamped({ url: server.rtmpUrl, seconds: publishSec, ...source });
-    let ours: Throughput;
+    let ours: Loads;
     let paths: string[];
     let bytes = 0;
     try {
@@ -300,15 +320,15 @@ async function viewers(): Promise<
         await Deno.writeFile(`${dir}${path}`, body);
       }
       bytes = paths.reduce((n, path) => n + files.get(path)!.length, 0) / paths.length;
-      ours = await load(server.hlsUrl, paths, server.pid);
+      ours = await loads(server.hlsUrl, paths, server.pid);
     } finally {
       await stopPublisher(publisher);
       await server.stop();
     }
     const nginx = await startNginxStatic(dir, connections);
-    let nginxResult: Throughput;
+    let nginxResult: Loads;
     try {
-      nginxResult = await load(nginx.url, paths, nginx.pid);
+      nginxResult = await loads(nginx.url, paths, nginx.pid);
     } finally {
       await nginx.stop();
     }
@@ -321,7 +341,7 @@ async function viewers(): Promise<
     try {
       const origin = `http://127.0.0.1:${barePort}`;
       await waitForHttp(`${origin}${paths[0]}`, startTimeoutMs);
-      return { ours, nginx: nginxResult, bare: await load(origin, paths, bare.pid), bytes };
+      return { ours, nginx: nginxResult, bare: await loads(origin, paths, bare.pid), bytes };
     } finally {
       bare.kill("SIGTERM");
       await bare.status;
@@ -345,7 +365,9 @@ function viewersLine(label: string, t: Throughput): string {
     (r.bytesPerSecond * 8 / 1e9).toFixed(2)
   } Gbit/s  p50 ${r.p50Ms.toFixed(1)} ms  p99 ${r.p99Ms.toFixed(1)} ms  errors ${r.errors}  cpu ${
     (t.cpu * 100).toFixed(0)
-  }% (${(r.requestsPerSecond / Math.max(t.cpu, 0.01)).toFixed(0)} req per cpu-second)`;
+  }% (${(r.requestsPerSecond / Math.max(t.cpu, 0.01)).toFixed(0)} req per cpu-second, ${
+    (t.cpu * 1e6 / r.requestsPerSecond).toFixed(1)
+  } µs cpu per request)`;
 }
 
 async function latencyPart(): Promise<void> {
@@ -382,19 +404,25 @@ async function viewersPart(): Promise<void> {
       (v.bytes / 1024).toFixed(0)
     } KiB per request on average), ${viewersSec} s`,
   );
-  console.log(viewersLine("ours  (deno run main.ts)", v.ours));
-  console.log(viewersLine("nginx (1 worker, sendfile)", v.nginx));
-  console.log(viewersLine("bare Deno.serve, files in memory", v.bare));
-  console.log(
-    `ratio ours/nginx: requests/s ${
-      (v.ours.wrk.requestsPerSecond / v.nginx.wrk.requestsPerSecond).toFixed(2)
-    } (goal >= 1.0), requests per cpu-second ${
-      (v.ours.wrk.requestsPerSecond / Math.max(v.ours.cpu, 0.01) /
-        (v.nginx.wrk.requestsPerSecond / Math.max(v.nginx.cpu, 0.01))).toFixed(2)
-    }; ours/bare Deno.serve (the runtime's limit): requests/s ${
-      (v.ours.wrk.requestsPerSecond / v.bare.wrk.requestsPerSecond).toFixed(2)
-    }`,
-  );
+  for (const kind of loadKinds) {
+    console.log(`${kind}:`);
+    console.log(viewersLine("  ours  (deno run main.ts)", v.ours[kind]));
+    console.log(viewersLine("  nginx (1 worker, sendfile)", v.nginx[kind]));
+    console.log(viewersLine("  bare Deno.serve, files in memory", v.bare[kind]));
+  }
+  for (const kind of loadKinds) {
+    const [ours, nginx, bare] = [v.ours[kind], v.nginx[kind], v.bare[kind]];
+    const perCpu = (t: Throughput) => t.wrk.requestsPerSecond / Math.max(t.cpu, 0.01);
+    console.log(
+      `ratio ours/nginx ${kind}: requests/s ${
+        (ours.wrk.requestsPerSecond / nginx.wrk.requestsPerSecond).toFixed(2)
+      } (goal >= 1.0), requests per cpu-second ${
+        (perCpu(ours) / perCpu(nginx)).toFixed(2)
+      }; ours/bare Deno.serve: requests/s ${
+        (ours.wrk.requestsPerSecond / bare.wrk.requestsPerSecond).toFixed(2)
+      }`,
+    );
+  }
 }
 
 await requireWrk();

@@ -101,16 +101,29 @@ export function createHlsHandler(options: HlsHttpOptions): HlsHttpHandler {
     (startSegments.plain + 1) * options.targetDurationSec * 1000,
   );
   const anyOrigin = options.corsOrigins.includes("*");
-  const anyOriginHeader = ["Access-Control-Allow-Origin", "*"] as const;
+  /**
+   * Headers with the CORS headers added, by the headers and the origin allowed ("*" for any):
+   * the same array each time, so the listener answers from the response it kept.
+   */
+  const corsHeaders = new WeakMap<Headers, Map<string, Headers>>();
   /** The reply with the CORS headers the request's origin gets. */
   const cors = (req: HlsHttpRequest, reply: HlsHttpReply): HlsHttpReply => {
-    if (anyOrigin) return { ...reply, headers: [...reply.headers, anyOriginHeader] };
-    const origin = req.header("origin");
-    if (!origin || !options.corsOrigins.includes(origin)) return reply;
-    return {
-      ...reply,
-      headers: [...reply.headers, ["Access-Control-Allow-Origin", origin], ["Vary", "Origin"]],
-    };
+    let origin = "*";
+    if (!anyOrigin) {
+      const asked = req.header("origin");
+      if (!asked || !options.corsOrigins.includes(asked)) return reply;
+      origin = asked;
+    }
+    let byOrigin = corsHeaders.get(reply.headers);
+    if (!byOrigin) corsHeaders.set(reply.headers, byOrigin = new Map());
+    let headers = byOrigin.get(origin);
+    if (!headers) {
+      headers = origin === "*"
+        ? [...reply.headers, ["Access-Control-Allow-Origin", "*"]]
+        : [...reply.headers, ["Access-Control-Allow-Origin", origin], ["Vary", "Origin"]];
+      byOrigin.set(origin, headers);
+    }
+    return { ...reply, headers };
   };
 
   const aclPropertyName = options.aclPropertyName ?? "aclAuth";
@@ -154,9 +167,9 @@ export function createHlsHandler(options: HlsHttpOptions): HlsHttpHandler {
       } else if (req.method !== "GET" && req.method !== "HEAD") {
         reply = textReply(405, "method not allowed", [["Allow", "GET, HEAD, OPTIONS"]]);
       } else {
-        const route = parsePath(path);
+        const route = routeOf(path);
         if (outputs.open && route.file.endsWith(".m3u8")) {
-          const key = new URLSearchParams(req.query).get(aclPropertyName);
+          const key = req.query === "" ? null : new URLSearchParams(req.query).get(aclPropertyName);
           await outputs.open(route.name, key ?? undefined);
         }
         let target: Target | undefined;
@@ -234,7 +247,7 @@ export function createHlsHandler(options: HlsHttpOptions): HlsHttpHandler {
       if (!(await output.waitVariants(firstWaitMs))) {
         throw new HttpAnswer(404, `no segment of ${output.name} yet`);
       }
-      const key = new URLSearchParams(rawQuery).get(aclPropertyName);
+      const key = rawQuery === "" ? null : new URLSearchParams(rawQuery).get(aclPropertyName);
       return playlist(
         key === null ? output.masterPlaylist() : withKey(output.masterPlaylist(), key),
       );
@@ -355,9 +368,24 @@ function lastMsn(text: string): number | undefined {
 
 /** The names in a request path: `/<name>/<file>` or `/<name>/<variant>/<file>`. */
 interface Route {
-  name: string;
-  variant?: string;
-  file: string;
+  readonly name: string;
+  readonly variant?: string;
+  readonly file: string;
+}
+
+/** Routes of paths seen lately (a player asks for the same few again and again). */
+const routes = new Map<string, Route>();
+/** Most routes kept; beyond, all are dropped. */
+const maxRoutes = 1024;
+
+/** parsePath of `path`, kept for the next request of it. */
+function routeOf(path: string): Route {
+  let route = routes.get(path);
+  if (route) return route;
+  route = parsePath(path);
+  if (routes.size >= maxRoutes) routes.clear();
+  routes.set(path, route);
+  return route;
 }
 
 /** The names of a path; path characters are a 400, other shapes a 404. */

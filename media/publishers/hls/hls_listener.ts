@@ -4,9 +4,10 @@
  *
  * Why not Deno.serve: 1,000 keep-alive viewers of 260 KB segments got ~11k requests/s from
  * Deno.serve on this machine, and ~29k from one `write` of a prebuilt response per request
- * (nginx with sendfile: ~32k). So a segment's whole response (status line, headers, bytes) is
- * built once and kept while its head stays the same (the Date changes once a second); a
- * response split in two writes, or copied per request, was back at Deno.serve's rate.
+ * (nginx with sendfile: ~32k). So a response's bytes (status line, headers, body) are built
+ * once per body and kept while its status, headers (the same array) and Date second stay; a
+ * response split in two writes, or copied per request, was back at Deno.serve's rate. Text
+ * bodies (playlists) are encoded once per string, so a playlist's response is kept too.
  */
 import type { Logger } from "../../../core/log.ts";
 
@@ -26,7 +27,10 @@ export interface HlsHttpRequest {
 export interface HlsHttpReply {
   status: number;
   headers: readonly (readonly [string, string])[];
-  /** Bytes kept as they are while served (a segment); the response is cached per body. */
+  /**
+   * Bytes kept as they are while served (a segment), or text; the response is kept per body,
+   * so a handler answering with the same body, status and `headers` array is answered fast.
+   */
   body: Uint8Array | string;
 }
 
@@ -52,8 +56,8 @@ export const idleTimeoutMs = 65_000;
 const shutdownGraceMs = 2_000;
 /** How often idle connections are looked for, in ms. */
 const idleSweepMs = 5_000;
-/** Bodies at least this large have their whole response kept (smaller ones are copied). */
-const cachedBodyMinBytes = 4096;
+/** Text bodies kept encoded (playlists change every part or segment); beyond, all are dropped. */
+const maxEncodedTexts = 256;
 /** First pause before accepting again after accept failed (no descriptor left), in ms. */
 const acceptRetryFirstMs = 100;
 /** Longest pause between accept attempts while they fail, in ms. */
@@ -75,10 +79,20 @@ const reasons: Record<number, string> = {
 
 const encoder = new TextEncoder();
 const latin1 = new TextDecoder("latin1");
+/** Request heads up to this long are decoded in JS (cheaper than a decoder call), in bytes. */
+const jsDecodeMaxBytes = 4096;
 
-/** The response kept for a body: valid while the head is the same. */
+/** What the Connection header of a response says: nothing, `close` or `keep-alive`. */
+const ConnectionHeader = { None: 0, Close: 1, KeepAlive: 2 } as const;
+type ConnectionHeader = typeof ConnectionHeader[keyof typeof ConnectionHeader];
+
+/** The response kept for a body: valid while the rest of its head is the same. */
 interface CachedMessage {
-  head: string;
+  status: number;
+  headers: HlsHttpReply["headers"];
+  connection: ConnectionHeader;
+  /** The Date second it was built in. */
+  dateSec: number;
   message: Uint8Array;
 }
 
@@ -105,6 +119,7 @@ export class HlsListener {
   #connections = new Set<Connection>();
   #tasks = new Set<Promise<void>>();
   #cache = new WeakMap<Uint8Array, CachedMessage>();
+  #texts = new Map<string, Uint8Array>();
   #sweep: ReturnType<typeof setInterval>;
   #accepting: Promise<void>;
   #stopping = false;
@@ -220,7 +235,11 @@ export class HlsListener {
       }
       let head: ParsedHead;
       try {
-        head = parseHead(latin1.decode(buf.subarray(0, end)));
+        head = parseHead(
+          end <= jsDecodeMaxBytes
+            ? String.fromCharCode.apply(null, buf.subarray(0, end) as unknown as number[])
+            : latin1.decode(buf.subarray(0, end)),
+        );
       } catch (err) {
         const bad = err instanceof BadRequest ? err : new BadRequest(400, "malformed request");
         await this.#write(conn, this.#error(bad.status, bad.message));
@@ -275,22 +294,57 @@ export class HlsListener {
     while (at < message.length) at += await conn.write(message.subarray(at));
   }
 
-  /** The bytes of a response: a large body's kept response while its head is the same. */
+  /** The bytes of a response: the body's kept response while the rest of its head is the same. */
   #message(reply: HlsHttpReply, head: ParsedHead, keepAlive: boolean): Uint8Array {
-    const body = typeof reply.body === "string" ? encoder.encode(reply.body) : reply.body;
+    const body = typeof reply.body === "string" ? this.#encoded(reply.body) : reply.body;
+    const connection = !keepAlive
+      ? ConnectionHeader.Close
+      : head.http10
+      ? ConnectionHeader.KeepAlive
+      : ConnectionHeader.None;
+    const date = this.#now();
+    if (head.method === "HEAD") {
+      return encoder.encode(this.#head(reply, body.length, date, connection));
+    }
+    const cached = this.#cache.get(body);
+    if (
+      cached?.dateSec === this.#dateSec && cached.status === reply.status &&
+      cached.headers === reply.headers && cached.connection === connection
+    ) return cached.message;
+    const message = concat(encoder.encode(this.#head(reply, body.length, date, connection)), body);
+    this.#cache.set(body, {
+      status: reply.status,
+      headers: reply.headers,
+      connection,
+      dateSec: this.#dateSec,
+      message,
+    });
+    return message;
+  }
+
+  /** The status line and headers of a response, up to the blank line. */
+  #head(
+    reply: HlsHttpReply,
+    bodyBytes: number,
+    date: string,
+    connection: ConnectionHeader,
+  ): string {
     let text = `HTTP/1.1 ${reply.status} ${reasons[reply.status] ?? "Unknown"}\r\n`;
     for (const [name, value] of reply.headers) text += `${name}: ${value}\r\n`;
-    text += `Content-Length: ${body.length}\r\nDate: ${this.#now()}\r\n`;
-    if (!keepAlive) text += "Connection: close\r\n";
-    else if (head.http10) text += "Connection: keep-alive\r\n";
-    text += "\r\n";
-    if (head.method === "HEAD") return encoder.encode(text);
-    if (body.length < cachedBodyMinBytes) return concat(encoder.encode(text), body);
-    const cached = this.#cache.get(body);
-    if (cached?.head === text) return cached.message;
-    const message = concat(encoder.encode(text), body);
-    this.#cache.set(body, { head: text, message });
-    return message;
+    text += `Content-Length: ${bodyBytes}\r\nDate: ${date}\r\n`;
+    if (connection === ConnectionHeader.Close) text += "Connection: close\r\n";
+    else if (connection === ConnectionHeader.KeepAlive) text += "Connection: keep-alive\r\n";
+    return text + "\r\n";
+  }
+
+  /** The UTF-8 bytes of a text body, the same array for the same text while it is kept. */
+  #encoded(text: string): Uint8Array {
+    let bytes = this.#texts.get(text);
+    if (bytes) return bytes;
+    if (this.#texts.size >= maxEncodedTexts) this.#texts.clear();
+    bytes = encoder.encode(text);
+    this.#texts.set(text, bytes);
+    return bytes;
   }
 
   /** A response to a request the parser refused; the connection closes after it. */

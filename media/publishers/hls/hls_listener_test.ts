@@ -179,3 +179,49 @@ Deno.test("HLS listener: shutdown does not wait long for a client that reads not
   conn.close();
   assert.ok(ms < 4000, `shutdown took ${ms} ms`);
 });
+
+Deno.test("HLS listener: one body answered with other headers, statuses and Connection gets each as asked (kept responses are per head)", async () => {
+  const playlistHeaders = [["Content-Type", "application/vnd.apple.mpegurl"]] as const;
+  const corsHeaders = [...playlistHeaders, ["Access-Control-Allow-Origin", "*"]] as const;
+  const text = "#EXTM3U\n";
+  const listener = await HlsListener.start({
+    hostname: "127.0.0.1",
+    port: 0,
+    log: createLogger({ level: "error" }),
+    handler: (req) =>
+      Promise.resolve({
+        status: req.query === "gone" ? 404 : 200,
+        headers: req.query === "cors" ? corsHeaders : playlistHeaders,
+        // The same text each time, and the same bytes for `/bytes`.
+        body: req.path === "/bytes" ? segment : text,
+      }),
+  });
+  try {
+    const { text: answers } = await exchange(
+      listener.port,
+      ["plain", "cors", "plain", "gone", "plain"].map((q) => `GET /p?${q} HTTP/1.1\r\n\r\n`)
+        .join("") +
+        "GET /bytes?cors HTTP/1.1\r\n\r\nGET /bytes HTTP/1.0\r\nConnection: keep-alive\r\n\r\n" +
+        "GET /p HTTP/1.0\r\n\r\n",
+    );
+    const [, plain, cors, plainAgain, gone, plainLast, bytesCors, bytes10, close] = answers.split(
+      "HTTP/1.1 ",
+    );
+    for (const answer of [plain, plainAgain, plainLast]) {
+      assert.match(answer, /^200 OK\r\n/);
+      assert.doesNotMatch(answer, /Access-Control-Allow-Origin|Connection/);
+      assert.ok(answer.endsWith(`\r\n\r\n${text}`));
+    }
+    assert.match(cors, /^200 OK\r\n(.*\r\n)*Access-Control-Allow-Origin: \*\r\n/);
+    assert.match(gone, /^404 Not Found\r\n/);
+    assert.match(bytesCors, /Access-Control-Allow-Origin: \*\r\n/);
+    assert.doesNotMatch(bytesCors, /Connection/);
+    assert.match(bytes10, /^200 OK\r\n(.*\r\n)*Connection: keep-alive\r\n/);
+    assert.doesNotMatch(bytes10, /Access-Control-Allow-Origin/);
+    assert.equal(bytes10.length - bytes10.indexOf("\r\n\r\n") - 4, segment.length);
+    assert.match(close, /Connection: close\r\n/);
+    assert.ok(close.endsWith(`\r\n\r\n${text}`));
+  } finally {
+    await listener.shutdown();
+  }
+});

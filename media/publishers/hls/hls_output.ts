@@ -80,6 +80,8 @@ export class HlsVariant {
   #reader: StreamReader | undefined;
   #closed = false;
   #log: Logger;
+  /** The latest playlist text found to have the segments a player starts with. */
+  #startablePlaylist: string | undefined;
 
   constructor(plan: HlsVariantPlan, options: HlsOutputOptions, timeline?: HlsTimeline) {
     this.name = plan.name;
@@ -104,7 +106,12 @@ export class HlsVariant {
     const needed = this.#options.partDurationMs > 0
       ? startSegments.lowLatency
       : startSegments.plain;
-    return (segmenter.playlist().match(/#EXTINF:/g)?.length ?? 0) >= needed;
+    const playlist = segmenter.playlist();
+    // Asked on every playlist request: the text found startable is remembered, not recounted.
+    if (playlist === this.#startablePlaylist) return true;
+    if ((playlist.match(/#EXTINF:/g)?.length ?? 0) < needed) return false;
+    this.#startablePlaylist = playlist;
+    return true;
   }
 
   /** The segmenter of the variant's segments and playlist. */

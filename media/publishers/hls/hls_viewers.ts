@@ -25,6 +25,19 @@ const reasons: Record<number, string> = {
   503: "Service Unavailable",
 };
 
+/** `requestsStatuses` keys by status, made once each. */
+const statusLabels = new Map<number, string>();
+
+/** The `requestsStatuses` key of `status`: "200 OK". */
+function statusLabel(status: number): string {
+  let label = statusLabels.get(status);
+  if (label === undefined) {
+    label = `${status} ${reasons[status] ?? ""}`.trim();
+    statusLabels.set(status, label);
+  }
+  return label;
+}
+
 /** One request of a viewer. */
 export interface HlsRequest {
   ip: string;
@@ -139,7 +152,7 @@ export class HlsViewers {
     viewer.lastSeenMs = now;
     this.#lastRequestMs = now;
     viewer.requests++;
-    const status = `${request.status} ${reasons[request.status] ?? ""}`.trim();
+    const status = statusLabel(request.status);
     viewer.statuses.set(status, (viewer.statuses.get(status) ?? 0) + 1);
     viewer.minMs = Math.min(viewer.minMs, request.responseMs);
     viewer.maxMs = Math.max(viewer.maxMs, request.responseMs);
