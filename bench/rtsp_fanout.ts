@@ -4,8 +4,10 @@
  * as one shared media (bench/support/gst_rtsp_file.py). The players are bare TCP readers in
  * another process (bench/support/rtsp_readers.ts), so only the servers' costs are measured:
  * CPU (share of one core) and resident memory per player added beyond the first, over the
- * same window after a warm-up, and the rate each player got (a server that cannot keep up
- * shows it there). The ratio is ours over the peer's.
+ * same window after a warm-up (memory as the median of samples over it), and the rate each
+ * player got (a server that cannot keep up shows it there). The ratio is ours over the peer's.
+ * V8 sizes its young generation by allocation, so memory is also worth a run with
+ * `DENO_V8_FLAGS=--max-semi-space-size=2`.
  * Run: deno run -A bench/rtsp_fanout.ts
  */
 import { silentLogger } from "../core/log.ts";
@@ -19,6 +21,8 @@ const counts = [50, 200];
 const warmupMs = 3000;
 /** Measuring window, in milliseconds. */
 const windowMs = 8000;
+/** Resident memory samples over the window (their median is taken: one alone moves by MiBs with the collector). */
+const rssSamples = 8;
 /** Clock ticks per second of /proc/<pid>/stat (USER_HZ on Linux). */
 const clockTicksPerSecond = 100;
 /** Video bitrate of the source, in bit/s. */
@@ -69,14 +73,19 @@ async function measure(url: string, players: number, pid: number | "self"): Prom
     await rate();
     const ticks = cpuTicks(pid);
     const startMs = performance.now();
-    await sleep(windowMs);
+    const rss: number[] = [];
+    for (let i = 0; i < rssSamples; i++) {
+      await sleep(windowMs / rssSamples);
+      rss.push(rssMiB(pid));
+    }
+    rss.sort((a, b) => a - b);
     const seconds = (performance.now() - startMs) / 1000;
     const cpu = (cpuTicks(pid) - ticks) / clockTicksPerSecond / seconds;
     const got = await rate();
     return {
       players,
       cpu,
-      rssMiB: rssMiB(pid),
+      rssMiB: rss[rss.length >> 1],
       rate: got.bytesPerPlayerPerSec,
       active: got.active,
     };
