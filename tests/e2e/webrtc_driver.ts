@@ -9,6 +9,10 @@ export interface InboundStats {
   framesDecoded: number;
   frameWidth: number;
   frameHeight: number;
+  /** NACKs the player sent for the video track (inbound-rtp nackCount). */
+  videoNacks: number;
+  /** PLIs the player sent for the video track (inbound-rtp pliCount). */
+  videoPliCount: number;
   audioPackets: number;
   audioSamples: number;
   /** The level now (0-1): a moment, which may fall in a pause of the sound. */
