@@ -11,8 +11,6 @@ export interface InboundStats {
   frameHeight: number;
   /** NACKs the player sent for the video track (inbound-rtp nackCount). */
   videoNacks: number;
-  /** PLIs the player sent for the video track (inbound-rtp pliCount). */
-  videoPliCount: number;
   audioPackets: number;
   audioSamples: number;
   /** The level now (0-1): a moment, which may fall in a pause of the sound. */
