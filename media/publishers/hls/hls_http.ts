@@ -377,12 +377,15 @@ interface Route {
 const routes = new Map<string, Route>();
 /** Most routes kept; beyond, all are dropped. */
 const maxRoutes = 1024;
+/** Longest path whose route is kept, in characters (bounds the memory of the routes). */
+const maxKeptPathChars = 256;
 
 /** parsePath of `path`, kept for the next request of it. */
 function routeOf(path: string): Route {
   let route = routes.get(path);
   if (route) return route;
   route = parsePath(path);
+  if (path.length > maxKeptPathChars) return route;
   if (routes.size >= maxRoutes) routes.clear();
   routes.set(path, route);
   return route;

@@ -58,6 +58,8 @@ const shutdownGraceMs = 2_000;
 const idleSweepMs = 5_000;
 /** Text bodies kept encoded (playlists change every part or segment); beyond, all are dropped. */
 const maxEncodedTexts = 256;
+/** Longest text body kept encoded, in characters (bounds the memory of the kept ones). */
+const maxEncodedTextChars = 64 * 1024;
 /** First pause before accepting again after accept failed (no descriptor left), in ms. */
 const acceptRetryFirstMs = 100;
 /** Longest pause between accept attempts while they fail, in ms. */
@@ -343,7 +345,7 @@ export class HlsListener {
     if (bytes) return bytes;
     if (this.#texts.size >= maxEncodedTexts) this.#texts.clear();
     bytes = encoder.encode(text);
-    this.#texts.set(text, bytes);
+    if (text.length <= maxEncodedTextChars) this.#texts.set(text, bytes);
     return bytes;
   }
 
