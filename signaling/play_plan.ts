@@ -162,7 +162,13 @@ function planFrames(
     build: (common) => {
       // The conversion starts only once a player is built (it holds an engine job).
       const frames = convert ? convertedAudio(base, "OPUS", services.engine, log) : base;
-      return new WebRtcFramePlayer({ ...common, source, frames, codecs });
+      return new WebRtcFramePlayer({
+        ...common,
+        source,
+        frames,
+        codecs,
+        sendPaths: services.sendPaths,
+      });
     },
   };
 }

@@ -3,7 +3,8 @@
  * on the ICE mux's socket after the DTLS handshake; werift keeps ICE, DTLS and RTCP) and
  * werift's own path pass the same tests: three Web SDK players decode an H.264 + Opus publish,
  * a lossy player's NACKs are answered, a late joiner's PLI yields a keyframe, a player that
- * leaves mid-stream is taken off the engine, Workers end with the server.
+ * leaves mid-stream is taken off the engine, Workers end with the server. Players of a VOD file
+ * (frames packetized per player) go through the engine the same way.
  */
 import assert from "node:assert/strict";
 import { Buffer } from "node:buffer";
@@ -13,6 +14,7 @@ import { H264Depacketizer } from "../media/rtp/h264_depacketizer.ts";
 import { SendEngine } from "../media/send_engine/send_engine.ts";
 import type { WebRtcPublisher } from "../media/providers/webrtc_publisher.ts";
 import { decodeH264 } from "./helpers/h264_check.ts";
+import { makeClip } from "./helpers/media_fixtures.ts";
 import { startTestServer, testConfig, type TestServer } from "./helpers/test_server.ts";
 import { WcsClient } from "./helpers/wcs_client.ts";
 import { ClipPublisher, makeH264OpusClip } from "./helpers/webrtc_clip_publisher.ts";
@@ -208,6 +210,95 @@ for (const sendEngine of senders) {
         await playClient.close();
         await s.stop();
       }
+    },
+  });
+
+  Deno.test({
+    name:
+      `send engine ${sendEngine}: 2 Web SDK players decode a VOD file (frames packetized per player); a lossy one's NACKs are answered; leaving takes them off`,
+    ...weriftSanitizers,
+    fn: async () => {
+      const workersBefore = SendEngine.liveWorkers;
+      const config = testConfig({ media: { iceMux: "on", sendEngine, sendWorkers: 2 } });
+      await Deno.mkdir(config.folders.media, { recursive: true });
+      await makeClip(`${config.folders.media}/clip.mp4`, { seconds: 30, audio: "opus" });
+      const s = await startTestServer(config);
+      const dir = await Deno.makeTempDir({ prefix: "send-engine-vod-" });
+      const players = [new RecordingPlayer(), new RecordingPlayer(85)];
+      const clients: WcsClient[] = [];
+      const ids: string[] = [];
+      try {
+        const res = await s.post("/vod/startup", {
+          uri: "vod-live://clip.mp4",
+          localStreamName: "v",
+        });
+        assert.equal(res.status, 200, await res.text());
+        for (const { player } of players) {
+          const { client } = await WcsClient.connect(s.wsUrl);
+          clients.push(client);
+          const id = crypto.randomUUID();
+          ids.push(id);
+          await player.play(client, { mediaSessionId: id, name: "v" });
+          assert.equal((await nextStatus(client, id)).status, "PLAYING");
+        }
+        await waitFor(
+          () => players.every((p) => p.annexB.length >= 50),
+          20_000,
+          "50 frames at every player",
+        );
+        const file = `${dir}/played.h264`;
+        await Deno.writeFile(file, Buffer.concat(players[0].annexB));
+        const { errors, sizes } = await decodeH264(file);
+        assert.equal(errors, "", "decoder errors");
+        assert.ok(sizes.length >= 50, `${sizes.length} frames decoded`);
+        assert.deepEqual([...new Set(sizes)], ["320,240"]);
+        assert.ok(players[1].lateArrivals > 0, "the lossy player's NACKs answered");
+        assert.ok(players.every((p) => p.player.received.audio > 50), "audio at every player");
+        // Sender reports still go out through werift, for both tracks.
+        const reported = new Set(players[0].player.senderReports.map((r) => r.kind));
+        assert.deepEqual([...reported].sort(), ["audio", "video"]);
+
+        const before = await engineStats(s);
+        if (sendEngine === "ffi") {
+          assert.equal(s.services.sendPaths.size, 4, "2 players x 2 tracks on the engine");
+          assert.equal(before.length, 4);
+          assert.ok(before.every((x) => x.sent > 20 && x.dropped === 0), JSON.stringify(before));
+          // Sent counts keep rising while they play.
+          await new Promise((r) => setTimeout(r, 500));
+          const after = await engineStats(s);
+          assert.ok(
+            after.reduce((n, x) => n + x.sent, 0) > before.reduce((n, x) => n + x.sent, 0) + 20,
+            JSON.stringify(after),
+          );
+        } else {
+          assert.equal(s.services.sendPaths.engine, undefined);
+          assert.deepEqual(before, []);
+        }
+        const metrics = await (await fetch(`${s.restUrl}/metrics`)).text();
+        assert.match(metrics, /^mediaserver_webrtc_dropped_packets_total 0$/m);
+        const sent = Number(/^mediaserver_webrtc_sent_packets_total (\d+)$/m.exec(metrics)?.[1]);
+        assert.ok(sent > 200, `${sent} packets sent to players`);
+
+        // The first player leaves: off the engine; the other goes on, then leaves too.
+        clients[0].send("stopStream", { mediaSessionId: ids[0], name: "v" });
+        assert.equal((await nextStatus(clients[0], ids[0])).status, "STOPPED");
+        if (sendEngine === "ffi") {
+          await waitFor(() => s.services.sendPaths.size === 2, 5000, "the leaver off the engine");
+          assert.equal(s.services.sendPaths.engine!.size, 2);
+        }
+        const frames = players[1].annexB.length;
+        await waitFor(() => players[1].annexB.length > frames + 15, 10_000, "the other goes on");
+        clients[1].send("stopStream", { mediaSessionId: ids[1], name: "v" });
+        assert.equal((await nextStatus(clients[1], ids[1])).status, "STOPPED");
+        assert.equal(s.services.sendPaths.size, 0, "every player off");
+        assert.equal(s.services.sendPaths.engine?.size ?? 0, 0);
+      } finally {
+        for (const { player } of players) await player.close();
+        for (const client of clients) await client.close();
+        await s.stop();
+        await Deno.remove(dir, { recursive: true });
+      }
+      assert.equal(SendEngine.liveWorkers, workersBefore, "Workers end with the server");
     },
   });
 }

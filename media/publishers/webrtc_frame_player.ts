@@ -11,6 +11,7 @@ import type { NegotiatedCodec } from "../protocols/webrtc/codecs.ts";
 import { Peer, type PeerAddress } from "../protocols/webrtc/peer.ts";
 import type { TrickleCandidate } from "../protocols/webrtc/sdpfrag.ts";
 import type { Stream } from "../stream.ts";
+import type { EngineSendPaths } from "../protocols/webrtc/engine_send_path.ts";
 import { FrameSender } from "./webrtc_frame_sender.ts";
 import { playConnectTimeoutMs } from "./webrtc_player.ts";
 
@@ -31,6 +32,8 @@ export interface WebRtcFramePlayerOptions {
   codecs: NegotiatedCodec[];
   address: PeerAddress;
   client: StreamClient;
+  /** The server's send engine: used once connected when started and the peer is on the mux. */
+  sendPaths?: EngineSendPaths;
 }
 
 /** A WebRTC play of a stream made of MediaFrames. */
@@ -54,7 +57,11 @@ export class WebRtcFramePlayer implements RegisteredStream {
     this.name = options.source.name;
     this.sessionId = options.sessionId;
     this.#peer = new Peer(options.address, options.codecs);
-    this.#sender = new FrameSender(options.frames);
+    // The engine sends from the ICE mux's socket: a peer on a port of the range keeps werift.
+    this.#sender = new FrameSender(
+      options.frames,
+      options.address.mux ? options.sendPaths : undefined,
+    );
   }
 
   /** Answers the offer; sending and the PLAYING status start once the browser connects. */
@@ -111,6 +118,11 @@ export class WebRtcFramePlayer implements RegisteredStream {
   /** Packets sent to this player, all tracks. */
   get packetsSent(): number {
     return this.#sender.packetsSent;
+  }
+
+  /** Packets this player lost on the server (socket buffer full, or too many in flight). */
+  get packetsDropped(): number {
+    return this.#sender.packetsDropped;
   }
 
   record(options: { metrics?: boolean } = {}): StreamRecord {

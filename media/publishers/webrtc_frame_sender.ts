@@ -2,7 +2,8 @@
  * Sends the frames of a stream through the senders of a werift peer: packetized to RTP, with
  * sender reports that put every track on the stream's common timeline (so the browser keeps
  * audio and video in sync), and NACKs of video answered from a cache of sent packets. Used by
- * WebRTC frame players and by the peer of a SIP call.
+ * WebRTC frame players and by the peer of a SIP call. Given the server's send engine, a track
+ * attached after the DTLS handshake is sent by the engine's Workers (werift keeps RTCP).
  */
 import { Buffer } from "node:buffer";
 import { RtpHeader, RtpPacket } from "werift";
@@ -12,6 +13,11 @@ import type { MediaFrame, Track } from "../frame.ts";
 import { PacketCache } from "../protocols/webrtc/packet_cache.ts";
 import { RetransmitBudget } from "../protocols/webrtc/retransmit_budget.ts";
 import { type RtpSendPath, WeriftSendPath } from "../protocols/webrtc/send_path.ts";
+import {
+  EngineGroup,
+  EngineSendPath,
+  type EngineSendPaths,
+} from "../protocols/webrtc/engine_send_path.ts";
 import { FramePacketizer } from "../rtp/frame_packetizer.ts";
 import { H264Packetizer } from "../rtp/h264_packetizer.ts";
 import { Vp8Packetizer } from "../rtp/vp8_packetizer.ts";
@@ -22,6 +28,16 @@ import type { Stream, StreamReader } from "../stream.ts";
 export const senderReportIntervalMs = 1000;
 /** Seconds from the NTP epoch (1900) to the Unix epoch (1970). */
 const ntpUnixOffsetSec = 2_208_988_800;
+
+/**
+ * The engine groups of frame players. Packets are made per player, so each goes to its one
+ * player (`EngineSendPath.send`), never to a whole group: one group per kind serves every
+ * player, and the engine's table of group names stays bounded.
+ */
+const frameGroups = {
+  audio: new EngineGroup("frame-players/audio"),
+  video: new EngineGroup("frame-players/video"),
+};
 
 /** Send state of one track. */
 interface SendTrack {
@@ -41,6 +57,7 @@ interface SendTrack {
 /** Reads a stream's frames and sends them through the attached senders. */
 export class FrameSender {
   readonly #frames: Stream;
+  readonly #engine?: EngineSendPaths;
   readonly #tracks = new Map<number, SendTrack>();
   #reader?: StreamReader;
   #sending: Promise<void> = Promise.resolve();
@@ -50,12 +67,20 @@ export class FrameSender {
   /** Reused for audio packets: WeriftSendPath copies the fields before it returns. */
   readonly #audioPacket = new RtpPacket(new RtpHeader(), Buffer.alloc(0));
 
-  /** `frames`: what is sent (a stream, or its audio conversion). */
-  constructor(frames: Stream) {
+  /**
+   * `frames`: what is sent (a stream, or its audio conversion). `engine`: the server's send
+   * engine, only for peers on the ICE mux (the engine sends from the mux's socket).
+   */
+  constructor(frames: Stream, engine?: EngineSendPaths) {
     this.#frames = frames;
+    this.#engine = engine;
   }
 
-  /** Sends the stream's track of the transceiver's kind through its sender (once negotiated). */
+  /**
+   * Sends the stream's track of the transceiver's kind through its sender (once negotiated).
+   * Attached once the peer is connected (DTLS keys and the selected pair known), the track
+   * goes through the send engine when there is one; werift's path otherwise.
+   */
   attach(transceiver: RTCRtpTransceiver): void {
     this.#attach(transceiver);
   }
@@ -67,16 +92,26 @@ export class FrameSender {
     this.#sending = this.#send(this.#reader);
   }
 
-  /** Stops reading; resolves once the last frame read has been sent. */
+  /** Stops reading; resolves once the last frame read has been sent. Leaves the engine. */
   async stop(): Promise<void> {
     this.#reader?.close();
     await this.#sending;
+    for (const { path } of this.#tracks.values()) {
+      if (path instanceof EngineSendPath) path.close();
+    }
   }
 
   /** Packets sent, all tracks. */
   get packetsSent(): number {
     let n = 0;
     for (const t of this.#tracks.values()) n += t.path.packets;
+    return n;
+  }
+
+  /** Packets lost on the server (socket buffer full, or too many in flight), all tracks. */
+  get packetsDropped(): number {
+    let n = 0;
+    for (const t of this.#tracks.values()) n += t.path.dropped;
     return n;
   }
 
@@ -87,7 +122,8 @@ export class FrameSender {
     const frames = this.#frames;
     const track = frames.tracks.find((t) => t.kind === kind);
     if (!codec || !track) return;
-    const path = new WeriftSendPath(sender, codec.payloadType);
+    const path: RtpSendPath = this.#engine?.open(sender, codec.payloadType, frameGroups[kind]) ??
+      new WeriftSendPath(sender, codec.payloadType);
     const video = kind === "video";
     const send: SendTrack = {
       track,
