@@ -19,11 +19,28 @@
  * per subscriber, latency. The last line reads `subscribers/core: fast <N>, werift <M>`:
  * the largest N under 1% loss divided by the server cores it took.
  *
+ * Janus 1.1 (Debian `janus`, C) is the peer in the same run: its streaming plugin gets the
+ * publisher's packets as plain RTP on UDP and its subscribers (the same werift receivers) join
+ * through its HTTP API; the run ends with Janus's CPU and memory per subscriber against the
+ * fast path's at the largest N both kept under 1% loss (`CPU ours/janus`, `memory ours/janus`).
+ * Janus's libnice never offers loopback candidates, so the whole run (every side) happens in
+ * a private network namespace (`unshare -n`, needs root) holding only loopback and `bench0`,
+ * an ifb interface with 10.254.0.1 that Janus and its subscribers use: nothing can leave the
+ * machine.
+ *
  * `WEBRTC_BENCH_STEPS` sets the N of each step (default "25,50,100,200,400,800");
- * `WEBRTC_BENCH_ONLY=fast` or `=werift` runs one side.
+ * `WEBRTC_BENCH_ONLY=fast`, `=werift` or `=janus` runs one side (fast or werift alone run
+ * outside the namespace, without Janus).
  */
 import { Buffer } from "node:buffer";
-import { RtpHeader, RtpPacket } from "werift";
+import dgram from "node:dgram";
+import {
+  RTCPeerConnection,
+  RTCRtpCodecParameters,
+  RtpHeader,
+  RtpPacket,
+  type RtpPacket as ReceivedRtp,
+} from "werift";
 import { configSchema } from "../config.ts";
 import { silentLogger } from "../core/log.ts";
 import { openPeerCount } from "../media/protocols/webrtc/peer.ts";
@@ -48,6 +65,10 @@ const receiverProcesses = Number(Deno.env.get("WEBRTC_BENCH_RECEIVERS") ?? 2);
 const only = Deno.env.get("WEBRTC_BENCH_ONLY");
 /** Offset of the send-time stamp in each payload (after the VP8 descriptor and header). */
 const stampOffset = 16;
+/** Set in the run inside the bench's network namespace. */
+const netnsEnv = "WEBRTC_BENCH_NETNS";
+/** Janus's one ICE candidate: bench0's address inside the namespace. */
+const janusAddress = "10.254.0.1";
 /** Subscribers connected at once while a step grows. */
 const connectBatch = 5;
 
@@ -88,12 +109,126 @@ interface ReceiverStats {
   latencies: number[];
 }
 
+/** A subscriber of a receiver child. */
+interface Subscriber {
+  /** Packets received (SRTP authenticated and decrypted by werift). */
+  received(): number;
+  close(): Promise<void>;
+}
+
+/** Connects one subscriber; `onRtp` sees each packet it receives. */
+type Connect = (onRtp: (rtp: ReceivedRtp) => void) => Promise<Subscriber>;
+
+/** A Web SDK player (werift) of stream "bench" of our server at `ws`. */
+function oursSubscriber(ws: string): Connect {
+  return async (onRtp) => {
+    const player = new TestPlayer("VP8");
+    player.pc.onTrack.subscribe((track) => track.onReceiveRtp.subscribe(onRtp));
+    const { client } = await WcsClient.connect(ws);
+    const id = crypto.randomUUID();
+    await player.play(client, { mediaSessionId: id, name: "bench" });
+    const status = await nextStatus(client, id, 30_000).catch((e) => ({ status: String(e) }));
+    const close = async () => {
+      await player.close();
+      await client.close();
+    };
+    if (status.status !== "PLAYING") {
+      await close();
+      throw new Error(`PLAYING got ${JSON.stringify(status)}`);
+    }
+    return { received: () => player.received.video + player.received.audio, close };
+  };
+}
+
 /**
- * Child mode: subscribers. "add <k>" connects k more players of stream "bench" (answers
- * {players}); "stats" answers ReceiverStats.
+ * A werift viewer of Janus's streaming mountpoint `mount` through its HTTP API at `base`:
+ * create a session, attach the plugin, "watch" (Janus offers), answer with "start".
  */
-async function receivers(ws: string): Promise<void> {
-  const players: { player: TestPlayer; client: WcsClient }[] = [];
+function janusSubscriber(base: string, mount: number): Connect {
+  const post = async (path: string, body: Record<string, unknown>) => {
+    const res = await fetch(`${base}${path}`, {
+      method: "POST",
+      body: JSON.stringify({ ...body, transaction: crypto.randomUUID() }),
+    });
+    const answer = await res.json();
+    if (answer.janus === "error") throw new Error(JSON.stringify(answer.error));
+    return answer;
+  };
+  return async (onRtp) => {
+    const session = (await post("", { janus: "create" })).data.id;
+    const handle =
+      (await post(`/${session}`, { janus: "attach", plugin: "janus.plugin.streaming" }))
+        .data.id;
+    const pc = new RTCPeerConnection({
+      iceServers: [],
+      iceUseIpv4: false,
+      iceUseIpv6: false,
+      // Janus's libnice neither gathers nor reaches loopback: both ends use bench0.
+      iceAdditionalHostAddresses: [janusAddress],
+      iceInterfaceAddresses: { udp4: janusAddress },
+      codecs: {
+        video: [
+          new RTCRtpCodecParameters({
+            mimeType: "video/VP8",
+            clockRate: 90000,
+            rtcpFeedback: [{ type: "nack" }, { type: "nack", parameter: "pli" }],
+          }),
+        ],
+        audio: [
+          new RTCRtpCodecParameters({ mimeType: "audio/opus", clockRate: 48000, channels: 2 }),
+        ],
+      },
+    });
+    let received = 0;
+    pc.onTrack.subscribe((track) =>
+      track.onReceiveRtp.subscribe((rtp) => {
+        received++;
+        onRtp(rtp);
+      })
+    );
+    const close = async () => {
+      await pc.close();
+      await post(`/${session}`, { janus: "destroy" }).catch(() => {});
+    };
+    try {
+      await post(`/${session}/${handle}`, {
+        janus: "message",
+        body: { request: "watch", id: mount },
+      });
+      let offer: string | undefined;
+      while (!offer) {
+        const events = await (await fetch(`${base}/${session}?maxev=5`)).json();
+        for (const event of Array.isArray(events) ? events : [events]) {
+          if (event.jsep?.type === "offer") offer = event.jsep.sdp;
+        }
+      }
+      await pc.setRemoteDescription({ type: "offer", sdp: offer });
+      await pc.setLocalDescription(await pc.createAnswer());
+      while (pc.iceGatheringState !== "complete") await new Promise((r) => setTimeout(r, 20));
+      await post(`/${session}/${handle}`, {
+        janus: "message",
+        body: { request: "start" },
+        jsep: { type: "answer", sdp: pc.localDescription!.sdp },
+      });
+      const deadline = Date.now() + 30_000;
+      while (pc.connectionState !== "connected") {
+        if (Date.now() > deadline) throw new Error(`Janus viewer: ${pc.connectionState}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    } catch (err) {
+      await close();
+      throw err;
+    }
+    return { received: () => received, close };
+  };
+}
+
+/**
+ * Child mode: subscribers. "add <k>" connects k more (answers {players, failures}); "stats"
+ * answers ReceiverStats.
+ */
+async function receivers(connect: Connect): Promise<void> {
+  const players: Subscriber[] = [];
   let latencies: number[] = [];
   /** Players that failed to connect (each is tried again). */
   let failures = 0;
@@ -106,27 +241,13 @@ async function receivers(ws: string): Promise<void> {
       }
     }
   };
+  const sample = (rtp: ReceivedRtp) => {
+    // One sample in 8 is enough for percentiles and keeps the receivers light.
+    if ((rtp.header.sequenceNumber & 7) !== 0 || rtp.payload.length < stampOffset + 8) return;
+    latencies.push(nowEpochMs() - rtp.payload.readDoubleLE(stampOffset));
+  };
   const connectOne = async () => {
-    const player = new TestPlayer("VP8");
-    player.pc.onTrack.subscribe((track) => {
-      track.onReceiveRtp.subscribe((rtp) => {
-        // One sample in 8 is enough for percentiles and keeps the receivers light.
-        if ((rtp.header.sequenceNumber & 7) !== 0 || rtp.payload.length < stampOffset + 8) {
-          return;
-        }
-        latencies.push(nowEpochMs() - rtp.payload.readDoubleLE(stampOffset));
-      });
-    });
-    const { client } = await WcsClient.connect(ws);
-    const id = crypto.randomUUID();
-    await player.play(client, { mediaSessionId: id, name: "bench" });
-    const status = await nextStatus(client, id, 30_000).catch((e) => ({ status: String(e) }));
-    if (status.status !== "PLAYING") {
-      await player.close();
-      await client.close();
-      throw new Error(`PLAYING got ${JSON.stringify(status)}`);
-    }
-    players.push({ player, client });
+    players.push(await connect(sample));
   };
   for await (const line of lines(Deno.stdin.readable)) {
     if (line.startsWith("add ")) {
@@ -140,20 +261,14 @@ async function receivers(ws: string): Promise<void> {
     } else {
       const stats: ReceiverStats = {
         players: players.length,
-        received: players.reduce(
-          (n, p) => n + p.player.received.video + p.player.received.audio,
-          0,
-        ),
+        received: players.reduce((n, p) => n + p.received(), 0),
         latencies,
       };
       latencies = [];
       console.log(JSON.stringify(stats));
     }
   }
-  for (const { player, client } of players) {
-    await player.close();
-    await client.close();
-  }
+  for (const player of players) await player.close();
   Deno.exit(0);
 }
 
@@ -201,14 +316,21 @@ function startChild(args: string[]) {
   };
 }
 
-/** The bench's publisher: TestPublisher's negotiation, its own paced and stamped packets. */
+/** Where the bench's publisher writes a packet (index 0 video, 1 audio). */
+type PacketSink = (index: number, packet: RtpPacket) => void;
+
+/** The bench's publisher: paced, stamped packets written to a sink (a werift peer's tracks). */
 class StampedPublisher {
-  readonly peer = new TestPublisher("VP8");
   sent = 0;
+  readonly #sink: PacketSink;
   #timer?: ReturnType<typeof setInterval>;
   #seq = [1000, 5000];
   #ts = [90000, 48000];
   #frame = 0;
+
+  constructor(sink: PacketSink) {
+    this.#sink = sink;
+  }
 
   /** Starts 25 fps x 4 video packets (keyframe every 50 frames) and 50 audio packets/s. */
   start(): void {
@@ -249,11 +371,11 @@ class StampedPublisher {
       sequenceNumber: this.#seq[index],
       timestamp: this.#ts[index],
       marker,
-      payloadType: 96,
+      payloadType: index === 0 ? 96 : 111,
     });
     this.#seq[index] = (this.#seq[index] + 1) & 0xffff;
     this.sent++;
-    (index === 0 ? this.peer.video : this.peer.audio).writeRtp(new RtpPacket(header, payload));
+    this.#sink(index, new RtpPacket(header, payload));
   }
 }
 
@@ -269,45 +391,174 @@ interface StepResult {
   p50: number;
   p99: number;
   engineDropped: number;
+  /** Server CPU (ms per s) and RSS (KB) per subscriber above the publisher-only idle. */
+  cpuPerSubMs?: number;
+  rssPerSubKb?: number;
 }
 
 function percentile(sorted: number[], p: number): number {
   return sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] : 0;
 }
 
-/** One publisher and N subscribers through the server with `sender`, N growing by `steps`. */
-async function measure(sender: Sender): Promise<StepResult[]> {
-  const started = performance.now();
+/** A fan-out under test: its process, how receivers reach it, and its publisher. */
+interface Target {
+  label: string;
+  /** The process whose CPU and RSS are measured. */
+  pid: number;
+  /** Arguments of a receiver child (after `--receivers`). */
+  receiverArgs: string[];
+  publisher: StampedPublisher;
+  /** Packets the send engine dropped so far (0 elsewhere). */
+  engineDropped(): Promise<number>;
+  /** Stops the publisher and the fan-out, once the receivers have left. */
+  close(): Promise<void>;
+}
+
+/** Our server in a child with `sender`, published to by a werift Web SDK publisher. */
+async function oursTarget(sender: Sender): Promise<Target> {
   const server = startChild(["--serve", sender]);
   const { ws } = await server.read<{ ws: string }>();
+  const peer = new TestPublisher("VP8");
+  const publisher = new StampedPublisher((index, packet) =>
+    (index === 0 ? peer.video : peer.audio).writeRtp(packet)
+  );
+  const { client } = await WcsClient.connect(ws);
+  const id = crypto.randomUUID();
+  await peer.publish(client, { mediaSessionId: id, name: "bench" });
+  publisher.start();
+  const published = await nextStatus(client, id, 20_000);
+  if (published.status !== "PUBLISHING") throw new Error(JSON.stringify(published));
+  return {
+    label: `${sender} (our server, media.sendEngine ${sender === "fast" ? "ffi" : "werift"})`,
+    pid: server.child.pid,
+    receiverArgs: ["ours", ws],
+    publisher,
+    engineDropped: async () => (await server.ask<{ engineDropped: number }>("stats")).engineDropped,
+    async close() {
+      publisher.pause();
+      await peer.close();
+      await client.close();
+      // Sessions end (and their peers close) as the server sees the sockets close.
+      await new Promise((r) => setTimeout(r, 1500));
+      const { peers } = await server.ask<{ peers: number }>("stats");
+      console.log(`server peer connections left after closing: ${peers}`);
+      await server.stop();
+    },
+  };
+}
+
+/** A free local port of `type`. */
+async function freePort(type: "udp4" | "tcp"): Promise<number> {
+  if (type === "tcp") {
+    const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    const { port } = listener.addr as Deno.NetAddr;
+    listener.close();
+    return port;
+  }
+  const socket = dgram.createSocket("udp4");
+  await new Promise<void>((resolve) => socket.bind(0, "127.0.0.1", resolve));
+  const { port } = socket.address();
+  await new Promise<void>((resolve) => socket.close(() => resolve()));
+  return port;
+}
+
+/**
+ * Janus 1.1 (Debian `janus`) with its streaming plugin: one RTP mountpoint fed the same
+ * packets over UDP; sessions never time out (no keepalives needed), other plugins and
+ * transports off.
+ */
+async function janusTarget(): Promise<Target> {
+  const dir = await Deno.makeTempDir({ prefix: "janus-bench-" });
+  const [httpPort, videoPort, audioPort] = [
+    await freePort("tcp"),
+    await freePort("udp4"),
+    await freePort("udp4"),
+  ];
+  const plugins = [...Deno.readDirSync("/usr/lib/x86_64-linux-gnu/janus/plugins")]
+    .map((e) => e.name).filter((n) => n.endsWith(".so") && !n.includes("streaming"));
+  const transports = [...Deno.readDirSync("/usr/lib/x86_64-linux-gnu/janus/transports")]
+    .map((e) => e.name).filter((n) => n.endsWith(".so") && !n.includes("http"));
+  const main = Deno.readTextFileSync("/etc/janus/janus.jcfg")
+    .replace("#session_timeout = 60", "session_timeout = 0")
+    .replace(
+      '#disable = "libjanus_voicemail.so,libjanus_recordplay.so"',
+      `disable = "${plugins.join(",")}"`,
+    )
+    .replace('#disable = "libjanus_rabbitmq.so"', `disable = "${transports.join(",")}"`);
+  Deno.writeTextFileSync(`${dir}/janus.jcfg`, main);
+  Deno.writeTextFileSync(
+    `${dir}/janus.transport.http.jcfg`,
+    Deno.readTextFileSync("/etc/janus/janus.transport.http.jcfg")
+      .replace("port = 8088", `port = ${httpPort}`),
+  );
+  Deno.writeTextFileSync(
+    `${dir}/janus.plugin.streaming.jcfg`,
+    `general: {\n}\nbench: {\n\ttype = "rtp"\n\tid = 1\n\tdescription = "bench"\n` +
+      `\tmedia = (\n\t\t{ type = "video" mid = "v" port = ${videoPort} pt = 96 codec = "vp8" },\n` +
+      `\t\t{ type = "audio" mid = "a" port = ${audioPort} pt = 111 codec = "opus" }\n\t)\n}\n`,
+  );
+  const janus = new Deno.Command("janus", {
+    args: [
+      ...["-F", dir, "-i", janusAddress, "-E", "bench0", "-r", "40000-40999", "-N"],
+      ...["-L", `${dir}/janus.log`],
+    ],
+    stdout: "null",
+    stderr: "null",
+  }).spawn();
+  const base = `http://127.0.0.1:${httpPort}/janus`;
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const info = await fetch(`${base}/info`).then((r) => r.json()).catch(() => undefined);
+    if (info?.plugins?.["janus.plugin.streaming"]) break;
+    if (Date.now() > deadline) throw new Error(`Janus did not start (see ${dir}/janus.log)`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const feed = dgram.createSocket("udp4");
+  const publisher = new StampedPublisher((index, packet) =>
+    feed.send(packet.serialize(), index === 0 ? videoPort : audioPort, "127.0.0.1")
+  );
+  publisher.start();
+  return {
+    label: "janus (Janus 1.1.2 streaming plugin, plain RTP in)",
+    pid: janus.pid,
+    receiverArgs: ["janus", base],
+    publisher,
+    engineDropped: () => Promise.resolve(0),
+    async close() {
+      publisher.pause();
+      await new Promise<void>((resolve) => feed.close(() => resolve()));
+      janus.kill("SIGTERM");
+      await janus.status;
+      await Deno.remove(dir, { recursive: true });
+    },
+  };
+}
+
+/** One publisher and N subscribers through `target`, N growing by `steps`. */
+async function measure(target: Target): Promise<StepResult[]> {
+  const started = performance.now();
   const children = Array.from(
     { length: receiverProcesses },
-    () => startChild(["--receivers", ws]),
+    () => startChild(["--receivers", ...target.receiverArgs]),
   );
-  const publisher = new StampedPublisher();
-  const { client: pubClient } = await WcsClient.connect(ws);
-  const pubId = crypto.randomUUID();
-  await publisher.peer.publish(pubClient, { mediaSessionId: pubId, name: "bench" });
-  publisher.start();
-  const published = await nextStatus(pubClient, pubId, 20_000);
-  if (published.status !== "PUBLISHING") throw new Error(JSON.stringify(published));
+  const publisher = target.publisher;
   let players = 0;
 
   const receiverStats = () => Promise.all(children.map((c) => c.ask<ReceiverStats>("stats")));
   const window = async (n: number): Promise<StepResult> => {
     await new Promise((r) => setTimeout(r, warmupMs));
-    const before = usage(server.child.pid);
+    const before = usage(target.pid);
     const receivedBefore = (await receiverStats()).reduce((s, r) => s + r.received, 0);
-    const { engineDropped: droppedBefore } = await server.ask<{ engineDropped: number }>("stats");
+    const droppedBefore = await target.engineDropped();
     const sentBefore = publisher.sent;
     const t0 = performance.now();
     await new Promise((r) => setTimeout(r, measureMs));
     const seconds = (performance.now() - t0) / 1000;
     const sent = publisher.sent - sentBefore;
-    const after = usage(server.child.pid);
+    const after = usage(target.pid);
     const stats = await receiverStats();
     const received = stats.reduce((s, r) => s + r.received, 0) - receivedBefore;
-    const { engineDropped } = await server.ask<{ engineDropped: number }>("stats");
+    const engineDropped = await target.engineDropped();
     const latencies = stats.flatMap((r) => r.latencies).sort((a, b) => a - b);
     const cores = (after.cpuSeconds - before.cpuSeconds) / seconds;
     return {
@@ -325,9 +576,7 @@ async function measure(sender: Sender): Promise<StepResult[]> {
 
   const idle = await window(0);
   const results: StepResult[] = [];
-  console.log(
-    `\n${sender} (server with media.sendEngine ${sender === "fast" ? "ffi" : "werift"}):`,
-  );
+  console.log(`\n${target.label}:`);
   console.log(
     "subscribers  in-pkts/s  server-cores  subs/core  delivered/core-s  loss    engine-drops  cpu/sub(ms/s)  rss/sub(KB)  latency p50/p99 (ms)",
   );
@@ -349,32 +598,24 @@ async function measure(sender: Sender): Promise<StepResult[]> {
     publisher.start();
     const r = await window(n);
     results.push(r);
-    const cpuPerSub = (r.cores - idle.cores) / n * 1000;
-    const rssPerSub = (r.rssKb - idle.rssKb) / n;
+    r.cpuPerSubMs = (r.cores - idle.cores) / n * 1000;
+    r.rssPerSubKb = (r.rssKb - idle.rssKb) / n;
     console.log(
       `${String(n).padStart(11)}  ${Math.round(r.inRate).toString().padStart(9)}  ${
         r.cores.toFixed(2).padStart(12)
       }  ${Math.round(n / Math.max(r.cores, 0.01)).toString().padStart(9)}  ${
         Math.round(r.deliveredPerCore).toString().padStart(16)
       }  ${(r.loss * 100).toFixed(2).padStart(5)}%  ${String(r.engineDropped).padStart(12)}  ${
-        cpuPerSub.toFixed(1).padStart(13)
-      }  ${Math.round(rssPerSub).toString().padStart(11)}  ${r.p50.toFixed(2)} / ${
+        r.cpuPerSubMs.toFixed(1).padStart(13)
+      }  ${Math.round(r.rssPerSubKb).toString().padStart(11)}  ${r.p50.toFixed(2)} / ${
         r.p99.toFixed(2)
       }`,
     );
     if (r.loss >= maxLoss) break;
   }
   console.log(`idle (publisher only): ${idle.cores.toFixed(2)} cores, RSS ${idle.rssKb} KB`);
-
-  publisher.pause();
   await Promise.all(children.map((c) => c.stop()));
-  await publisher.peer.close();
-  await pubClient.close();
-  // Sessions end (and their peers close) as the server sees the sockets close.
-  await new Promise((r) => setTimeout(r, 1500));
-  const { peers } = await server.ask<{ peers: number }>("stats");
-  console.log(`server peer connections left after closing: ${peers}`);
-  await server.stop();
+  await target.close();
   return results;
 }
 
@@ -384,19 +625,90 @@ function perCore(results: StepResult[]): number {
   return good ? Math.round(good.n / Math.max(good.cores, 0.01)) : 0;
 }
 
+/** Ours vs Janus at the largest N both kept under 1% loss: CPU and memory per subscriber. */
+function compareWithJanus(fast: StepResult[], janus: StepResult[]): void {
+  const common = fast.filter((r) => r.loss < maxLoss).map((r) => r.n)
+    .filter((n) => janus.some((j) => j.n === n && j.loss < maxLoss)).at(-1);
+  if (!common) {
+    console.log("\nfast vs Janus: no N where both stayed under 1% loss");
+    return;
+  }
+  const ours = fast.find((r) => r.n === common)!;
+  const theirs = janus.find((r) => r.n === common)!;
+  console.log(
+    `\nfast vs Janus at N=${common}: CPU per subscriber ${ours.cpuPerSubMs!.toFixed(2)} vs ${
+      theirs.cpuPerSubMs!.toFixed(2)
+    } ms/s, server cores ${ours.cores.toFixed(2)} vs ${theirs.cores.toFixed(2)}, RSS per ` +
+      `subscriber ${Math.round(ours.rssPerSubKb!)} vs ${Math.round(theirs.rssPerSubKb!)} KB`,
+  );
+  console.log(
+    `CPU ours/janus ${(ours.cpuPerSubMs! / theirs.cpuPerSubMs!).toFixed(2)}, memory ours/janus ${
+      (ours.rssPerSubKb! / theirs.rssPerSubKb!).toFixed(2)
+    }`,
+  );
+}
+
 async function run(): Promise<void> {
   console.log(
     `receivers: ${receiverProcesses} child processes of werift peers; ${navigator.hardwareConcurrency} cores; load ${
       Deno.loadavg().map((x) => x.toFixed(2)).join(" ")
     }`,
   );
-  const fast = only === "werift" ? [] : await measure("fast");
-  const werift = only === "fast" ? [] : await measure("werift");
+  const fast = only && only !== "fast" ? [] : await measure(await oursTarget("fast"));
+  const werift = only && only !== "werift" ? [] : await measure(await oursTarget("werift"));
+  const janus = only && only !== "janus" ? [] : await measure(await janusTarget());
+  if (fast.length && janus.length) compareWithJanus(fast, janus);
   // werift keeps timers (ICE consent, DTLS) a while after close; nothing is left to wait for.
   console.log(`subscribers/core: fast ${perCore(fast)}, werift ${perCore(werift)}`);
   Deno.exit(0);
 }
 
+function onPath(command: string): boolean {
+  return (Deno.env.get("PATH") ?? "").split(":").concat(["/usr/sbin", "/sbin"]).some((dir) => {
+    try {
+      return Deno.statSync(`${dir}/${command}`).isFile;
+    } catch {
+      return false;
+    }
+  });
+}
+
+/**
+ * Runs this file again inside a new network namespace holding only loopback and `bench0`
+ * (an ifb interface with janusAddress: libnice never gathers loopback, and this kernel has
+ * no `dummy` module), so no packet of the run can leave the machine. Fails naming what is
+ * missing.
+ */
+async function runInNetns(): Promise<never> {
+  const missing = [
+    Deno.uid() === 0 ? "" : "root (unshare -n needs it)",
+    onPath("janus") ? "" : "janus (Debian package janus; scripts/peers.sh scripts/bench_peers.txt)",
+    onPath("unshare") ? "" : "unshare (Debian package util-linux)",
+    onPath("ip") ? "" : "ip (Debian package iproute2)",
+  ].filter(Boolean);
+  if (missing.length) {
+    throw new Error(
+      `the Janus comparison needs ${missing.join(", ")}; ` +
+        "WEBRTC_BENCH_ONLY=fast or =werift runs without it",
+    );
+  }
+  const file = new URL(import.meta.url).pathname;
+  // npm packages are fetched here: inside the namespace there is no route to any registry.
+  const cached = await new Deno.Command(Deno.execPath(), { args: ["cache", file] }).output();
+  if (!cached.success) throw new Error(`deno cache ${file} failed`);
+  const setup = "ip link set lo up && ip link add bench0 type ifb && " +
+    `ip addr add ${janusAddress}/24 dev bench0 && ip link set bench0 up && ` +
+    'exec "$0" run -A "$1"';
+  const { code } = await new Deno.Command("unshare", {
+    args: ["-n", "sh", "-c", setup, Deno.execPath(), file],
+    env: { [netnsEnv]: "1" },
+  }).spawn().status;
+  Deno.exit(code);
+}
+
 if (Deno.args[0] === "--serve") await serve(Deno.args[1] as Sender);
-else if (Deno.args[0] === "--receivers") await receivers(Deno.args[1]);
-else await run();
+else if (Deno.args[0] === "--receivers") {
+  const [kind, base] = Deno.args.slice(1);
+  await receivers(kind === "janus" ? janusSubscriber(base, 1) : oursSubscriber(base));
+} else if (Deno.env.get(netnsEnv) || only === "fast" || only === "werift") await run();
+else await runInNetns();
