@@ -4,9 +4,11 @@
  * track (H.264, H.265, VP8, AAC as RFC 3640 AAC-hbr, Opus, G.711 as they are) under the
  * track's one SSRC, sequence numbers and timestamp base, framed once for TCP interleaving
  * (`$`, channel, length) with the track's sender report (SR + CNAME) in front every
- * `senderReportIntervalMs`, and appended to a bounded ring. Every player holds only its
- * position: a TCP player writes the ring's very bytes (a copy per other channel layout, made
- * once per bundle), a UDP player sends the packets in them. A player more than
+ * `senderReportIntervalMs`, and appended to a bounded ring; audio is held back (up to
+ * `audioHoldMaxMs`) and goes in one bundle with the next video frame, so a player writes a
+ * few times fewer. Every player holds only its position: a TCP player writes the ring's very
+ * bytes (a copy per other channel layout, made once per bundle), a UDP player sends the
+ * packets in them. A player more than
  * `playerLagMaxBundles` behind skips to the newest keyframe without slowing the others; one
  * that stops reading is dropped by its connection's write timeout.
  */
@@ -27,19 +29,23 @@ import { countFanoutPlayers, FanoutRing, waitingForKey } from "./fanout_ring.ts"
 
 /** Time between two sender reports of a track, in milliseconds. */
 export const senderReportIntervalMs = 2000;
-/** Bundles (frames) a player may lag behind the newest before it skips to a keyframe. */
+/**
+ * Bundles a player may lag behind the newest before it skips to a keyframe; bundles are at
+ * most frames, so this is at least the frame queue a reader of its own had.
+ */
 export const playerLagMaxBundles = readerQueueFrames;
+/**
+ * Longest span of audio held back for the next video frame, in milliseconds: bounds the audio
+ * delay when pictures are sparse or stop.
+ */
+export const audioHoldMaxMs = 100;
 /** Bytes of the interleaved frame header (`$`, channel, 16-bit length). */
 export const interleavedHeaderBytes = 4;
 
-/** The packets of one frame of one track, as every player gets them. */
-export interface RtspBundle {
+/** One frame of a bundle. */
+export interface RtspBundlePart {
   readonly trackId: number;
-  /**
-   * The frame's RTP packets (its track's sender report first when one was due), each after
-   * its interleaved header on the track's default channels (`RtspFanout.channels`).
-   */
-  readonly bytes: Uint8Array;
+  /** Its track's sender report comes first. */
   readonly hasReport: boolean;
   /** RTP timestamp and stream time (s) of the frame. */
   readonly timestamp: number;
@@ -49,9 +55,32 @@ export interface RtspBundle {
   /** Packets and payload bytes of the track before this frame, for a report at it. */
   readonly packetsBefore: number;
   readonly octetsBefore: number;
-  /** The bytes on other channel pairs (key `rtp << 8 | rtcp`), made on first use. */
-  others?: Map<number, Uint8Array>;
 }
+
+/** The packets of one or more frames (held audio, then a video frame), as every player gets them. */
+export interface RtspBundle {
+  readonly parts: readonly RtspBundlePart[];
+  /**
+   * The frames' RTP packets (a track's sender report before its frame when one was due),
+   * each after its interleaved header on its track's default channels (`channel`).
+   */
+  readonly bytes: Uint8Array;
+  /** The bytes on other channel layouts (`RtspLayout.key`), made on first use. */
+  others?: Map<string, Uint8Array>;
+}
+
+/**
+ * A player's interleaved channels: for each default channel (`RtspFanout.channel`) the
+ * player's, or `unmapped` for a track it gets another way or not at all.
+ */
+export interface RtspLayout {
+  /** Names the layout; the same key, the same map. */
+  readonly key: string;
+  readonly map: Uint8Array;
+}
+
+/** A default channel whose packets a layout leaves out. */
+export const unmapped = 0xff;
 
 /** A player of the fan-out: its position and how it sends. */
 export interface RtspFanoutPlayer {
@@ -139,6 +168,14 @@ export class RtspFanout {
   /** Stream time (s) and NTP time (s) of the first frame: the sender reports' anchor. */
   #originPtsSec = NaN;
   #originNtpSec = 0;
+  /** The frames held back for the next video frame: their parts and bytes. */
+  #heldParts: RtspBundlePart[] = [];
+  #heldBytes: Uint8Array[] = [];
+  /** Frames and media bytes read since the last bundle. */
+  #pendingFrames = 0;
+  #pendingBytes = 0;
+  /** The layout of a player of every track on its default channels. */
+  readonly defaultKey: string;
   /** The packets of the frame being bundled (reused). */
   readonly #payloads: Uint8Array[] = [];
   readonly #markers: boolean[] = [];
@@ -163,6 +200,7 @@ export class RtspFanout {
     this.stream = stream;
     this.#cname = cname;
     this.#videoTrackId = stream.tracks.find((t) => t.kind === "video")?.id;
+    this.defaultKey = stream.tracks.map((t, i) => `${t.id}:${2 * i}-${2 * i + 1}`).join(",");
   }
 
   /** The track's shared state, made on first use. */
@@ -216,14 +254,16 @@ export class RtspFanout {
       const out = this.#out(id);
       if (!out || !start) continue;
       let seq = out.sequenceNumber;
-      for (let at = player.next; at < this.#ring.head; at++) {
-        const bundle = this.#ring.at(at);
-        if (bundle.trackId === id) {
-          seq = bundle.firstSeq;
-          break;
+      search: for (let at = player.next; at < this.#ring.head; at++) {
+        for (const part of this.#ring.at(at).parts) {
+          if (part.trackId !== id) continue;
+          seq = part.firstSeq;
+          break search;
         }
       }
-      const rtptime = (out.timestampBase + Math.round(start.ptsSec * out.rtpClock)) >>> 0;
+      // The start is the time of the bundle's video frame (its last).
+      const startSec = start.parts[start.parts.length - 1].ptsSec;
+      const rtptime = (out.timestampBase + Math.round(startSec * out.rtpClock)) >>> 0;
       info.set(id, `seq=${seq};rtptime=${rtptime}`);
     }
     return info;
@@ -241,6 +281,10 @@ export class RtspFanout {
     this.#reader = undefined;
     this.#countedPlayers = 0;
     this.#ring.clear();
+    this.#heldParts = [];
+    this.#heldBytes = [];
+    this.#pendingFrames = 0;
+    this.#pendingBytes = 0;
   }
 
   /** Sends the player what is due, until a write is in flight or it is up to date. */
@@ -264,22 +308,32 @@ export class RtspFanout {
     }
   }
 
-  /** The bytes of `bundle` on the interleaved channels `rtp` and `rtcp`. */
-  bytesOn(bundle: RtspBundle, rtp: number, rtcp: number): Uint8Array {
-    const channel = this.#out(bundle.trackId)!.channel;
-    if (rtp === channel && rtcp === channel + 1) return bundle.bytes;
-    const key = (rtp << 8) | rtcp;
-    let bytes = bundle.others?.get(key);
+  /** The bytes of `bundle` on a player's channels (empty when it has none of its tracks). */
+  bytesOn(bundle: RtspBundle, layout: RtspLayout): Uint8Array {
+    if (layout.key === this.defaultKey) return bundle.bytes;
+    let bytes = bundle.others?.get(layout.key);
     if (bytes) return bytes;
-    bytes = bundle.bytes.slice();
-    for (
-      let at = 0;
-      at < bytes.length;
-      at += interleavedHeaderBytes + ((bytes[at + 2] << 8) | bytes[at + 3])
-    ) {
-      bytes[at + 1] = bytes[at + 1] === channel ? rtp : rtcp;
+    const from = bundle.bytes;
+    const { map } = layout;
+    let size = 0;
+    for (let at = 0; at < from.length;) {
+      const end = at + interleavedHeaderBytes + ((from[at + 2] << 8) | from[at + 3]);
+      if (map[from[at + 1]] !== unmapped) size += end - at;
+      at = end;
     }
-    (bundle.others ??= new Map()).set(key, bytes);
+    bytes = new Uint8Array(size);
+    let to = 0;
+    for (let at = 0; at < from.length;) {
+      const end = at + interleavedHeaderBytes + ((from[at + 2] << 8) | from[at + 3]);
+      const channel = map[from[at + 1]];
+      if (channel !== unmapped) {
+        bytes.set(from.subarray(at, end), to);
+        bytes[to + 1] = channel;
+        to += end - at;
+      }
+      at = end;
+    }
+    (bundle.others ??= new Map()).set(layout.key, bytes);
     return bytes;
   }
 
@@ -287,14 +341,14 @@ export class RtspFanout {
    * A sender report of the bundle's track at the bundle, framed on the interleaved channel
    * `rtcp`: for a player whose first packets of a track come without one.
    */
-  reportAt(bundle: RtspBundle, rtcp: number): Uint8Array {
-    const out = this.#out(bundle.trackId)!;
+  reportAt(part: RtspBundlePart, rtcp: number): Uint8Array {
+    const out = this.#out(part.trackId)!;
     return this.#report(
       out,
-      bundle.ptsSec,
-      bundle.timestamp,
-      bundle.packetsBefore,
-      bundle.octetsBefore,
+      part.ptsSec,
+      part.timestamp,
+      part.packetsBefore,
+      part.octetsBefore,
       rtcp,
     );
   }
@@ -332,19 +386,60 @@ export class RtspFanout {
           if (reader.drained) this.#end();
           return;
         }
-        const bundle = this.#bundle(frame);
-        const startable = this.#videoTrackId === undefined ||
-          (frame.trackId === this.#videoTrackId && frame.keyframe);
-        if (bundle) this.#append(bundle, frame.data.length, startable);
+        this.#pendingFrames++;
+        this.#pendingBytes += frame.data.length;
+        this.#take(frame);
       }
     };
     pump();
     return reader;
   }
 
-  #append(bundle: RtspBundle, bytes: number, startable: boolean): void {
+  /** Packetizes a frame; appends a bundle unless the frame is audio held back. */
+  #take(frame: MediaFrame): void {
+    const video = this.#videoTrackId;
+    const made = this.#frameBytes(frame);
+    if (made) {
+      this.#heldParts.push(made.part);
+      this.#heldBytes.push(made.bytes);
+    }
+    const held = this.#heldParts;
+    if (held.length === 0) return;
+    const isVideo = frame.trackId === video;
+    const heldMs = (held[held.length - 1].ptsSec - held[0].ptsSec) * 1000;
+    if (video !== undefined && !isVideo && heldMs < audioHoldMaxMs) return;
+    this.#flush(video === undefined || (isVideo && frame.keyframe && made !== undefined));
+  }
+
+  /** Appends what is held as one bundle. */
+  #flush(startable: boolean): void {
+    const chunks = this.#heldBytes;
+    let bytes = chunks[0];
+    if (chunks.length > 1) {
+      bytes = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
+      let at = 0;
+      for (const c of chunks) {
+        bytes.set(c, at);
+        at += c.length;
+      }
+    }
+    const bundle: RtspBundle = { parts: this.#heldParts, bytes };
+    this.#heldParts = [];
+    this.#heldBytes = [];
+    this.#append(bundle, startable);
+  }
+
+  #append(bundle: RtspBundle, startable: boolean): void {
     const tally = this.#reader?.tally;
-    const seq = this.#ring.append(bundle, 1, bytes, startable, tally);
+    const seq = this.#ring.append(
+      bundle,
+      this.#pendingFrames,
+      this.#pendingBytes,
+      startable,
+      tally,
+    );
+    this.#pendingFrames = 0;
+    this.#pendingBytes = 0;
     let floor = this.#ring.keyFloor;
     for (const player of this.#players) {
       if (player.next === waitingForKey && startable) player.next = seq;
@@ -354,8 +449,8 @@ export class RtspFanout {
     this.#ring.release(floor);
   }
 
-  /** The bundle of a frame; none for a malformed frame or one of an unknown track. */
-  #bundle(frame: MediaFrame): RtspBundle | undefined {
+  /** The packets of a frame, framed; none for a malformed frame or one of an unknown track. */
+  #frameBytes(frame: MediaFrame): { part: RtspBundlePart; bytes: Uint8Array } | undefined {
     const out = this.#out(frame.trackId);
     if (!out) return undefined;
     const payloads = this.#payloads;
@@ -394,11 +489,10 @@ export class RtspFanout {
       bytes.set(report);
       at = report.length;
     }
-    const bundle: RtspBundle = {
+    const part: RtspBundlePart = {
       trackId: frame.trackId,
       timestamp,
       ptsSec,
-      bytes,
       hasReport: report !== undefined,
       firstSeq: out.sequenceNumber,
       packetsBefore: out.packets,
@@ -421,12 +515,13 @@ export class RtspFanout {
       out.packets++;
       out.octets += payload.length;
     }
-    return bundle;
+    return { part, bytes };
   }
 
   /** The stream ended: players finish once they sent the rest. */
   #end(): void {
     if (this.#ended) return;
+    if (this.#heldParts.length > 0) this.#flush(false);
     this.#ended = true;
     this.#countPlayers();
     for (const player of [...this.#players]) this.feed(player);

@@ -17,6 +17,8 @@ import {
   type RtspBundle,
   RtspFanout,
   type RtspFanoutPlayer,
+  type RtspLayout,
+  unmapped,
 } from "./rtsp_fanout.ts";
 
 /** Where a track's packets go. */
@@ -48,6 +50,10 @@ export class RtspPlay implements RtspFanoutPlayer {
   #playing = false;
   /** RTP-Info values per track id of the last PLAY. */
   #info = new Map<number, string>();
+  /** The interleaved channels of the TCP tracks, fixed at PLAY. */
+  #layout: RtspLayout = { key: "", map: new Uint8Array(0) };
+  /** Set-up UDP tracks by default channel (`RtspFanout.channel`), fixed at PLAY. */
+  #udpByChannel = new Map<number, PlayTrack>();
 
   /** `cname`: the canonical name of the session, in every sender report. */
   constructor(stream: Stream, conn: RtspServerConn, cname: string) {
@@ -96,6 +102,7 @@ export class RtspPlay implements RtspFanoutPlayer {
       this.writing = false;
       this.next = waitingForKey;
       for (const t of this.#tracks.values()) t.reported = false;
+      this.#route();
       this.#info = this.#fanout.add(this, this.trackIds);
     }
     return [...this.#tracks].map(([id, t]) => {
@@ -131,39 +138,72 @@ export class RtspPlay implements RtspFanoutPlayer {
     );
   }
 
+  /** Fixes where each default channel of the fan-out goes: the TCP layout, the UDP tracks. */
+  #route(): void {
+    const map = new Uint8Array(256).fill(unmapped);
+    const keys: string[] = [];
+    this.#udpByChannel.clear();
+    for (const [id, t] of [...this.#tracks].sort(([a], [b]) => a - b)) {
+      const channel = this.#fanout.channel(id);
+      if (t.transport.protocol === "udp") {
+        this.#udpByChannel.set(channel, t).set(channel + 1, t);
+        continue;
+      }
+      const [rtp, rtcp] = t.transport.interleaved;
+      map[channel] = rtp;
+      map[channel + 1] = rtcp;
+      keys.push(`${id}:${rtp}-${rtcp}`);
+    }
+    this.#layout = { key: keys.join(","), map };
+  }
+
   /** Sends a bundle of the fan-out (see `RtspFanoutPlayer.send`). */
   send(bundle: RtspBundle): boolean {
-    const track = this.#tracks.get(bundle.trackId);
-    if (!track || this.#conn.closed) return true;
-    const transport = track.transport;
-    const report = !track.reported && !bundle.hasReport;
-    track.reported = true;
-    if (transport.protocol === "tcp") {
-      const [rtp, rtcp] = transport.interleaved;
-      // Written in order: the connection queues writes.
-      if (report) this.#conn.writeThen(this.#fanout.reportAt(bundle, rtcp), ignoreWrite);
-      this.#conn.writeThen(this.#fanout.bytesOn(bundle, rtp, rtcp), this.#written);
-      return false;
+    if (this.#conn.closed) return true;
+    // A sender report of a track before the player's first packets of it.
+    let reports: Uint8Array[] | undefined;
+    for (const part of bundle.parts) {
+      const track = this.#tracks.get(part.trackId);
+      if (!track || track.reported) continue;
+      track.reported = true;
+      if (part.hasReport) continue;
+      const transport = track.transport;
+      if (transport.protocol === "tcp") {
+        (reports ??= []).push(this.#fanout.reportAt(part, transport.interleaved[1]));
+      } else {
+        const framed = this.#fanout.reportAt(part, 1);
+        const { pair, clientPorts, address } = transport;
+        pair.send(framed.subarray(interleavedHeaderBytes), true, clientPorts[1], address);
+      }
     }
-    const { pair, clientPorts, address } = transport;
-    if (report) {
-      const framed = this.#fanout.reportAt(bundle, 1);
-      pair.send(framed.subarray(interleavedHeaderBytes), true, clientPorts[1], address);
-    }
-    const bytes = bundle.bytes;
-    const rtcpChannel = this.#fanout.channel(bundle.trackId) + 1;
+    if (this.#udpByChannel.size > 0) this.#sendUdp(bundle.bytes);
+    if (this.#layout.key === "") return true;
+    const bytes = this.#fanout.bytesOn(bundle, this.#layout);
+    if (bytes.length === 0) return true;
+    // Written in order: the connection queues writes.
+    for (const report of reports ?? []) this.#conn.writeThen(report, ignoreWrite);
+    this.#conn.writeThen(bytes, this.#written);
+    return false;
+  }
+
+  /** Sends the packets of the UDP tracks in `bytes` to the client's ports. */
+  #sendUdp(bytes: Uint8Array): void {
     for (let at = 0; at < bytes.length;) {
       const end = at + interleavedHeaderBytes + ((bytes[at + 2] << 8) | bytes[at + 3]);
-      const rtcp = bytes[at + 1] === rtcpChannel;
-      pair.send(
-        bytes.subarray(at + interleavedHeaderBytes, end),
-        rtcp,
-        clientPorts[rtcp ? 1 : 0],
-        address,
-      );
+      const channel = bytes[at + 1];
+      const transport = this.#udpByChannel.get(channel)?.transport;
+      if (transport?.protocol === "udp") {
+        // RTCP on the odd default channel.
+        const rtcp = (channel & 1) === 1;
+        transport.pair.send(
+          bytes.subarray(at + interleavedHeaderBytes, end),
+          rtcp,
+          transport.clientPorts[rtcp ? 1 : 0],
+          transport.address,
+        );
+      }
       at = end;
     }
-    return true;
   }
 
   /** The stream ended and everything was sent: the client learns it from the connection's end. */
