@@ -510,7 +510,11 @@ async function janusTarget(): Promise<Target> {
   for (;;) {
     const info = await fetch(`${base}/info`).then((r) => r.json()).catch(() => undefined);
     if (info?.plugins?.["janus.plugin.streaming"]) break;
-    if (Date.now() > deadline) throw new Error(`Janus did not start (see ${dir}/janus.log)`);
+    if (Date.now() > deadline) {
+      janus.kill("SIGTERM");
+      await janus.status;
+      throw new Error(`Janus did not start (see ${dir}/janus.log)`);
+    }
     await new Promise((r) => setTimeout(r, 100));
   }
   const feed = dgram.createSocket("udp4");
