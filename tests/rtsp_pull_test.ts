@@ -41,15 +41,21 @@ function streamObject(server: TestServer, name: string): Stream {
   return stream;
 }
 
-/** UDP sockets bound on 127.0.0.1 within [min, max], as `ss` lists them. */
-async function udpSocketsIn(min: number, max: number): Promise<number> {
+/**
+ * UDP sockets of `server`'s pulls: bound on 127.0.0.1 within its media port range, as `ss`
+ * lists them, the ICE mux's port (the range's first free one) left out.
+ */
+async function pullUdpSockets(server: TestServer): Promise<number> {
+  const { udpPortMin: min, udpPortMax: max } = server.services.config.media;
+  const mux = server.services.iceMux?.port;
   // Only this process's sockets: the range overlaps the kernel's ephemeral ports, which any
   // other program on the machine may hold.
   const out = await new Deno.Command("ss", { args: ["-Huanp"], stdout: "piped" }).output();
   const owner = `pid=${Deno.pid},`;
   return new TextDecoder().decode(out.stdout).split("\n").filter((line) => {
     const m = /\s127\.0\.0\.1:(\d+)\s/.exec(line);
-    return m !== null && Number(m[1]) >= min && Number(m[1]) <= max && line.includes(owner);
+    const port = m === null ? NaN : Number(m[1]);
+    return port >= min && port <= max && port !== mux && line.includes(owner);
   }).length;
 }
 
@@ -120,8 +126,7 @@ for (
         assert.equal((await pulls(server, { uri: camera.url, status: "PLAYING" })).length, 1);
         assert.deepEqual(await pulls(server, { uri: "rtsp://127.0.0.1:1/other" }), []);
 
-        const { udpPortMin, udpPortMax } = config.media;
-        const udp = await udpSocketsIn(udpPortMin, udpPortMax);
+        const udp = await pullUdpSockets(server);
         // Two tracks, an RTP and an RTCP socket each; none over TCP.
         assert.equal(udp, transport === "udp" ? 4 : 0, `udp sockets: ${udp}`);
 
@@ -133,7 +138,7 @@ for (
         assert.deepEqual(await call(server, "/rtsp/terminate", { uri: camera.url }), [200, ""]);
         assert.deepEqual(await pulls(server), []);
         assert.deepEqual(await streams(server), []);
-        assert.equal(await udpSocketsIn(udpPortMin, udpPortMax), 0);
+        assert.equal(await pullUdpSockets(server), 0);
         const [gone] = await call(server, "/rtsp/terminate", { uri: camera.url });
         assert.equal(gone, 404);
       }, config);
@@ -154,14 +159,14 @@ Deno.test("transport auto plays over UDP when UDP works; /stream/terminate ends 
         toStream: camera.url,
         status: "PLAYING",
       }]);
-      assert.equal(await udpSocketsIn(config.media.udpPortMin, config.media.udpPortMax), 4);
+      assert.equal(await pullUdpSockets(server), 4);
       const [record] = await streams(server);
       assert.equal(record.name, camera.url);
       // Ending the stream ends the pull too.
       const res = await server.post("/stream/terminate", { mediaSessionId: record.mediaSessionId });
       assert.equal(res.status, 200);
       assert.deepEqual(await pulls(server), []);
-      assert.equal(await udpSocketsIn(config.media.udpPortMin, config.media.udpPortMax), 0);
+      assert.equal(await pullUdpSockets(server), 0);
     }, config);
   } finally {
     await camera.stop();
