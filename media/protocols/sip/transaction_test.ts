@@ -165,9 +165,11 @@ Deno.test("UDP: an unanswered INVITE times out (timer B) after 64*T1, retransmit
     await assert.rejects(tx.response, (err: Error) => err.name === "SipTimeoutError");
     const elapsed = performance.now() - started;
     assert.ok(elapsed >= 1280 && elapsed < 2500, `${elapsed} ms`);
-    // At 0, 20, 60, 140, 300, 620 and 1260 ms.
+    // At 0, 20, 60, 140, 300, 620 and 1260 ms: each retransmission is timed from the one
+    // before (timer A doubles), so their lateness adds up and the last one may come after
+    // timer B's 1280 ms on a loaded machine.
     await sleep(20);
-    assert.equal(got, 7);
+    assert.ok(got === 6 || got === 7, `${got} INVITEs`);
     assert.deepEqual(a.layer.size, { clients: 0, servers: 0 });
   } finally {
     await far.close();
