@@ -213,7 +213,11 @@ async function readUntilClosed(conn: Deno.Conn, timeoutMs = 5000): Promise<strin
 }
 
 Deno.test("within the descriptor reserve a WebSocket upgrade gets 503 naming the limit; RTMP is closed", async () => {
-  const server = startLimited("256:256", startPermissions);
+  // The admitted connections send nothing either: they must outlive the 200 connects and the
+  // wait below (10 s by default, which a loaded CI machine came close to: 101 instead of 503).
+  const server = startLimited("256:256", startPermissions, {
+    MEDIASERVER_WS_HANDSHAKE_TIMEOUT_MS: "60000",
+  });
   const conns: Deno.Conn[] = [];
   try {
     await waitForHttp(`${server.url}/health`, 10_000);

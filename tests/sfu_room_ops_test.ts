@@ -331,24 +331,28 @@ Deno.test({
         ]);
       }
       for (let i = 0; i < 2; i++) await transceiver.receiver.sendRtcpPLI(mediaSsrc);
-      await transport.sendRtcp([
-        new RtcpRrPacket({
-          ssrc: 1,
-          reports: [
-            new RtcpReceiverInfo({
-              ssrc: mediaSsrc,
-              fractionLost: 64,
-              packetsLost: 17,
-              highestSequence: 0,
-              jitter: 321,
-              lsr: 0,
-              dlsr: 0,
-            }),
-          ],
-        }),
-      ]);
+      // werift's own receiver reports replace the latest one on the server, so ours is sent
+      // again at each look until a look sees it.
+      const sendReport = () =>
+        transport.sendRtcp([
+          new RtcpRrPacket({
+            ssrc: 1,
+            reports: [
+              new RtcpReceiverInfo({
+                ssrc: mediaSsrc,
+                fractionLost: 64,
+                packetsLost: 17,
+                highestSequence: 0,
+                jitter: 321,
+                lsr: 0,
+                dlsr: 0,
+              }),
+            ],
+          }),
+        ]);
       let now = start;
       await waitFor("the feedback counted", async () => {
+        await sendReport();
         now = await outgoing();
         return now.incoming[video.id].receivedNACK >= 3 &&
             now.incoming[video.id].receivedPLI >= start.incoming[video.id].receivedPLI + 2 &&
@@ -356,10 +360,11 @@ Deno.test({
           ? true
           : undefined;
       });
-      assert.equal(now.incoming[video.id].receivedNACK, 3);
+      // At least ours: werift NACKs on its own what a loaded machine loses.
+      assert.ok(now.incoming[video.id].receivedNACK >= 3);
       assert.equal(now.incoming[video.id].fractionLost, 0.25);
       assert.equal(now.incoming[video.id].packetsLost, 17);
-      assert.equal(now.track.receivedNACK - start.track.receivedNACK, 3);
+      assert.ok(now.track.receivedNACK - start.track.receivedNACK >= 3);
       assert.ok(now.track.receivedPLI - start.track.receivedPLI >= 2);
       // The PLIs made the server ask the publisher for keyframes.
       assert.ok(now.track.sentPLI > start.track.sentPLI, JSON.stringify(now.track));
