@@ -87,7 +87,15 @@ interface EngineSubscriber {
   id: string;
   handle: number;
   worker: number;
+  /** Group names it receives, and their numbers in the same order. */
+  groupNames: string[];
   groups: number[];
+}
+
+/** A fan-out group's number and how many subscribers receive it. */
+interface GroupEntry {
+  number: number;
+  members: number;
 }
 
 const workerUrl = new URL("./send_worker.ts", import.meta.url);
@@ -100,7 +108,10 @@ export class SendEngine {
   readonly #family: number;
   readonly #subscribers = new Map<string, EngineSubscriber>();
   readonly #byHandle = new Map<number, EngineSubscriber>();
-  readonly #groupNumbers = new Map<string, number>();
+  /** Groups that have subscribers: a name is let go with its last one (publishers come and go). */
+  readonly #groups = new Map<string, GroupEntry>();
+  /** Numbers are never reused, so a Worker never takes a new group for one it still holds. */
+  #nextGroup = 1;
   #nextHandle = 1;
   #nextRequest = 1;
   #flushScheduled = false;
@@ -220,11 +231,12 @@ export class SendEngine {
       if (slot.subscribers < this.#slots[index].subscribers) index = i;
     });
     const slot = this.#slots[index];
-    const groups = spec.groups.map((g) => ({ ...g, group: this.#groupNumber(g.group) }));
+    const groups = spec.groups.map((g) => ({ ...g, group: this.#joinGroup(g.group) }));
     const subscriber: EngineSubscriber = {
       id: spec.id,
       handle: this.#nextHandle++,
       worker: index,
+      groupNames: spec.groups.map((g) => g.group),
       groups: groups.map((g) => g.group),
     };
     this.#subscribers.set(spec.id, subscriber);
@@ -260,6 +272,7 @@ export class SendEngine {
       if (left === 0) slot.groups.delete(group);
       else slot.groups.set(group, left);
     }
+    for (const name of subscriber.groupNames) this.#leaveGroup(name);
     this.#send(slot, { type: "remove", handle: subscriber.handle });
     return true;
   }
@@ -270,7 +283,7 @@ export class SendEngine {
    */
   publish(group: string, packet: Uint8Array, ids?: readonly string[]): void {
     this.#assertOpen();
-    const number = this.#groupNumbers.get(group);
+    const number = this.#groups.get(group)?.number;
     if (number === undefined) return;
     if (ids) {
       const byWorker = new Map<number, number[]>();
@@ -348,10 +361,23 @@ export class SendEngine {
     }));
   }
 
-  #groupNumber(group: string): number {
-    let number = this.#groupNumbers.get(group);
-    if (number === undefined) this.#groupNumbers.set(group, number = this.#groupNumbers.size + 1);
-    return number;
+  /** Counts one more member of `group` and gives its number. */
+  #joinGroup(group: string): number {
+    let entry = this.#groups.get(group);
+    if (!entry) this.#groups.set(group, entry = { number: this.#nextGroup++, members: 0 });
+    entry.members++;
+    return entry.number;
+  }
+
+  /** Counts one member less of `group`, forgetting it with its last. */
+  #leaveGroup(group: string): void {
+    const entry = this.#groups.get(group);
+    if (entry && --entry.members === 0) this.#groups.delete(group);
+  }
+
+  /** Groups with at least one subscriber. */
+  get groupCount(): number {
+    return this.#groups.size;
   }
 
   /** Posts a control message after the packets published before it. */

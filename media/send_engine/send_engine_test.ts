@@ -148,6 +148,16 @@ Deno.test("send engine: subscribers get their SRTP copies, decryptable by werift
     assert.deepEqual(stats.get("a"), { sent: 26, dropped: 0, worker: stats.get("a")!.worker });
     assert.equal(stats.get("c")?.sent, 5);
     assert.equal(stats.has("b"), false);
+
+    // A group is let go with its last subscriber (each publish makes new group names).
+    assert.equal(engine.groupCount, 2);
+    engine.removeSubscriber("c");
+    assert.equal(engine.groupCount, 1, "audio let go");
+    engine.publish("audio", audio[0]);
+    await delay(100);
+    assert.equal(c.got.length, 5, "a let-go group reaches nobody");
+    engine.removeSubscriber("a");
+    assert.equal(engine.groupCount, 0);
   } finally {
     await engine.close();
     await Promise.all([a.close(), b.close(), c.close()]);
