@@ -7,6 +7,44 @@ import { createRequire } from "node:module";
 import { type BrowserContext, chromium, type Page } from "playwright-core";
 import { chromiumArgs } from "./netns.ts";
 
+/**
+ * How long one driver call may take. A page promise that never settles (an SDK call whose
+ * answer never comes) would otherwise hold the suite until CI's own limit.
+ */
+export const driverCallTimeoutMs = 60_000;
+
+type Driver = Record<string, (...args: unknown[]) => Promise<unknown>>;
+
+/** `promise`, or a rejection naming `what` once it has not settled within `driverCallTimeoutMs`. */
+async function settledInTime<T>(promise: Promise<T>, what: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const expired = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new Error(`${what} unsettled after ${driverCallTimeoutMs} ms`)),
+      driverCallTimeoutMs,
+    );
+  });
+  try {
+    return await Promise.race([promise, expired]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * Calls the driver function `fn` a suite's page defines on `globalThis` with `args`; rejects
+ * naming the call when it has not settled within `driverCallTimeoutMs`.
+ */
+export function call<T>(page: Page, fn: string, ...args: unknown[]): Promise<T> {
+  return settledInTime(
+    page.evaluate(
+      ([fn, args]) => (globalThis as unknown as Driver)[fn as string](...(args as unknown[])),
+      [fn, args] as const,
+    ) as Promise<T>,
+    `page call ${fn}(${JSON.stringify(args)})`,
+  );
+}
+
 /** A running page server and Chromium. */
 export interface SuiteBrowser {
   readonly context: BrowserContext;
@@ -56,7 +94,10 @@ export async function startBrowser(
       const tab = await context.newPage();
       tab.on("pageerror", (err) => console.error("[page error]", err.message));
       await tab.goto(`${origin}${path}`);
-      await tab.evaluate(() => (globalThis as { sdkReady?: Promise<unknown> }).sdkReady);
+      await settledInTime(
+        tab.evaluate(() => (globalThis as { sdkReady?: Promise<unknown> }).sdkReady),
+        `sdkReady of ${path}`,
+      );
       return tab;
     },
     async close() {

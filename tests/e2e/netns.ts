@@ -66,26 +66,48 @@ async function run(args: string[], env: Record<string, string> = {}) {
 }
 
 /**
- * Runs `scenarios` (a test file of one test with steps, path from the repository root) with
- * `deno test` inside the namespace and asserts it passed; prints its step lines.
+ * How long one scenario file may run in the namespace, in seconds; the longest (hls.js) takes
+ * about 140 s on an idle machine. A page or server that never answers then costs this much,
+ * not the whole CI's limit.
  */
-export async function runInNetns(scenarios: string): Promise<void> {
+export const scenarioDeadlineSec = 600;
+
+/**
+ * Runs `scenarios` (a test file of one test with steps, path from the repository root) with
+ * `deno test` inside the namespace and asserts it passed; prints its step lines. Past
+ * `deadlineSec` every process of the run is killed and the test fails with what it printed.
+ */
+export async function runInNetns(
+  scenarios: string,
+  deadlineSec = scenarioDeadlineSec,
+): Promise<void> {
   const missing = missingPrerequisites();
   assert.deepEqual(missing, [], `cannot run the browser suite, missing: ${missing.join(", ")}`);
   // npm packages are fetched here: inside the namespace there is no route to any registry.
   const cached = await run([Deno.execPath(), "cache", scenarios]);
   assert.equal(cached.code, 0, `deno cache ${scenarios} failed:\n${cached.text}`);
   const inner = await run([
+    "timeout",
+    "-k",
+    "10",
+    String(deadlineSec),
+    // A PID namespace too: Chromium puts itself in a process group of its own, so only the
+    // end of the namespace's first process (killed with unshare) is sure to end it.
     "unshare",
     "-n",
+    "-p",
+    "--mount-proc",
+    "--kill-child",
     "--",
     "sh",
     "-c",
     // Types are checked by `deno check`; the namespace run only executes.
-    'ip link set lo up && exec "$0" test -A --no-check "$1"',
+    'ip link set lo up && "$0" test -A --no-check "$1"',
     Deno.execPath(),
     scenarios,
   ], { [netnsEnv]: "1", PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin" });
+  const timedOut = inner.code === 124 || inner.code === 137;
+  assert.ok(!timedOut, `browser scenarios killed after ${deadlineSec} s:\n${inner.text}`);
   assert.equal(inner.code, 0, `browser scenarios failed:\n${inner.text}`);
   assert.match(inner.text, /ok \| 1 passed \(\d+ steps\) \| 0 failed/, inner.text);
   console.log(

@@ -13,7 +13,7 @@ import type { Page } from "playwright-core";
 import websdkPackage from "@flashphoner/websdk/package.json" with { type: "json" };
 import { waitFor } from "../helpers/media_fixtures.ts";
 import { startTestServer } from "../helpers/test_server.ts";
-import { startBrowser } from "./browser.ts";
+import { call, startBrowser } from "./browser.ts";
 import { netnsEnv } from "./netns.ts";
 
 /** Longest wait for a state in a page or on the server, in ms (the machine is loaded). */
@@ -42,16 +42,6 @@ interface Seen {
   events: string[];
   messages: { from: string | null; text: string }[];
   participants: string[];
-}
-
-type Driver = Record<string, (...args: unknown[]) => unknown>;
-
-/** Calls a driver function of room_app_page.html. */
-function call<T>(page: Page, fn: string, ...args: unknown[]): Promise<T> {
-  return page.evaluate(
-    ([fn, args]) => (globalThis as unknown as Driver)[fn as string](...(args as unknown[])),
-    [fn, args] as const,
-  ) as Promise<T>;
 }
 
 /**

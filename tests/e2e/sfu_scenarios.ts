@@ -14,7 +14,7 @@ import assert from "node:assert/strict";
 import type { Page } from "playwright-core";
 import { waitFor } from "../helpers/media_fixtures.ts";
 import { startTestServer, testConfig } from "../helpers/test_server.ts";
-import { startBrowser } from "./browser.ts";
+import { call, startBrowser } from "./browser.ts";
 import { netnsEnv } from "./netns.ts";
 import { call as callWebSdk, type InboundStats } from "./webrtc_driver.ts";
 
@@ -30,16 +30,6 @@ type Received = Record<
   string,
   { content: string; width?: number; frames?: number; samples?: number }
 >;
-
-type Driver = Record<string, (...args: unknown[]) => unknown>;
-
-/** Calls a driver function of sfu_page.html. */
-function call<T>(page: Page, fn: string, ...args: unknown[]): Promise<T> {
-  return page.evaluate(
-    ([fn, args]) => (globalThis as unknown as Driver)[fn as string](...(args as unknown[])),
-    [fn, args] as const,
-  ) as Promise<T>;
-}
 
 /** True when `r` has a decoded picture or decoded audio samples. */
 function decoding(r: Received[string] | undefined): boolean {

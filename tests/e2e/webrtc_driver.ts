@@ -2,7 +2,6 @@
  * The harness side of webrtc_page.html: calls of its driver functions and the shapes of what
  * they answer, shared by the browser scenario files that drive the Web SDK through it.
  */
-import type { Page } from "playwright-core";
 
 /** A played stream's native inbound-rtp getStats figures (webrtc_page.html `inboundStats`). */
 export interface InboundStats {
@@ -35,12 +34,5 @@ export interface VideoStats {
   presentedFrames: number;
 }
 
-type Driver = Record<string, (...args: unknown[]) => Promise<unknown>>;
-
-/** Calls a driver function of webrtc_page.html. */
-export function call<T>(page: Page, fn: string, ...args: unknown[]): Promise<T> {
-  return page.evaluate(
-    ([fn, args]) => (globalThis as unknown as Driver)[fn as string](...(args as unknown[])),
-    [fn, args] as const,
-  ) as Promise<T>;
-}
+/** Calls a driver function of webrtc_page.html (bounded, see `browser.ts`). */
+export { call } from "./browser.ts";
