@@ -72,6 +72,9 @@ async function run(args: string[], env: Record<string, string> = {}) {
  */
 export const scenarioDeadlineSec = 600;
 
+/** How long fetching a scenario file's packages may take, in seconds. */
+const cacheDeadlineSec = 300;
+
 /**
  * Runs `scenarios` (a test file of one test with steps, path from the repository root) with
  * `deno test` inside the namespace and asserts it passed; prints its step lines. Past
@@ -83,8 +86,15 @@ export async function runInNetns(
 ): Promise<void> {
   const missing = missingPrerequisites();
   assert.deepEqual(missing, [], `cannot run the browser suite, missing: ${missing.join(", ")}`);
-  // npm packages are fetched here: inside the namespace there is no route to any registry.
-  const cached = await run([Deno.execPath(), "cache", scenarios]);
+  // npm packages are fetched here: inside the namespace there is no route to any registry. A
+  // registry that stops answering must not hold the run either.
+  const cached = await run([
+    "timeout",
+    String(cacheDeadlineSec),
+    Deno.execPath(),
+    "cache",
+    scenarios,
+  ]);
   assert.equal(cached.code, 0, `deno cache ${scenarios} failed:\n${cached.text}`);
   const inner = await run([
     "timeout",
