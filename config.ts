@@ -198,9 +198,18 @@ export const configSchema = z.strictObject({
     iceMux: z.enum(["auto", "on", "off"]).default("auto").describe(
       "WebRTC peers of browsers and WHIP/WHEP clients share one UDP port (`ports.webrtcUdp`, a socket opened over FFI): `on`, `off` (each peer binds ports of `udpPortMin`..`udpPortMax`), or (`auto`) `on` when libc loads over FFI (needs `--allow-ffi`). Links to other servers (`/pull`) keep ports of their own.",
     ),
+    maxPublishBitrateKbps: z.int().min(100).max(100_000).default(2500).describe(
+      "The video bitrate a WebRTC publisher (Web SDK, WHIP) is told (REMB) it may send, in kbit/s, or its own `maxBitrate` (`constraints.video.maxBitrate`, `x-google-max-bitrate`, `b=AS`/`b=TIAS` of its offer) when lower; lowered while its packets arrive with loss. Without it a browser stays near its starting rate (WCS's `webrtc_cc_max_bitrate`).",
+    ),
+    minPublishBitrateKbps: z.int().min(10).max(100_000).default(100).describe(
+      "The least a WebRTC publisher is told it may send however much of its video is lost, in kbit/s, or its own `minBitrate` when higher (WCS's `webrtc_cc_min_bitrate`).",
+    ),
   }).prefault({}).refine((m) => m.udpPortMin <= m.udpPortMax, {
     message: "udpPortMin must not exceed udpPortMax",
     path: ["udpPortMax"],
+  }).refine((m) => m.minPublishBitrateKbps <= m.maxPublishBitrateKbps, {
+    message: "minPublishBitrateKbps must not exceed maxPublishBitrateKbps",
+    path: ["minPublishBitrateKbps"],
   }),
   rest: z.strictObject({
     maxBodyBytes: z.int().min(1024).max(64 * 1024 * 1024).default(1024 * 1024).describe(

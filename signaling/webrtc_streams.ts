@@ -18,6 +18,7 @@ import type { Services } from "../core/services.ts";
 import { type StreamClient, type StreamStatus } from "../media/protocols/webrtc/client.ts";
 import { type NegotiatedCodec, pickPublishCodec } from "../media/protocols/webrtc/codecs.ts";
 import { parseOfferMedia, type SdpMedia } from "../media/protocols/webrtc/sdp.ts";
+import { publishBitrate } from "../media/protocols/webrtc/publish_remb.ts";
 import { WebRtcPublisher } from "../media/providers/webrtc_publisher.ts";
 import { deliverStreamEvent } from "../media/publishers/stream_events.ts";
 import { WebRtcFramePlayer } from "../media/publishers/webrtc_frame_player.ts";
@@ -229,6 +230,7 @@ async function handlePublish(
     sdp: stream.sdp as string,
     codecs: codecs as NegotiatedCodec[],
     address: peerAddress(services),
+    remb: publishBitrate(services.config.media, media, codecs, clientStream),
     client: new SessionStreamClient(
       session,
       services,

@@ -23,6 +23,7 @@ import type { StreamClient, StreamStatus } from "../media/protocols/webrtc/clien
 import { type NegotiatedCodec, pickPublishCodec } from "../media/protocols/webrtc/codecs.ts";
 import { parseOfferMedia, type SdpMedia } from "../media/protocols/webrtc/sdp.ts";
 import { iceUfragOf } from "../media/protocols/webrtc/sdpfrag.ts";
+import { publishBitrate } from "../media/protocols/webrtc/publish_remb.ts";
 import { WebRtcPublisher } from "../media/providers/webrtc_publisher.ts";
 import { defaultAppKey } from "./connection.ts";
 import {
@@ -170,7 +171,7 @@ export async function openWhipSession(
     client,
   };
   const stream: Player = kind === "publish"
-    ? new WebRtcPublisher({ ...common, name, codecs: publishCodecs(media, name, log), log })
+    ? publisherOf(services, name, media, log, common)
     : playerOf(services, name, media, log, common);
   try {
     services.streams.add(stream);
@@ -222,6 +223,19 @@ function publishCodecs(media: SdpMedia[], name: string, log: Logger): Negotiated
     throw new UnprocessableOfferError(`no supported codec in: ${describeMedia(media)}`);
   }
   return codecs as NegotiatedCodec[];
+}
+
+/** The publisher of a WHIP offer, told (REMB) it may send up to `media.maxPublishBitrateKbps`. */
+function publisherOf(
+  services: Services,
+  name: string,
+  media: SdpMedia[],
+  log: Logger,
+  common: PlayerCommon,
+): WebRtcPublisher {
+  const codecs = publishCodecs(media, name, log);
+  const remb = publishBitrate(services.config.media, media, codecs, common.clientStream);
+  return new WebRtcPublisher({ ...common, name, codecs, log, remb });
 }
 
 /** The player of a WHEP offer; 404 once the stream is gone, 422 without a common codec. */

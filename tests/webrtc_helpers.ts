@@ -33,8 +33,13 @@ function loopbackPeer(
 /** Video codecs a test peer can offer. */
 export type TestVideoCodec = "VP8" | "H264" | "VP9";
 
-function codecList(video: TestVideoCodec) {
-  const fb = [{ type: "nack" }, { type: "nack", parameter: "pli" }];
+/** `remb`: offer goog-remb on video, as browsers do when they publish. */
+function codecList(video: TestVideoCodec, remb = false) {
+  const fb = [
+    { type: "nack" },
+    { type: "nack", parameter: "pli" },
+    ...(remb ? [{ type: "goog-remb" }] : []),
+  ];
   return {
     video: [
       video === "H264"
@@ -93,7 +98,7 @@ export class TestPublisher {
 
   /** `videoPacketsPerFrame` sets the VP8 video rate (25 fps, about 1.1 kB a packet). */
   constructor(readonly codec: TestVideoCodec, readonly videoPacketsPerFrame = 2) {
-    this.pc = loopbackPeer(codecList(codec));
+    this.pc = loopbackPeer(codecList(codec, true));
     this.pc.addTransceiver(this.video, { direction: "sendonly" }).sender.onPictureLossIndication
       .subscribe(() => {
         this.plis++;

@@ -28,6 +28,11 @@ import { finalStatus, type StreamClient } from "../protocols/webrtc/client.ts";
 import type { NegotiatedCodec } from "../protocols/webrtc/codecs.ts";
 import { LatencyHistogram } from "../protocols/webrtc/latency.ts";
 import { PacketCache } from "../protocols/webrtc/packet_cache.ts";
+import {
+  negotiatesRemb,
+  type PublishBitrate,
+  PublishRemb,
+} from "../protocols/webrtc/publish_remb.ts";
 import { Peer, type PeerAddress } from "../protocols/webrtc/peer.ts";
 import type { TrickleCandidate } from "../protocols/webrtc/sdpfrag.ts";
 import type { RetransmitBudget } from "../protocols/webrtc/retransmit_budget.ts";
@@ -74,6 +79,11 @@ export interface WebRtcPublisherOptions {
    * the transceivers given to `receiveOn`, and `answer` is not used.
    */
   peer?: Peer;
+  /**
+   * Tell the publisher (REMB, when its offer has goog-remb) it may send its video at up to
+   * `maxKbps` while nothing is lost; without it, a browser stays near its starting rate.
+   */
+  remb?: PublishBitrate;
 }
 
 /** What the publisher needs of its players. */
@@ -97,6 +107,8 @@ interface ForwardTrack {
   readonly enginePaths: EngineSendPath[];
   receiver?: RTCRtpReceiver;
   mediaSsrc?: number;
+  /** REMB to the publisher about this (video) track, with `remb` in the options. */
+  remb?: PublishRemb;
   /** Set while a frame reader is attached. */
   depacketizer?: Depacketizer;
   /** Next sequence number the depacketizer expects; -1 before the first. */
@@ -124,6 +136,7 @@ export class WebRtcPublisher extends Stream {
   readonly #onPublishing?: () => void;
   readonly #forward: ForwardTrack[];
   readonly #players = new Set<PublisherPlayer>();
+  readonly #remb?: PublishBitrate;
   #status: "PENDING" | "PUBLISHING" | "ENDED" = "PENDING";
   #lastPliMs = -Infinity;
   #timeline?: RtpTimeline;
@@ -178,6 +191,7 @@ export class WebRtcPublisher extends Stream {
       srRtpTimestamp: 0,
       lastTimestamp: 0,
     }));
+    this.#remb = options.remb;
     this.#peer = options.peer ?? new Peer(options.address, options.codecs);
   }
 
@@ -417,6 +431,10 @@ export class WebRtcPublisher extends Stream {
     if (index < 0) return;
     const forward = this.#forward[index];
     forward.receiver = transceiver.receiver;
+    // werift's answer keeps the offer's feedback: goog-remb when the publisher offered it.
+    if (this.#remb && forward.codec.kind === "video" && negotiatesRemb(transceiver)) {
+      forward.remb = new PublishRemb(this.#remb, transceiver.receiver);
+    }
     // werift may create the remote track while applying the offer, before this runs.
     const listen = (track: MediaStreamTrack) =>
       track.onReceiveRtp.subscribe((rtp) => this.#onRtp(forward, rtp));
@@ -426,9 +444,11 @@ export class WebRtcPublisher extends Stream {
   }
 
   #onRtp(forward: ForwardTrack, packet: RtpPacket): void {
-    // Padding-only packets are bandwidth probes: nothing to forward.
-    if (packet.payload.length === 0 || this.ended) return;
+    if (this.ended) return;
     const arrivalMs = performance.now();
+    forward.remb?.count(packet, arrivalMs);
+    // Padding-only packets are bandwidth probes: nothing to forward.
+    if (packet.payload.length === 0) return;
     if (this.#status === "PENDING") this.#started();
     forward.mediaSsrc ??= packet.header.ssrc;
     if (forward.meter.add(packet, arrivalMs)) {
@@ -562,6 +582,7 @@ export class WebRtcPublisher extends Stream {
     this.#players.clear();
     await Promise.allSettled(players.map((p) => p.stop(playerInfo)));
     for (const forward of this.#forward) {
+      forward.remb?.close();
       forward.paths.length = 0;
       forward.enginePaths.length = 0;
       forward.cache.clear();

@@ -34,7 +34,7 @@ import { absSendTimeUri } from "../rtp/abs_send_time.ts";
 import { readRemb, rembPacket } from "../rtp/remb.ts";
 import type { PublishedTrack, Subscription } from "./published_track.ts";
 import { parseSections, type SdpSection } from "./sdp_sections.ts";
-import { UplinkEstimate } from "./uplink_estimate.ts";
+import { UplinkEstimate, uplinkRembIntervalMs } from "./uplink_estimate.ts";
 
 /** Label of the data channel the SFU SDK opens for chat. */
 export const controlChannelLabel = "control";
@@ -58,9 +58,6 @@ function sfuExtensions(kind: "audio" | "video"): RTCRtpHeaderExtensionParameters
  * of what comes in.
  */
 export const estimateTolerance = 0.1;
-
-/** How often a publisher is sent its REMB, in milliseconds. */
-export const uplinkRembIntervalMs = 500;
 
 /** What the peer tells the client about its uplink (REMB to a publisher). */
 export interface UplinkOptions {

@@ -6,26 +6,34 @@
  * grown back by a fixed share per second once clean again.
  */
 
+/** How often a publisher is sent its REMB, in milliseconds. */
+export const uplinkRembIntervalMs = 500;
 /** Loss share (0-1) over one update above which the estimate is cut. */
 export const uplinkLossDownFraction = 0.1;
 /** Loss share (0-1) at or under which the estimate grows back. */
 export const uplinkLossCleanFraction = 0.02;
 /** Growth per second of a clean estimate, as a factor. */
 export const uplinkGrowthPerSecond = 1.08;
-/** The estimate is never cut under this, in kbit/s. */
+/** The estimate is never cut under this by default, in kbit/s. */
 export const uplinkMinKbps = 100;
 
 /** One publisher's estimate, fed its cumulative packet counts. */
 export class UplinkEstimate {
   readonly capKbps: number;
+  /** The estimate is never cut under this, in kbit/s. */
+  readonly minKbps: number;
   #kbps: number;
   #expected = 0;
   #received = 0;
   #atMs: number | undefined;
 
-  /** `capKbps`: the most the publisher is told it may send (config sfu.maxPublishBitrateKbps). */
-  constructor(capKbps: number) {
+  /**
+   * `capKbps`: the most the publisher is told it may send (config sfu.maxPublishBitrateKbps,
+   * media.maxPublishBitrateKbps); `minKbps`: the least, however much is lost (at most the cap).
+   */
+  constructor(capKbps: number, minKbps = uplinkMinKbps) {
     this.capKbps = capKbps;
+    this.minKbps = Math.min(minKbps, capKbps);
     this.#kbps = capKbps;
   }
 
@@ -50,7 +58,7 @@ export class UplinkEstimate {
     const loss = Math.max(0, (expectedDelta - receivedDelta) / expectedDelta);
     if (loss > uplinkLossDownFraction) {
       const cut = Math.min(this.#kbps, receivedKbps) * (1 - loss / 2);
-      this.#kbps = Math.max(uplinkMinKbps, Math.min(this.#kbps, cut));
+      this.#kbps = Math.max(this.minKbps, Math.min(this.#kbps, cut));
     } else if (loss <= uplinkLossCleanFraction) {
       const grown = this.#kbps * uplinkGrowthPerSecond ** (elapsedMs / 1000);
       this.#kbps = Math.min(this.capKbps, grown);

@@ -22,6 +22,11 @@ export interface SdpMedia {
   /** `sendonly`, `recvonly`, `sendrecv` or `inactive` (sendrecv when absent). */
   direction: string;
   codecs: SdpCodec[];
+  /**
+   * The section's bandwidth limit (`b=AS`, kbit/s, or `b=TIAS`, bit/s, the lower of the two),
+   * in kbit/s; absent without one.
+   */
+  bandwidthKbps?: number;
 }
 
 const directions = new Set(["sendonly", "recvonly", "sendrecv", "inactive"]);
@@ -69,6 +74,10 @@ export function parseOfferMedia(sdp: unknown): SdpMedia[] {
       const previous = fmtp.get(pt);
       const value = line.slice(space + 1);
       fmtp.set(pt, previous ? `${previous};${value}` : value);
+    } else if (current && line.startsWith("b=")) {
+      const match = /^b=(AS|TIAS):(\d+)$/.exec(line);
+      const kbps = match && (match[1] === "AS" ? Number(match[2]) : Number(match[2]) / 1000);
+      if (kbps) current.bandwidthKbps = Math.min(current.bandwidthKbps ?? Infinity, kbps);
     } else if (current && directions.has(line.slice(2))) {
       current.direction = line.slice(2);
     }
