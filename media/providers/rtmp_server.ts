@@ -8,10 +8,10 @@ import { ForbiddenError } from "../../core/errors.ts";
 import { Cap, KeyedCap } from "../../core/limits.ts";
 import type { Logger } from "../../core/log.ts";
 import type { CodecEngine } from "../engine/engine.ts";
+import type { ListenerLimits } from "../../core/capped_listener.ts";
 import {
   type PlayTarget,
   type RtmpConnectRequest,
-  type RtmpListenerLimits,
   RtmpServer,
   type RtmpSession,
 } from "../protocols/rtmp/server.ts";
@@ -57,7 +57,7 @@ export interface RunningRtmpServer {
   /** The port listened on (the ephemeral one when configured as 0). */
   readonly port: number;
   /** The listener's connection caps (held, max, refused), for `/health`. */
-  limitsSnapshot(): RtmpListenerLimits;
+  limitsSnapshot(): ListenerLimits;
   /** Stops listening and closes every RTMP connection. */
   close(): Promise<void>;
 }

@@ -7,7 +7,8 @@
 import type { Config } from "../../config.ts";
 import { Cap, KeyedCap } from "../../core/limits.ts";
 import type { Logger } from "../../core/log.ts";
-import { type RtspListenerLimits, RtspServer } from "../protocols/rtsp/server.ts";
+import type { ListenerLimits } from "../../core/capped_listener.ts";
+import { RtspServer } from "../protocols/rtsp/server.ts";
 import type { RtspConnTimeouts } from "../protocols/rtsp/server_conn.ts";
 import { RtspServerAuth } from "../protocols/rtsp/server_auth.ts";
 import type { ViewerDirectory } from "../stream_record.ts";
@@ -34,7 +35,7 @@ export interface RunningRtspServer {
    */
   readonly port: number;
   /** The listener's connection caps, for `/health`. */
-  limitsSnapshot(): RtspListenerLimits;
+  limitsSnapshot(): ListenerLimits;
   /** Stops listening and ends every session. */
   close(): Promise<void>;
 }

@@ -5,14 +5,17 @@
  * handlers, which admits it and its publishes and plays. What a stream is, who may publish
  * it and where it goes, is the handlers' business.
  */
-import { acceptLoop } from "../../../core/accept_loop.ts";
+import {
+  CappedListener,
+  type ListenerCaps,
+  type ListenerLimits,
+} from "../../../core/capped_listener.ts";
 import {
   ConflictError,
   MediaServerError,
   NotFoundError,
   ParseError,
 } from "../../../core/errors.ts";
-import type { Cap, KeyedCap } from "../../../core/limits.ts";
 import type { Logger } from "../../../core/log.ts";
 import { RtmpClosedError, RtmpConn, windowAckBytes } from "./conn.ts";
 import {
@@ -46,8 +49,6 @@ export const sessionSetupTimeoutMs = 10_000;
  * lose the status and print only "Input/output error" or "Broken pipe".
  */
 export const refusalGraceMs = 2000;
-/** Shortest interval between two logged connection refusals of one listener, in ms. */
-export const refusalLogIntervalMs = 5000;
 
 /** Receives the media messages of one publishing connection. */
 export interface PublishSink {
@@ -102,121 +103,42 @@ export interface RtmpHandlers {
 }
 
 /** Caps and timeouts of one RTMP listener. */
-export interface RtmpServerOptions {
-  /** Connections the listener holds at once. */
-  readonly connections: Cap;
-  /** Connections one client address holds at once. */
-  readonly perAddress: KeyedCap;
+export interface RtmpServerOptions extends ListenerCaps {
   /** Overrides `sessionSetupTimeoutMs` (tests). */
   readonly setupTimeoutMs?: number;
 }
 
-/** The connection caps of the listener, as `/health` shows them. */
-export interface RtmpListenerLimits {
-  readonly connections: ReturnType<Cap["toJSON"]>;
-  readonly connectionsPerAddress: ReturnType<KeyedCap["toJSON"]>;
-}
-
 /** Serves RTMP on one TCP listener. */
 export class RtmpServer {
-  #listener: Deno.Listener | undefined;
-  #conns = new Set<RtmpConn>();
-  #sessions = new Set<Promise<void>>();
+  #listener: CappedListener<RtmpConn>;
   #handlers: RtmpHandlers;
   #log: Logger;
   #options: RtmpServerOptions;
-  #accepting: Promise<void> | undefined;
-  #closing = false;
-  #lastRefusalLogMs = -Infinity;
 
   constructor(handlers: RtmpHandlers, log: Logger, options: RtmpServerOptions) {
     this.#handlers = handlers;
     this.#log = log;
     this.#options = options;
+    this.#listener = new CappedListener(options, {
+      protocol: "rtmp",
+      wrap: (tcp) => new RtmpConn(tcp),
+      serve: (conn) => this.#serve(conn),
+    }, log);
   }
 
   /** Starts listening; returns the port (the ephemeral one when `port` is 0). */
   listen(hostname: string, port: number): number {
-    this.#listener = Deno.listen({ hostname, port, transport: "tcp" });
-    this.#accepting = acceptLoop(
-      this.#listener,
-      (tcp) => this.#admit(tcp),
-      this.#log,
-      () => this.#closing,
-    );
-    return (this.#listener.addr as Deno.NetAddr).port;
+    return this.#listener.listen(hostname, port);
   }
 
   /** The listener's connection caps: held, max, refused. */
-  limitsSnapshot(): RtmpListenerLimits {
-    return {
-      connections: this.#options.connections.toJSON(),
-      connectionsPerAddress: this.#options.perAddress.toJSON(),
-    };
-  }
-
-  /** Takes the caps' slots for a new connection and serves it, or closes it at once. */
-  #admit(tcp: Deno.Conn): void {
-    const { connections, perAddress } = this.#options;
-    const address = (tcp.remoteAddr as Deno.NetAddr).hostname;
-    let refusal: string | undefined;
-    if (!connections.tryAcquire()) refusal = connections.refusal();
-    else if (!perAddress.tryAcquire(address)) {
-      connections.release();
-      refusal = perAddress.refusal();
-    }
-    if (refusal) {
-      try {
-        tcp.close();
-      } catch {
-        // Gone already.
-      }
-      this.#logRefusal(refusal, address);
-      return;
-    }
-    try {
-      (tcp as Deno.TcpConn).setNoDelay(true);
-    } catch {
-      // The peer is gone already; the session ends at its first read.
-    }
-    const conn = new RtmpConn(tcp);
-    this.#conns.add(conn);
-    // A handler's bug costs its connection, never the process.
-    const session = this.#serve(conn).catch((err) =>
-      this.#log.error("rtmp session failed", { remote: conn.remote, err })
-    ).finally(() => {
-      conn.close();
-      connections.release();
-      perAddress.release(address);
-      this.#conns.delete(conn);
-      this.#sessions.delete(session);
-    });
-    this.#sessions.add(session);
-  }
-
-  #logRefusal(reason: string, address: string): void {
-    const now = performance.now();
-    if (now - this.#lastRefusalLogMs < refusalLogIntervalMs) return;
-    this.#lastRefusalLogMs = now;
-    const { connections, perAddress } = this.#options;
-    this.#log.warn("rtmp connection refused", {
-      reason,
-      address,
-      refused: connections.refused + perAddress.refused,
-    });
+  limitsSnapshot(): ListenerLimits {
+    return this.#listener.limitsSnapshot();
   }
 
   /** Stops listening, closes every connection and waits for their sessions to end. */
-  async close(): Promise<void> {
-    this.#closing = true;
-    try {
-      this.#listener?.close();
-    } catch {
-      // Closed already.
-    }
-    await this.#accepting;
-    for (const conn of this.#conns) conn.close();
-    await Promise.allSettled([...this.#sessions]);
+  close(): Promise<void> {
+    return this.#listener.close();
   }
 
   async #serve(conn: RtmpConn): Promise<void> {
