@@ -42,9 +42,8 @@ async function main(): Promise<void> {
   try {
     server = await startServer(config, log);
   } catch (err) {
-    if (!(err instanceof Deno.errors.AddrInUse || err instanceof Deno.errors.PermissionDenied)) {
-      throw err;
-    }
+    // Every listener is needed: one that cannot open (a port in use, a privileged port) ends
+    // the start, with the listener and its port named, rather than a server without it.
     log.error("cannot start", { err });
     flushLogs();
     Deno.exit(1);

@@ -122,7 +122,9 @@ export async function startServer(
     alwaysServed: ["/health"],
   }).catch(async (err) => {
     await closeMux();
-    throw err;
+    throw new Error(`cannot start the rest port ${config.ports.rest}: ${messageOf(err)}`, {
+      cause: err,
+    });
   });
   const restPort = rest.port;
   listeners.rest = rest;
@@ -138,24 +140,32 @@ export async function startServer(
   let srt: RunningSrtServer;
   let sipPort: number;
   let cdn: CdnListener | undefined;
+  // Which listener was starting, named in the error: a port in use says which port it was.
+  let starting = `ws port ${config.ports.ws}`;
   try {
     wsPort = await signaling.listen({ hostname: wsHost, port: config.ports.ws });
     const { certFile, keyFile } = config.tls;
     if (certFile && keyFile) {
+      starting = `wss port ${config.ports.wss}`;
       wssPort = await signaling.listen({
         hostname: wsHost,
         port: config.ports.wss,
         tls: { certFile, keyFile },
       });
     }
+    starting = `rtmp port ${config.ports.rtmp}`;
     rtmp = startRtmpServer(services);
     listeners.rtmp = rtmp;
+    starting = `rtsp port ${config.ports.rtsp}`;
     rtsp = startRtspServer(services);
     listeners.rtsp = rtsp;
+    starting = `srt port ${config.ports.srt} (UDP)`;
     srt = await startSrtServer(services);
     listeners.srt = srt;
+    starting = `sip port ${config.ports.sip}`;
     sipPort = await services.calls.start();
     const hlsHost = config.binds.hls ?? config.bind;
+    starting = `hls port ${config.ports.hls}`;
     hls = await HlsListener.start({
       hostname: hlsHost,
       port: config.ports.hls,
@@ -172,6 +182,7 @@ export async function startServer(
     listeners.hls = hls;
     log.info("listening", { service: "hls", address: hlsHost, port: hls.port });
     if (services.cdn) {
+      starting = `cdn port ${config.ports.cdn}`;
       cdn = await CdnListener.start({
         hostname: config.bind,
         port: config.ports.cdn,
@@ -193,7 +204,7 @@ export async function startServer(
     await rest.shutdown();
     await services.sendPaths.close();
     await closeMux();
-    throw err;
+    throw new Error(`cannot start the ${starting}: ${messageOf(err)}`, { cause: err });
   }
 
   const stopMemoryTrim = startMemoryTrim(log);
@@ -282,4 +293,9 @@ async function startSendEngine(
     srtp: choice.srtpBackend,
     reason: choice.reason,
   });
+}
+
+/** The message of a thrown value, for an error that wraps it. */
+function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
 }

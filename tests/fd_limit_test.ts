@@ -5,7 +5,8 @@
  * refusing WebSocket connections and pulls within it.
  */
 import assert from "node:assert/strict";
-import { freePort, startPermissions, waitForHttp } from "./helpers/process.ts";
+import { startPermissions, waitForHttp } from "./helpers/process.ts";
+import { freePortsEnv } from "./helpers/server_process.ts";
 import { upgradeRequest } from "./helpers/raw_ws_client.ts";
 import { maxAnsweredDescriptorRefusals, refusalReadTimeoutMs } from "../signaling/listener.ts";
 
@@ -16,20 +17,13 @@ function startLimited(
   permissions: readonly string[],
   env: Record<string, string> = {},
 ) {
-  const rest = freePort();
-  const ws = freePort();
-  const rtmp = freePort();
+  const { ports, env: portsEnv } = freePortsEnv();
   const child = new Deno.Command("prlimit", {
     args: [`--nofile=${nofile}`, Deno.execPath(), "run", ...permissions, "main.ts"],
     cwd: root,
     env: {
       NO_COLOR: "1",
-      MEDIASERVER_PORTS_REST: String(rest),
-      MEDIASERVER_PORTS_WS: String(ws),
-      MEDIASERVER_PORTS_RTMP: String(rtmp),
-      // A fixed HLS port would clash with another server started at the same time.
-      MEDIASERVER_PORTS_HLS: String(freePort()),
-      MEDIASERVER_PORTS_RTSP: String(freePort()),
+      ...portsEnv,
       ...env,
     },
     stdin: "null",
@@ -50,7 +44,13 @@ function startLimited(
     const [stdout, stderr] = await output;
     return { status, stdout, stderr };
   };
-  return { child, url: `http://127.0.0.1:${rest}`, wsPort: ws, rtmpPort: rtmp, stop };
+  return {
+    child,
+    url: `http://127.0.0.1:${ports.rest}`,
+    wsPort: ports.ws,
+    rtmpPort: ports.rtmp,
+    stop,
+  };
 }
 
 Deno.test("start logs the open-file limit, soft raised to the hard one (256:4096 -> 4096)", async () => {

@@ -6,7 +6,8 @@ import assert from "node:assert/strict";
 import type { MultiRecorderRecord, RecorderRecord, StreamRecord } from "../core/records.ts";
 import { decode } from "../media/formats/test_fixtures.ts";
 import { makeClip, probe, waitFor } from "./helpers/media_fixtures.ts";
-import { freePort, spawnDeno, waitForHttp } from "./helpers/process.ts";
+import { spawnDeno, waitForHttp } from "./helpers/process.ts";
+import { freePortsEnv } from "./helpers/server_process.ts";
 import { testConfig, type TestServer, withServer } from "./helpers/test_server.ts";
 
 async function streamNamed(server: TestServer, name: string): Promise<StreamRecord> {
@@ -223,14 +224,10 @@ Deno.test("recording refuses unknown streams (404), second recorders (409) and e
 Deno.test("kill -9 of the server mid-recording leaves a playable file with all but the last second", async () => {
   const config = testConfig();
   await mediaFolderWith(config, { "clip.mp4": { seconds: 4, audio: "aac" } });
-  const port = freePort();
-  const base = `http://127.0.0.1:${port}/rest-api`;
-  const env = Object.fromEntries(
-    ["WS", "WSS", "HLS", "RTMP"].map((p) => [`MEDIASERVER_PORTS_${p}`, String(freePort())]),
-  );
+  const { ports, env } = freePortsEnv();
+  const base = `http://127.0.0.1:${ports.rest}/rest-api`;
   const server = spawnDeno(["run", "-A", "main.ts"], {
     ...env,
-    MEDIASERVER_PORTS_REST: String(port),
     MEDIASERVER_FOLDERS_MEDIA: config.folders.media,
     MEDIASERVER_FOLDERS_RECORDS: config.folders.records,
     MEDIASERVER_FOLDERS_LOGS: config.folders.logs,
@@ -243,7 +240,7 @@ Deno.test("kill -9 of the server mid-recording leaves a playable file with all b
         headers: { "Content-Type": "application/json" },
         body: JSON.stringify(body),
       });
-    await waitForHttp(`http://127.0.0.1:${port}/health`, 30_000);
+    await waitForHttp(`http://127.0.0.1:${ports.rest}/health`, 30_000);
     assert.equal(
       (await call("/vod/startup", { uri: "vod-live://clip.mp4", localStreamName: "k" })).status,
       200,

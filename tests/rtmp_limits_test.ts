@@ -15,7 +15,8 @@ import { ChunkStreamId, MessageType } from "../media/protocols/rtmp/message.ts";
 import { parseRtmpUrl } from "../media/protocols/rtmp/url.ts";
 import { startRtmpServer } from "../media/providers/rtmp_server.ts";
 import { waitFor } from "./helpers/media_fixtures.ts";
-import { freePort, waitForHttp } from "./helpers/process.ts";
+import { waitForHttp } from "./helpers/process.ts";
+import { freePortsEnv } from "./helpers/server_process.ts";
 import { startTestServer, testConfig, type TestServer } from "./helpers/test_server.ts";
 
 /** The RTMP listener's figures in /health. */
@@ -155,8 +156,8 @@ Deno.test("half-open handshakes and clients that never publish nor play are cut 
 });
 
 Deno.test("600 idle RTMP connections under a 256 open-file limit: the server lives on and serves RTMP after", async () => {
-  const rest = freePort();
-  const rtmpPort = freePort();
+  const { ports, env: portsEnv } = freePortsEnv();
+  const rtmpPort = ports.rtmp;
   const child = new Deno.Command("prlimit", {
     args: [
       "--nofile=256:256",
@@ -167,10 +168,7 @@ Deno.test("600 idle RTMP connections under a 256 open-file limit: the server liv
     cwd: new URL("..", import.meta.url).pathname,
     env: {
       NO_COLOR: "1",
-      MEDIASERVER_PORTS_REST: String(rest),
-      MEDIASERVER_PORTS_WS: String(freePort()),
-      MEDIASERVER_PORTS_RTMP: String(rtmpPort),
-      MEDIASERVER_PORTS_RTSP: String(freePort()),
+      ...portsEnv,
     },
     stdin: "null",
     stdout: "piped",
@@ -182,7 +180,7 @@ Deno.test("600 idle RTMP connections under a 256 open-file limit: the server liv
   ]);
   let exited = false;
   child.status.then(() => exited = true);
-  const restUrl = `http://127.0.0.1:${rest}`;
+  const restUrl = `http://127.0.0.1:${ports.rest}`;
   const conns: Deno.Conn[] = [];
   try {
     await waitForHttp(`${restUrl}/health`, 15_000);

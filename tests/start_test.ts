@@ -1,6 +1,8 @@
 /** The server as a user starts it: the start task, signals, and a bad configuration. */
 import assert from "node:assert/strict";
+import dgram from "node:dgram";
 import { freePort, spawnDeno, waitForHttp } from "./helpers/process.ts";
+import { freePortsEnv } from "./helpers/server_process.ts";
 
 const healthTimeoutMs = 5_000;
 
@@ -26,8 +28,9 @@ Deno.test("`deno task start` on the embedded defaults answers /health within 5 s
 });
 
 Deno.test("SIGINT lets an in-flight request finish, then the server exits 0", async () => {
-  const port = freePort();
-  const child = spawnDeno(["run", "-A", "main.ts"], { MEDIASERVER_PORTS_REST: String(port) });
+  const { ports, env } = freePortsEnv();
+  const port = ports.rest;
+  const child = spawnDeno(["run", "-A", "main.ts"], env);
   const output = Promise.all([
     new Response(child.stdout).text(),
     new Response(child.stderr).text(),
@@ -86,4 +89,40 @@ Deno.test("a bad configuration stops the start with exit code 2 and names the fi
   ]);
   assert.equal(status.code, 2);
   assert.match(stderr, /cannot read \/nonexistent\/server\.json/);
+});
+
+Deno.test("a port in use stops the start with exit code 1 naming the listener and its port", async () => {
+  const rtmpTaken = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const srtTaken = dgram.createSocket("udp4");
+  await new Promise<void>((resolve) => srtTaken.bind(0, "127.0.0.1", () => resolve()));
+  const ports = freePortsEnv().env;
+  try {
+    for (
+      const [env, named] of [
+        [
+          { MEDIASERVER_PORTS_RTMP: String((rtmpTaken.addr as Deno.NetAddr).port) },
+          `rtmp port ${(rtmpTaken.addr as Deno.NetAddr).port}`,
+        ],
+        [
+          {
+            MEDIASERVER_PORTS_RTMP: String(freePort()),
+            MEDIASERVER_PORTS_SRT: String(srtTaken.address().port),
+          },
+          `srt port ${srtTaken.address().port} \\(UDP\\)`,
+        ],
+      ] as const
+    ) {
+      const child = spawnDeno(["run", "-A", "main.ts"], { ...ports, ...env });
+      const [status, stdout] = await Promise.all([
+        child.status,
+        new Response(child.stdout).text(),
+        new Response(child.stderr).text(),
+      ]);
+      assert.equal(status.code, 1, stdout);
+      assert.match(stdout, new RegExp(`"msg":"cannot start".*cannot start the ${named}`));
+    }
+  } finally {
+    rtmpTaken.close();
+    srtTaken.close();
+  }
 });

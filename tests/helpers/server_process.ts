@@ -19,6 +19,22 @@ export type ConfigPatch = { [Section in keyof Config]?: Partial<Config[Section]>
 const portNames = Object.keys(configSchema.parse({}).ports) as PortName[];
 
 /**
+ * Every listening port of the server free a moment before, and the MEDIASERVER_PORTS_*
+ * variables that set them: a port left at its default could be held by another server of the
+ * run, and a listener that cannot open ends the start.
+ */
+export function freePortsEnv(): { ports: Record<PortName, number>; env: Record<string, string> } {
+  const ports = Object.fromEntries(portNames.map((port) => [port, freePort()])) as Record<
+    PortName,
+    number
+  >;
+  const env = Object.fromEntries(
+    portNames.map((port) => [envName(["ports", port]), String(ports[port])]),
+  );
+  return { ports, env };
+}
+
+/**
  * `deno run <start permissions> main.ts` configured by MEDIASERVER_* variables from `config`,
  * with every port explicit and free a moment before, its folders under `<dir>/<name>/` and its
  * stdout and stderr appended to `<dir>/<name>.log` and `<dir>/<name>.err`. Killed, it starts
@@ -39,10 +55,8 @@ export class ServerProcess {
 
   constructor(name: string, dir: string, config: ConfigPatch = {}) {
     this.name = name;
-    this.ports = Object.fromEntries(portNames.map((port) => [port, freePort()])) as Record<
-      PortName,
-      number
-    >;
+    const free = freePortsEnv();
+    this.ports = free.ports;
     this.logPath = `${dir}/${name}.log`;
     this.errPath = `${dir}/${name}.err`;
     const env: Record<string, string> = {
@@ -60,8 +74,7 @@ export class ServerProcess {
         env[envName([section, field])] = String(value);
       }
     }
-    for (const port of portNames) env[envName(["ports", port])] = String(this.ports[port]);
-    this.#env = env;
+    this.#env = { ...env, ...free.env };
   }
 
   /** Whether it was started and not killed or stopped since. */
