@@ -66,37 +66,25 @@ async function run(args: string[], env: Record<string, string> = {}) {
 }
 
 /**
- * How long one scenario file may run in the namespace, in seconds; the longest (hls.js) takes
- * about 140 s on an idle machine. A page or server that never answers then costs this much,
- * not the whole CI's limit.
+ * How long one scenario file may run in the namespace, in seconds: about twice the longest
+ * but one (WebRTC, about 80 s idle); hls.js (about 130 s) passes its own. A page or server that
+ * never answers then costs this much, not the whole CI's limit.
  */
-export const scenarioDeadlineSec = 600;
+export const scenarioDeadlineSec = 300;
 
 /** How long fetching a scenario file's packages may take, in seconds. */
 const cacheDeadlineSec = 300;
 
-/**
- * Runs `scenarios` (a test file of one test with steps, path from the repository root) with
- * `deno test` inside the namespace and asserts it passed; prints its step lines. Past
- * `deadlineSec` every process of the run is killed and the test fails with what it printed.
- */
-export async function runInNetns(
-  scenarios: string,
-  deadlineSec = scenarioDeadlineSec,
-): Promise<void> {
-  const missing = missingPrerequisites();
-  assert.deepEqual(missing, [], `cannot run the browser suite, missing: ${missing.join(", ")}`);
-  // npm packages are fetched here: inside the namespace there is no route to any registry. A
-  // registry that stops answering must not hold the run either.
-  const cached = await run([
-    "timeout",
-    String(cacheDeadlineSec),
-    Deno.execPath(),
-    "cache",
-    scenarios,
-  ]);
-  assert.equal(cached.code, 0, `deno cache ${scenarios} failed:\n${cached.text}`);
-  const inner = await run([
+/** What one run of a scenario file in the namespace printed, and how it ended. */
+interface ScenarioRun {
+  code: number;
+  text: string;
+  /** Killed at its deadline, or a page call never settled: a stall, not a wrong answer. */
+  stalled: boolean;
+}
+
+async function runScenariosOnce(scenarios: string, deadlineSec: number): Promise<ScenarioRun> {
+  const { code, text } = await run([
     "timeout",
     "-k",
     "10",
@@ -116,8 +104,42 @@ export async function runInNetns(
     Deno.execPath(),
     scenarios,
   ], { [netnsEnv]: "1", PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin" });
-  const timedOut = inner.code === 124 || inner.code === 137;
-  assert.ok(!timedOut, `browser scenarios killed after ${deadlineSec} s:\n${inner.text}`);
+  const killed = code === 124 || code === 137;
+  return { code, text, stalled: killed || (code !== 0 && /unsettled after \d+ ms/.test(text)) };
+}
+
+/**
+ * Runs `scenarios` (a test file of one test with steps, path from the repository root) with
+ * `deno test` inside the namespace and asserts it passed; prints its step lines. Past
+ * `deadlineSec` every process of the run is killed. A run that stalled (killed, or a page call
+ * that never settled) is printed whole and run once more, so a hang's place is on record while
+ * one stall of Chromium does not fail the suite; a wrong answer fails at once.
+ */
+export async function runInNetns(
+  scenarios: string,
+  deadlineSec = scenarioDeadlineSec,
+): Promise<void> {
+  const missing = missingPrerequisites();
+  assert.deepEqual(missing, [], `cannot run the browser suite, missing: ${missing.join(", ")}`);
+  // npm packages are fetched here: inside the namespace there is no route to any registry. A
+  // registry that stops answering must not hold the run either.
+  const cached = await run([
+    "timeout",
+    String(cacheDeadlineSec),
+    Deno.execPath(),
+    "cache",
+    scenarios,
+  ]);
+  assert.equal(cached.code, 0, `deno cache ${scenarios} failed:\n${cached.text}`);
+  let inner = await runScenariosOnce(scenarios, deadlineSec);
+  if (inner.stalled) {
+    console.log(`warning: ${scenarios} stalled (exit ${inner.code}); its output:\n${inner.text}`);
+    inner = await runScenariosOnce(scenarios, deadlineSec);
+  }
+  assert.ok(
+    !inner.stalled,
+    `browser scenarios stalled twice (exit ${inner.code}, deadline ${deadlineSec} s):\n${inner.text}`,
+  );
   assert.equal(inner.code, 0, `browser scenarios failed:\n${inner.text}`);
   assert.match(inner.text, /ok \| 1 passed \(\d+ steps\) \| 0 failed/, inner.text);
   console.log(
