@@ -123,6 +123,7 @@ export function createServices(
   const hooks = new HookRouter({ hooks: config.hooks, apps: config.apps, log });
   const nodeId = nodeIdFor(config.bind);
   const pushes = new PushRegistry(config, streams, log, limits.pushes);
+  const sendPaths = new EngineSendPaths();
   return {
     config,
     log,
@@ -173,10 +174,11 @@ export function createServices(
       log,
       config.sfu.bridge ? new SfuBridge(streams, log.child({ component: "sfu" })) : undefined,
       config.sfu,
+      sendPaths,
     ),
     limits,
     iceMux: overrides.iceMux,
-    sendPaths: new EngineSendPaths(),
+    sendPaths,
     cdn: config.cdn.enabled
       ? new CdnNode({
         config,

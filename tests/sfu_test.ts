@@ -132,6 +132,13 @@ Deno.test({
       assert.equal(otherJoined.userId, bobJoined.userId);
       await receives(bob, fromAlice);
       await receives(alice, fromBob);
+      // The delivered tracks go out through the send engine (this server runs it on the ICE
+      // mux): each of the four has a path there, and the Workers sent its packets.
+      assert.equal(server.services.sendPaths.size, 4, "2 participants x 2 delivered tracks");
+      await waitFor("the engine's Workers sending every delivered track", async () => {
+        const sent = [...(await server.services.sendPaths.engine!.stats()).values()];
+        return sent.length === 4 && sent.every((s) => s.sent > 0) ? true : undefined;
+      });
       const offer = await alice.waitFor((e) =>
         e.type === "REMOTE_SDP" && (e.info as { type: string }).type === "offer"
       );
@@ -249,6 +256,8 @@ Deno.test({
       await alice.result(destroyId, "ACK");
       await alice.waitFor((e) => e.type === "ENDED");
       assert.equal((await server.post("/sfu/stats", { roomName: "room1" })).status, 404);
+      assert.equal(server.services.sendPaths.size, 0, "every delivered track off the engine");
+      assert.equal(server.services.sendPaths.engine!.groupCount, 0);
     } finally {
       await Promise.allSettled(clients.map((c) => c.close()));
       await server.stop();

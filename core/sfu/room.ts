@@ -19,6 +19,19 @@ import { parseSections } from "../../media/sfu/sdp_sections.ts";
 import { type SfuLink, SfuParticipant } from "./participant.ts";
 import { sfuErrors, SfuOperationFailed } from "./operation_failed.ts";
 import type { SfuBridge } from "./bridge.ts";
+import type { EngineSendPaths } from "../../media/protocols/webrtc/engine_send_path.ts";
+
+/** What a room is given besides its name, pin and log. */
+export interface SfuRoomOptions {
+  /** Publishes the tracks as ordinary streams too (config `sfu.bridge`). */
+  readonly bridge?: SfuBridge;
+  /** Joins beyond this many participants are refused (config `sfu.maxParticipantsPerRoom`). */
+  readonly maxParticipants?: number;
+  /** Publishers are told (REMB) they may send this, in kbit/s (config `sfu.maxPublishBitrateKbps`). */
+  readonly maxPublishKbps?: number;
+  /** The server's send engine: delivered tracks go out through it when it runs. */
+  readonly sendPaths?: EngineSendPaths;
+}
 
 /** How often subscribers' simulcast layers are re-chosen, in milliseconds. */
 export const layerTickMs = 100;
@@ -101,6 +114,7 @@ export class SfuRoom {
   readonly #maxParticipants: number;
   /** Publishers are told (REMB) they may send this, in kbit/s (config `sfu.maxPublishBitrateKbps`). */
   readonly #maxPublishKbps?: number;
+  readonly #sendPaths?: EngineSendPaths;
   #ended = false;
   /** Re-chooses layers and reports their liveness; runs once a track is published. */
   #ticker?: ReturnType<typeof setInterval>;
@@ -110,17 +124,16 @@ export class SfuRoom {
     pin: string,
     log: Logger,
     onEmpty: (room: SfuRoom) => void,
-    bridge?: SfuBridge,
-    maxParticipants = Infinity,
-    maxPublishKbps?: number,
+    options: SfuRoomOptions = {},
   ) {
     this.name = name;
     this.pin = pin;
     this.#log = log.child({ room: name });
     this.#onEmpty = onEmpty;
-    this.#bridge = bridge;
-    this.#maxParticipants = maxParticipants;
-    this.#maxPublishKbps = maxPublishKbps;
+    this.#bridge = options.bridge;
+    this.#maxParticipants = options.maxParticipants ?? Infinity;
+    this.#maxPublishKbps = options.maxPublishKbps;
+    this.#sendPaths = options.sendPaths;
   }
 
   /** Participants, in join order. */
@@ -173,6 +186,7 @@ export class SfuRoom {
             maxPublishKbps: this.#maxPublishKbps,
             published: () => self.tracks.values(),
           },
+          this.#sendPaths,
         ),
     );
     const peer = participant.peer;

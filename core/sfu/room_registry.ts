@@ -9,6 +9,7 @@ import { SfuRoom } from "./room.ts";
 import type { SfuParticipant } from "./participant.ts";
 import type { SfuBridge } from "./bridge.ts";
 import { sfuErrors, SfuOperationFailed } from "./operation_failed.ts";
+import type { EngineSendPaths } from "../../media/protocols/webrtc/engine_send_path.ts";
 
 /** How many rooms, and participants in one room, the server takes. */
 export interface SfuCaps {
@@ -26,15 +27,23 @@ export class SfuRoomRegistry {
   readonly #log: Logger;
   readonly #bridge?: SfuBridge;
   readonly #caps: SfuCaps;
+  readonly #sendPaths?: EngineSendPaths;
 
   /**
    * `bridge`: publishes the rooms' tracks as streams too (config `sfu.bridge`); `caps`: the
    * most rooms and participants per room (config `sfu`).
    */
-  constructor(log: Logger, bridge?: SfuBridge, caps: SfuCaps = unlimited) {
+  /** `sendPaths`: the server's send engine, which delivered tracks go out through when it runs. */
+  constructor(
+    log: Logger,
+    bridge?: SfuBridge,
+    caps: SfuCaps = unlimited,
+    sendPaths?: EngineSendPaths,
+  ) {
     this.#log = log.child({ component: "sfu" });
     this.#bridge = bridge;
     this.#caps = caps;
+    this.#sendPaths = sendPaths;
   }
 
   /** Joins room `name`, creating it with the request's pin when it does not exist. */
@@ -52,9 +61,12 @@ export class SfuRoomRegistry {
           if (this.#rooms.get(ended.name) === ended) this.#rooms.delete(ended.name);
           this.#log.info("SFU room ended", { room: ended.name });
         },
-        this.#bridge,
-        this.#caps.maxParticipantsPerRoom,
-        this.#caps.maxPublishBitrateKbps,
+        {
+          bridge: this.#bridge,
+          maxParticipants: this.#caps.maxParticipantsPerRoom,
+          maxPublishKbps: this.#caps.maxPublishBitrateKbps,
+          sendPaths: this.#sendPaths,
+        },
       );
       this.#rooms.set(name, room);
       this.#log.info("SFU room created", { room: name });

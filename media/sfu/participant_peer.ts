@@ -8,6 +8,7 @@
  */
 import type {
   RTCDataChannel,
+  RTCDtlsTransport,
   RtcpPacket,
   RtcpPayloadSpecificFeedback,
   RTCRtpTransceiver,
@@ -29,7 +30,12 @@ import {
 } from "../protocols/webrtc/codecs.ts";
 import { Peer, type PeerAddress } from "../protocols/webrtc/peer.ts";
 import { RetransmitBudget } from "../protocols/webrtc/retransmit_budget.ts";
-import { WeriftSendPath } from "../protocols/webrtc/send_path.ts";
+import {
+  EngineGroup,
+  type EngineSendPath,
+  type EngineSendPaths,
+} from "../protocols/webrtc/engine_send_path.ts";
+import { type RtpSendPath, WeriftSendPath } from "../protocols/webrtc/send_path.ts";
 import { absSendTimeUri } from "../rtp/abs_send_time.ts";
 import { readRemb, rembPacket } from "../rtp/remb.ts";
 import type { PublishedTrack, Subscription } from "./published_track.ts";
@@ -125,6 +131,8 @@ interface Slot {
   track?: PublishedTrack;
   readonly transceiver: RTCRtpTransceiver;
   subscription?: Subscription;
+  /** The subscription's path when on the send engine, left with the delivery. */
+  enginePath?: EngineSendPath;
   /** The NACK listener of the sender, dropped with the delivery. */
   nacks?: { unSubscribe(): void };
   /** Changes the client asked for before the subscription was attached, applied then. */
@@ -162,6 +170,9 @@ export function sfuCodecs(): NegotiatedCodec[] {
   return [opus, ...video];
 }
 
+/** Numbers the engine groups of delivered tracks: each subscription is a group of its own. */
+let nextEngineGroup = 1;
+
 /** An SFU participant's peer connection. */
 export class ParticipantPeer {
   readonly #peer: Peer;
@@ -186,6 +197,8 @@ export class ParticipantPeer {
   #control?: RTCDataChannel;
   /** Transports whose RTCP is watched for keyframe requests. */
   readonly #rtcpWatched = new WeakSet<object>();
+  /** Transports whose DTLS handshake delivered tracks wait for. */
+  readonly #dtlsAwaited = new WeakSet<object>();
   /** REMB to the client for what it publishes; absent without `UplinkOptions`. */
   readonly #uplink?: {
     estimate: UplinkEstimate;
@@ -193,16 +206,24 @@ export class ParticipantPeer {
     timer: ReturnType<typeof setInterval>;
   };
   #closed = false;
+  /** The send engine, when it runs and this peer is on the ICE mux whose socket it sends from. */
+  readonly #sendPaths?: EngineSendPaths;
 
-  /** `uplink`: send the client REMB for what it publishes (else it ramps on its own). */
+  /**
+   * `uplink`: send the client REMB for what it publishes (else it ramps on its own).
+   * `sendPaths`: the server's send engine, which takes the delivered tracks' media once the
+   * peer is connected (werift keeps ICE, DTLS and RTCP).
+   */
   constructor(
     address: PeerAddress,
     signals: PeerSignals,
     log: Logger = silentLogger,
     uplink?: UplinkOptions,
+    sendPaths?: EngineSendPaths,
   ) {
     this.#signals = signals;
     this.#log = log;
+    this.#sendPaths = address.mux ? sendPaths : undefined;
     this.#peer = new Peer(address, this.#codecs, {
       video: sfuExtensions("video"),
       audio: sfuExtensions("audio"),
@@ -324,6 +345,7 @@ export class ParticipantPeer {
     if (!receiving) return undefined;
     this.#receiving.delete(track);
     if (receiving.subscription) track.unsubscribe(receiving.subscription);
+    receiving.enginePath?.close();
     receiving.nacks?.unSubscribe();
     const mid = receiving.transceiver.mid ?? undefined;
     // Stopped rather than left sendonly without media: the subscriber's SDP stays as long as
@@ -485,10 +507,19 @@ export class ParticipantPeer {
       const sender = receiving.transceiver.sender;
       const codec = sender.codec;
       if (!codec || this.#peer.pc.signalingState !== "stable") continue;
+      // werift says connected once ICE is; the keys the engine needs come with DTLS.
+      if (sender.dtlsTransport.state !== "connected") {
+        this.#attachWhenConnected(sender.dtlsTransport);
+        continue;
+      }
       const absSendTime = receiving.transceiver.headerExtensions.find((e) =>
         e.uri === absSendTimeUri
       );
-      const path = new WeriftSendPath(sender, codec.payloadType, absSendTime?.id);
+      const group = new EngineGroup(`sfu/${nextEngineGroup++}`, absSendTime?.id);
+      const enginePath = this.#sendPaths?.open(sender, codec.payloadType, group);
+      const path: RtpSendPath = enginePath ??
+        new WeriftSendPath(sender, codec.payloadType, absSendTime?.id);
+      receiving.enginePath = enginePath;
       const budget = new RetransmitBudget();
       const subscription = track.subscribe(path);
       receiving.subscription = subscription;
@@ -508,6 +539,15 @@ export class ParticipantPeer {
         this.#estimateReport(rtcp);
       });
     }
+  }
+
+  /** Attaches the tracks waiting for `dtls` once its handshake is done. */
+  #attachWhenConnected(dtls: RTCDtlsTransport): void {
+    if (this.#dtlsAwaited.has(dtls)) return;
+    this.#dtlsAwaited.add(dtls);
+    dtls.onStateChange.subscribe((state) => {
+      if (state === "connected" && !this.#closed) this.#attachReady();
+    });
   }
 
   /**
@@ -621,9 +661,11 @@ export class ParticipantPeer {
   /** Empties a lease slot: its track stops forwarding here. */
   #release(slot: Slot): void {
     if (slot.track && slot.subscription) slot.track.unsubscribe(slot.subscription);
+    slot.enginePath?.close();
     slot.nacks?.unSubscribe();
     slot.track = undefined;
     slot.subscription = undefined;
+    slot.enginePath = undefined;
     slot.nacks = undefined;
     slot.requested.length = 0;
     Object.assign(slot.feedback, noFeedback());

@@ -145,6 +145,8 @@ Deno.test("SFU SDK in Chromium: three simulcast participants in one room", async
       for (let i = 0; i < 3; i++) {
         await assertReceives(pages[i], names[i], names.filter((_, j) => j !== i));
       }
+      // What the pages decode went out through the send engine: 3 pages x 2 others x 2 tracks.
+      assert.equal(server.services.sendPaths.size, 12, "delivered tracks on the send engine");
     });
 
     // A Web SDK (defaultApp) session on the same server publishes and plays a stream meanwhile.

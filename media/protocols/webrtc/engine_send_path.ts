@@ -8,6 +8,8 @@
 import type { RTCRtpSender, RtpPacket } from "werift";
 import { SendEngine, type SendEngineOptions } from "../../send_engine/send_engine.ts";
 import { srtpProfileFromDtlsId } from "../../rtp/srtp/srtp_profile.ts";
+import { writeAbsSendTime } from "../../rtp/abs_send_time.ts";
+import { selectedTransportOf } from "./ice_tcp.ts";
 import { type RtpSendPath, sendSenderReport } from "./send_path.ts";
 
 /** How often per-player sent/dropped counts are read back from the Workers, in ms. */
@@ -19,14 +21,18 @@ export class EngineGroup {
   packets = 0;
   octets = 0;
 
-  /** `name`: unique on the engine (the publisher's media session and track). */
-  constructor(readonly name: string) {}
+  /**
+   * `name`: unique on the engine (the publisher's media session and track). `absSendTimeId`:
+   * the negotiated id of abs-send-time, stamped into every packet of the group (a group whose
+   * players negotiated it alike: an SFU subscriber's own); undefined writes no extension.
+   */
+  constructor(readonly name: string, readonly absSendTimeId?: number) {}
 
   /** Sends `packet` to every player of the group: once, on every Worker that has one. */
   publish(engine: SendEngine, packet: RtpPacket): void {
     // Players still attached while the server stops: the engine is gone, nothing to send.
     if (engine.closed) return;
-    engine.publish(this.name, plainRtp(packet));
+    engine.publish(this.name, rtpBytes(packet, this.absSendTimeId));
     this.packets++;
     this.octets += packet.payload.length;
   }
@@ -59,8 +65,9 @@ export class EngineSendPaths {
   /**
    * Moves `sender`'s media to the engine: its keys and the ICE-selected remote address, and
    * the publisher track `group` rewritten to the sender's SSRC and `payloadType`. Undefined
-   * when the engine is not started or the transport has no keys or selected pair yet (the
-   * caller keeps werift's path then).
+   * when the engine is not started, the transport has no keys or selected pair yet, or its
+   * selected pair is not UDP (ICE-TCP: the engine only sends datagrams on the ICE mux's
+   * socket); the caller keeps werift's path then.
    */
   open(sender: RTCRtpSender, payloadType: number, group: EngineGroup): EngineSendPath | undefined {
     const engine = this.#engine;
@@ -70,6 +77,7 @@ export class EngineSendPaths {
     const pair = dtls.iceTransport.connection.nominated;
     const profile = config && srtpProfileFromDtlsId(config.profile);
     if (!config || !pair || !profile) return undefined;
+    if (selectedTransportOf(dtls.iceTransport.connection) !== "udp") return undefined;
     const id = `p${this.#nextId++}`;
     try {
       engine.addSubscriber({
@@ -185,7 +193,7 @@ export class EngineSendPath implements RtpSendPath {
   /** Sends `packet` to this player only (a retransmission from the packet cache). */
   send(packet: RtpPacket): void {
     if (this.engine.closed) return;
-    this.engine.publish(this.group.name, plainRtp(packet), [this.id]);
+    this.engine.publish(this.group.name, rtpBytes(packet, this.group.absSendTimeId), [this.id]);
     this.#ownPackets++;
     this.#ownOctets += packet.payload.length;
   }
@@ -202,17 +210,22 @@ export class EngineSendPath implements RtpSendPath {
 
 let scratch = new Uint8Array(1500);
 
+/** Bytes of a one-byte-header extension block holding abs-send-time alone (RFC 8285). */
+const absSendTimeBlockBytes = 8;
+
 /**
  * `packet` as the engine sends it: a 12-byte header (marker, payload type, sequence number,
- * timestamp, SSRC; no extensions, CSRCs or padding, as WeriftSendPath sends) and the payload.
- * The bytes are valid until the next call (the engine copies them at once).
+ * timestamp, SSRC; no CSRCs or padding, as WeriftSendPath sends), with `absSendTimeId` the
+ * abs-send-time extension stamped now, and the payload. The bytes are valid until the next
+ * call (the engine copies them at once).
  */
-export function plainRtp(packet: RtpPacket): Uint8Array {
+export function rtpBytes(packet: RtpPacket, absSendTimeId?: number): Uint8Array {
   const { header, payload } = packet;
-  const length = 12 + payload.length;
+  const extension = absSendTimeId === undefined ? 0 : absSendTimeBlockBytes;
+  const length = 12 + extension + payload.length;
   if (scratch.length < length) scratch = new Uint8Array(length);
   const out = scratch;
-  out[0] = 0x80;
+  out[0] = extension ? 0x90 : 0x80;
   out[1] = (header.marker ? 0x80 : 0) | (header.payloadType & 0x7f);
   out[2] = header.sequenceNumber >>> 8;
   out[3] = header.sequenceNumber & 0xff;
@@ -226,6 +239,14 @@ export function plainRtp(packet: RtpPacket): Uint8Array {
   out[9] = (ssrc >>> 16) & 0xff;
   out[10] = (ssrc >>> 8) & 0xff;
   out[11] = ssrc & 0xff;
-  out.set(payload, 12);
+  if (absSendTimeId !== undefined) {
+    out[12] = 0xbe;
+    out[13] = 0xde;
+    out[14] = 0;
+    out[15] = 1;
+    out[16] = (absSendTimeId << 4) | 2;
+    writeAbsSendTime(out.subarray(17, 20), performance.timeOrigin + performance.now());
+  }
+  out.set(payload, 12 + extension);
   return out.subarray(0, length);
 }
