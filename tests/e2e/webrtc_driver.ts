@@ -21,6 +21,20 @@ export interface InboundStats {
   audioMime: string;
 }
 
+/** A published stream's native outbound figures (webrtc_page.html `outboundStats`). */
+export interface OutboundStats {
+  /** The stats' timestamp, in ms. */
+  timestampMs: number;
+  videoBytesSent: number;
+  frameWidth: number;
+  frameHeight: number;
+  framesPerSecond: number;
+  /** Why the encoder holds back: "none", "bandwidth", "cpu", ... */
+  qualityLimitationReason: string;
+  /** The browser's send-side estimate (nominated candidate pair), in bit/s. */
+  availableOutgoingBitrate: number;
+}
+
 /** What a stream's `<video>` element shows (webrtc_page.html `videoStats`). */
 export interface VideoStats {
   found: boolean;

@@ -73,13 +73,16 @@ export function negotiatesRemb(transceiver: RTCRtpTransceiver): boolean {
 }
 
 /**
- * Sends a publisher a REMB for its video every `uplinkRembIntervalMs` once connected, for
- * the SSRC the video arrives on, estimated from the packets `count` saw.
+ * Sends a publisher a REMB for its video as soon as its transport connects (Chromium sizes
+ * its first pictures by the rate it has then: a REMB that comes later leaves them downscaled
+ * on content that stays expensive), then every `uplinkRembIntervalMs`, estimated from the
+ * packets `count` saw and naming the SSRC they came on (none before the first).
  */
 export class PublishRemb {
   readonly #estimate: UplinkEstimate;
   readonly #receiver: RTCRtpReceiver;
   readonly #timer: ReturnType<typeof setInterval>;
+  readonly #connected?: { unSubscribe(): void };
   #stats?: ReceptionStats;
   /** RTP payload and padding bytes since the last REMB. */
   #bytes = 0;
@@ -90,11 +93,9 @@ export class PublishRemb {
     this.#estimate = new UplinkEstimate(bitrate.maxKbps, bitrate.minKbps);
     this.#receiver = receiver;
     this.#timer = setInterval(() => this.#send(), uplinkRembIntervalMs);
-  }
-
-  /** The bitrate the publisher is told now, in kbit/s. */
-  get kbps(): number {
-    return this.#estimate.kbps;
+    this.#connected = receiver.dtlsTransport?.onStateChange.subscribe((state) => {
+      if (state === "connected") this.#send();
+    });
   }
 
   /** Counts a video packet of the publisher (padding-only ones too: they take sequence numbers). */
@@ -108,18 +109,21 @@ export class PublishRemb {
   /** Stops sending. */
   close(): void {
     clearInterval(this.#timer);
+    this.#connected?.unSubscribe();
   }
 
   #send(): void {
-    const stats = this.#stats;
     const transport = this.#receiver.dtlsTransport;
-    if (!stats || transport?.state !== "connected") return;
+    if (transport?.state !== "connected") return;
+    const stats = this.#stats;
     const nowMs = performance.now();
     const receivedKbps = this.#bytes * 8 / Math.max(1, nowMs - this.#lastSentMs);
     this.#bytes = 0;
     this.#lastSentMs = nowMs;
-    const kbps = this.#estimate.update(stats.expected, stats.received, receivedKbps, nowMs);
-    const remb = rembPacket(this.#receiver.rtcpSsrc, kbps * 1000, [stats.ssrc]);
+    const kbps = stats
+      ? this.#estimate.update(stats.expected, stats.received, receivedKbps, nowMs)
+      : this.#estimate.kbps;
+    const remb = rembPacket(this.#receiver.rtcpSsrc, kbps * 1000, stats ? [stats.ssrc] : []);
     transport.sendRtcp([remb]).catch(() => {});
   }
 }
