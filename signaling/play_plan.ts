@@ -15,6 +15,7 @@ import {
   type NegotiatedCodec,
   pickPublishCodec,
 } from "../media/protocols/webrtc/codecs.ts";
+import { requestedIceTransport } from "../media/protocols/webrtc/ice_tcp.ts";
 import type { PeerAddress } from "../media/protocols/webrtc/peer.ts";
 import type { SdpMedia } from "../media/protocols/webrtc/sdp.ts";
 import type { TrickleCandidate } from "../media/protocols/webrtc/sdpfrag.ts";
@@ -66,6 +67,20 @@ export function peerAddress(services: Pick<Services, "config" | "iceMux">): Peer
     portMin: media.udpPortMin,
     portMax: media.udpPortMax,
     mux: services.iceMux,
+  };
+}
+
+/**
+ * Where the peer of a Web SDK stream object binds: on TCP when its `transport` is "TCP", or
+ * when it names none and `media.iceTransport` is `tcp`.
+ */
+export function streamPeerAddress(
+  services: Pick<Services, "config" | "iceMux">,
+  stream: Record<string, unknown>,
+): PeerAddress {
+  return {
+    ...peerAddress(services),
+    transport: requestedIceTransport(stream.transport, services.config.media.iceTransport),
   };
 }
 

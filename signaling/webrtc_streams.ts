@@ -28,10 +28,10 @@ import type { HandlerTable, MessageHandler, SignalingContext } from "./handlers.
 import { parsePayload } from "./payload.ts";
 import {
   describeMedia,
-  peerAddress,
   planPlay,
   type Player,
   type PlayerCommon,
+  streamPeerAddress,
 } from "./play_plan.ts";
 import { PublishRecording } from "./publish_recording.ts";
 import type { SignalingSession } from "./session.ts";
@@ -229,7 +229,7 @@ async function handlePublish(
     clientStream,
     sdp: stream.sdp as string,
     codecs: codecs as NegotiatedCodec[],
-    address: peerAddress(services),
+    address: streamPeerAddress(services, clientStream),
     remb: publishBitrate(services.config.media, media, codecs, clientStream),
     client: new SessionStreamClient(
       session,
@@ -344,7 +344,7 @@ async function startPlayer(
     nodeId: services.nodeId,
     clientStream,
     sdp: stream.sdp as string,
-    address: peerAddress(services),
+    address: streamPeerAddress(services, clientStream),
     client: new SessionStreamClient(
       session,
       services,

@@ -4,6 +4,7 @@
  */
 import {
   MediaStreamTrack,
+  type Protocol,
   RTCPeerConnection,
   RtcpSrPacket,
   RTCRtpCodecParameters,
@@ -11,14 +12,31 @@ import {
   RtpPacket,
 } from "werift";
 import { Buffer } from "node:buffer";
+import { installNoDefaultStun } from "../media/protocols/webrtc/no_default_stun.ts";
 import type { WcsClient } from "./helpers/wcs_client.ts";
+
+/**
+ * How a test peer reaches the server: "udp", or "tcp" as a client behind a firewall that
+ * blocks UDP (ICE-TCP: it dials the server's TCP passive candidate, pairs and answers nothing
+ * else, and closes its UDP sockets once gathered, so no datagram can carry its media).
+ */
+export type TestTransport = "udp" | "tcp";
+
+/** Whether a werift protocol or candidate is TCP. */
+function onTcp(of: { localCandidate?: { transport: string } } | undefined): boolean {
+  return of?.localCandidate?.transport.toLowerCase() === "tcp";
+}
 
 /** werift settings that keep a test peer on 127.0.0.1 with no STUN server. */
 function loopbackPeer(
   codecs: ReturnType<typeof codecList>,
   keepPercent?: number,
+  transport: TestTransport = "udp",
 ): RTCPeerConnection {
-  return new RTCPeerConnection({
+  const tcp = transport === "tcp";
+  // `iceServers: []` alone still leaves werift's default STUN server (stun.l.google.com).
+  installNoDefaultStun();
+  const pc = new RTCPeerConnection({
     // werift's debug knob keeps this share of incoming packets (the rest is dropped).
     debug: keepPercent === undefined ? {} : { inboundPacketLoss: keepPercent },
     iceServers: [],
@@ -27,7 +45,28 @@ function loopbackPeer(
     iceAdditionalHostAddresses: ["127.0.0.1"],
     iceInterfaceAddresses: { udp4: "127.0.0.1" },
     codecs,
+    ...(tcp
+      ? {
+        iceUseTcp: true,
+        iceTcpPassive: false,
+        iceFilterCandidatePair: (pair) => onTcp(pair),
+        iceFilterStunResponse: (_message, _addr, protocol) => onTcp(protocol),
+      }
+      : {}),
   });
+  if (tcp) {
+    pc.iceGatheringStateChange.subscribe(async (state) => {
+      if (state !== "complete") return;
+      for (const { iceTransport } of pc.dtlsTransports) {
+        // werift keeps its protocols private.
+        const connection = iceTransport.connection as unknown as { protocols: Protocol[] };
+        const udp = connection.protocols.filter((p) => !onTcp(p));
+        connection.protocols = connection.protocols.filter((p) => onTcp(p));
+        for (const protocol of udp) await protocol.close();
+      }
+    });
+  }
+  return pc;
 }
 
 /** Video codecs a test peer can offer. */
@@ -97,8 +136,12 @@ export class TestPublisher {
   sent = 0;
 
   /** `videoPacketsPerFrame` sets the VP8 video rate (25 fps, about 1.1 kB a packet). */
-  constructor(readonly codec: TestVideoCodec, readonly videoPacketsPerFrame = 2) {
-    this.pc = loopbackPeer(codecList(codec, true));
+  constructor(
+    readonly codec: TestVideoCodec,
+    readonly videoPacketsPerFrame = 2,
+    transport: TestTransport = "udp",
+  ) {
+    this.pc = loopbackPeer(codecList(codec, true), undefined, transport);
     this.pc.addTransceiver(this.video, { direction: "sendonly" }).sender.onPictureLossIndication
       .subscribe(() => {
         this.plis++;
@@ -198,8 +241,12 @@ export class TestPlayer {
   firstKeyframeMs = 0;
 
   /** `keepPercent` below 100 drops the rest of the incoming packets (to provoke NACKs). */
-  constructor(video: TestVideoCodec = "VP8", keepPercent?: number) {
-    this.pc = loopbackPeer(codecList(video), keepPercent);
+  constructor(
+    video: TestVideoCodec = "VP8",
+    keepPercent?: number,
+    transport: TestTransport = "udp",
+  ) {
+    this.pc = loopbackPeer(codecList(video), keepPercent, transport);
     this.pc.addTransceiver("video", { direction: "recvonly" });
     this.pc.addTransceiver("audio", { direction: "recvonly" });
     this.pc.onTrack.subscribe((track) => {

@@ -378,7 +378,7 @@ export class WebRtcPublisher extends Stream {
       fps: video?.fps ?? 0,
       gop: video?.gopSize ?? 0,
       audioBitrate: audio?.kbps ?? 0,
-      transport: "UDP",
+      transport: this.#peer.transport === "tcp" ? "TCP" : "UDP",
       cvoExtension: this.clientStream.cvoExtension === true,
       mediaType: "publish",
       audioState: { ...this.audioState },

@@ -145,7 +145,7 @@ export class WebRtcFramePlayer implements RegisteredStream {
       info: null,
       record: false,
       recordName: null,
-      transport: "UDP",
+      transport: this.#peer.transport === "tcp" ? "TCP" : "UDP",
       cvoExtension: client.cvoExtension === true,
       createDate: this.createDate,
       mediaType: "play",

@@ -149,6 +149,7 @@ export class WebRtcPlayer implements RegisteredStream {
       recordName: null,
       cvoExtension: client.cvoExtension === true,
       createDate: this.createDate,
+      transport: this.#peer.transport === "tcp" ? "TCP" : "UDP",
       mediaType: "play",
       parentMediaSessionId: this.publisher.mediaSessionId,
     };

@@ -2,8 +2,9 @@
  * werift peer connections as the server needs them: no STUN server (werift's default is a
  * public one), host candidates only on the configured address and either on the server's
  * ICE mux (one UDP port every peer shares: ice_mux.ts) or on ports of the UDP range no other
- * peer of this process holds (port_pool.ts), and a complete (non-trickle) answer, because the
- * Web SDK never exchanges candidates.
+ * peer of this process holds (port_pool.ts), or, for a client that asked for TCP, one TCP
+ * passive candidate on a port of that range (ice_tcp.ts), and a complete (non-trickle)
+ * answer, because the Web SDK never exchanges candidates.
  */
 import { RTCPeerConnection } from "werift";
 import { ParseError } from "../../../core/errors.ts";
@@ -14,6 +15,13 @@ import {
   filterDtlsRetransmits,
 } from "./dtls_retransmit_filter.ts";
 import type { IceMux } from "./ice_mux.ts";
+import {
+  type IceTransport,
+  keepTcpPassiveCandidates,
+  tcpIceConfig,
+  tcpPassivePorts,
+} from "./ice_tcp.ts";
+import { installIceTcpGate } from "./ice_tcp_gate.ts";
 import { installIceMux, muxInterfaceAddresses } from "./ice_mux_werift.ts";
 import { portPoolOf, type UdpPortPool } from "./port_pool.ts";
 import { installNoDefaultStun } from "./no_default_stun.ts";
@@ -30,8 +38,13 @@ export interface PeerAddress {
   portMin: number;
   /** Highest UDP port for media. */
   portMax: number;
-  /** The server's ICE mux: when set, the peer's candidates are on its port, not the range's. */
+  /** The server's ICE mux: when set, the peer's UDP candidates are on its port, not the range's. */
   mux?: IceMux;
+  /**
+   * "tcp": the answer carries one TCP passive candidate, on a TCP port of `portMin`..`portMax`,
+   * and nothing else (a client that asked for TCP); "udp" (the default): UDP candidates.
+   */
+  transport?: IceTransport;
 }
 
 /** Longest wait for the local candidates of an answer, in milliseconds. */
@@ -49,6 +62,10 @@ export class Peer {
   readonly pc: RTCPeerConnection;
   /** Address the answer's candidates must carry; undefined keeps every candidate. */
   readonly #announced: string | undefined;
+  /** Transport of the answer's candidates. */
+  readonly transport: IceTransport;
+  /** On TCP: the address the passive candidate listens on, when not every interface's. */
+  readonly #tcpHost: string | undefined;
   /** The media port range's pool; undefined on the ICE mux. */
   readonly #ports: UdpPortPool | undefined;
   /** Ports of the pool this peer holds: two while it gathers, then those it bound. */
@@ -74,6 +91,7 @@ export class Peer {
     installUdpBindRetry();
     installNoDefaultStun();
     installIceMux();
+    installIceTcpGate();
     const codecs = {
       video: negotiated.filter((c) => c.kind === "video").map((c) => c.params),
       audio: negotiated.filter((c) => c.kind === "audio").map((c) => c.params),
@@ -81,7 +99,16 @@ export class Peer {
     const wildcard = address.bind === "0.0.0.0" || address.bind === "::";
     this.#announced = address.announced ?? (wildcard ? undefined : address.bind);
     const { mux } = address;
-    this.#ports = mux ? undefined : portPoolOf(address.portMin, address.portMax);
+    this.transport = address.transport ?? "udp";
+    const tcp = this.transport === "tcp";
+    // The TCP listener binds the configured address and its candidate is rewritten to the
+    // announced one (binding a NAT's public address would fail); a wildcard bind without an
+    // announced address listens on every interface werift finds, as UDP does.
+    this.#tcpHost = tcp && (!wildcard || address.announced !== undefined)
+      ? address.bind
+      : undefined;
+    // A TCP peer takes its listening port from the range even on the ICE mux.
+    this.#ports = mux && !tcp ? undefined : portPoolOf(address.portMin, address.portMax);
     const port = this.#ports?.acquirePair();
     this.#heldPorts = port === undefined ? [] : [port, port + 1];
     this.pc = new RTCPeerConnection({
@@ -95,12 +122,17 @@ export class Peer {
       // added explicitly and the interface scan is turned off unless the bind is a wildcard.
       iceUseIpv4: wildcard && address.announced === undefined,
       iceUseIpv6: false,
-      iceAdditionalHostAddresses: this.#announced === undefined ? undefined : [this.#announced],
+      iceAdditionalHostAddresses: tcp
+        ? this.#tcpHost === undefined ? undefined : [this.#tcpHost]
+        : this.#announced === undefined
+        ? undefined
+        : [this.#announced],
       iceInterfaceAddresses: mux
         ? muxInterfaceAddresses(mux)
         : wildcard
         ? undefined
         : { udp4: address.bind },
+      ...(tcp ? tcpIceConfig() : {}),
     });
     openPeers++;
   }
@@ -111,8 +143,11 @@ export class Peer {
    * set directions and senders). A malformed offer is a ParseError.
    */
   async answer(offerSdp: string, prepare: () => void | Promise<void>): Promise<string> {
+    // On TCP the client's candidates never pair (it dials in: its checks make the pairs),
+    // and werift, told they are all there, would fail at once with an empty check list.
+    const remoteSdp = this.transport === "tcp" ? withoutEndOfCandidates(offerSdp) : offerSdp;
     try {
-      await this.pc.setRemoteDescription({ type: "offer", sdp: offerSdp });
+      await this.pc.setRemoteDescription({ type: "offer", sdp: remoteSdp });
     } catch (err) {
       throw new ParseError(`bad SDP offer: ${(err as Error).message}`, { cause: err });
     }
@@ -184,6 +219,16 @@ export class Peer {
       ),
     );
     this.#keepPorts(bound);
+    if (this.transport === "tcp") {
+      const listening = this.pc.dtlsTransports.flatMap((t) =>
+        tcpPassivePorts(t.iceTransport.connection.localCandidates)
+      );
+      if (listening.length === 0) {
+        throw new Error("no TCP port could be listened on for media (taken by another process)");
+      }
+      const announced = this.#tcpHost === undefined ? undefined : this.#announced;
+      return keepTcpPassiveCandidates(sdp, this.#tcpHost, announced);
+    }
     if (bound.size === 0) {
       // Both ports were taken by another process: without a candidate the browser could
       // only time out.
@@ -308,6 +353,11 @@ export interface PeerDiagnostics {
     /** "address:port state" of each candidate pair. */
     pairs: string[];
   }[];
+}
+
+/** The SDP without its `a=end-of-candidates` lines. */
+function withoutEndOfCandidates(sdp: string): string {
+  return sdp.split("\r\n").filter((line) => line !== "a=end-of-candidates").join("\r\n");
 }
 
 /** The SDP without candidate lines of other addresses (werift may add interface addresses). */
