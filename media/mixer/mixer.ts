@@ -17,7 +17,7 @@ import type { CodecEngine } from "../engine/engine.ts";
 import type { MediaFrame, Track } from "../frame.ts";
 import { Stream } from "../stream.ts";
 import type { StreamDirectory } from "../stream_record.ts";
-import type { DecoderHub, SourceSubscription } from "../transcoder/decoded_source.ts";
+import type { DecoderHub, PictureNeed, SourceSubscription } from "../transcoder/decoded_source.ts";
 import { pipelineVideoClockHz, type VideoEncoder } from "../transcoder/video_codec.ts";
 import { createVideoEncoder } from "../transcoder/video_encoder.ts";
 import type { PlacedWatermark } from "../transcoder/rendition.ts";
@@ -366,7 +366,9 @@ export class Mixer {
       onEnd: () => {
         if (this.#inputs.get(name) === input) void this.#removeInput(input, "stream ended");
       },
-    }, this.#composer !== undefined);
+    }, this.#pictureNeed(input));
+    // The other inputs' tiles changed with the layout.
+    this.#retile();
     const audioTrack = input.subscription.audio;
     if (this.#audio && audioTrack) {
       try {
@@ -426,6 +428,7 @@ export class Mixer {
   /** Lays the inputs out by `layout` from the next frame. */
   setLayout(layout: LayoutName | CustomLayout): void {
     this.#composer?.setLayout(layout);
+    this.#retile();
   }
 
   /** Ends the mixer: every input leaves, the output stream ends (idempotent). */
@@ -453,6 +456,23 @@ export class Mixer {
       (err) => log.warn("mixing audio failed", { err }),
     );
     log.info("mixer started", { ...this.#options.settings });
+  }
+
+  /**
+   * The pictures an input needs: as large as its tile (the decoder scales them down to it,
+   * the composer fits what comes), none without video.
+   */
+  #pictureNeed(input: Input): PictureNeed {
+    const tile = this.#composer?.tile(input.name);
+    return tile ? { width: tile.width, height: tile.height } : "none";
+  }
+
+  /** Tells every input's decoder the size of its tile after the layout changed. */
+  #retile(): void {
+    // While ending, inputs leave one by one: the others' tiles growing is no reason to
+    // start larger decoders.
+    if (!this.#composer || this.#ending) return;
+    for (const input of this.#inputs.values()) input.subscription?.need(this.#pictureNeed(input));
   }
 
   /** The output clock now, in 90 kHz. */
@@ -550,7 +570,10 @@ export class Mixer {
     if (this.#inputs.get(input.name) !== input) return;
     this.#inputs.delete(input.name);
     input.subscription?.release();
-    if (this.#composer && !this.#ended) this.#composer.removeInput(input.name);
+    if (this.#composer && !this.#ended) {
+      this.#composer.removeInput(input.name);
+      this.#retile();
+    }
     if (this.#audio && !this.#ended) this.#audio.removeInput(input.name);
     await Promise.all([input.pcm?.close(), input.mcu?.close()]);
     this.#options.log.info("input removed", { input: input.name, reason });

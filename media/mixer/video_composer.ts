@@ -302,6 +302,12 @@ export class VideoComposer {
     this.#relayout();
   }
 
+  /** The rectangle input `id` is drawn in as laid out now; undefined for no such input. */
+  tile(id: string): Rect | undefined {
+    const index = this.#inputs.findIndex((input) => input.id === id);
+    return index < 0 ? undefined : this.#rects[index];
+  }
+
   #relayout(): void {
     const { layout, width, height } = this.#options;
     this.#rects = computeLayout(

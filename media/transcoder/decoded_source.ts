@@ -3,6 +3,19 @@
  * video decoder, and the decoded pictures (and the source's compressed audio) fanned out to
  * every subscriber. The hub keeps one per source Stream; the last subscriber to leave closes
  * it, decoder process or Worker included.
+ *
+ * Pictures come at the smallest size that serves every subscriber: each says the box its
+ * pictures must fill (a rendition its output size, a mixer its tile) or that it needs the
+ * source's size, and the decoder scales into the union of the boxes (never up). Moving
+ * 720p pictures through the server for 360p outputs cost a fifth of a core.
+ *
+ * When the size needed changes (a subscriber needing more joins, or the largest leaves), a
+ * decoder at the new size starts beside the running one, from the next keyframe, and each
+ * subscriber moves to it once it has caught up with the pictures that subscriber had: no
+ * subscriber misses a picture or sees one twice, and none waits for a keyframe. Restarting
+ * the one decoder instead would cost its subscribers the pictures held in ffmpeg (parser
+ * and reorder delay) and a keyframe interval of nothing. The old decoder stops when its last
+ * subscriber has moved, so two decode only for the few frames of the handover.
  */
 import type { Logger } from "../../core/log.ts";
 import type { CodecEngine } from "../engine/engine.ts";
@@ -10,13 +23,29 @@ import type { MediaFrame, Track } from "../frame.ts";
 import type { Stream, StreamReader } from "../stream.ts";
 import { createVideoDecoder } from "./video_decoder.ts";
 import type { RawVideoFrame, VideoDecoder } from "./video_codec.ts";
+import type { PictureSize } from "./video_decoder_input.ts";
 
 /** Frames the source's reader may queue: about 2 s of 30 fps video with its audio. */
 const sourceQueueFrames = 160;
+/**
+ * Pictures a new decoder gives before subscribers of the old one move to it even if the
+ * old one has not reached its first picture (it fell behind): about 2 s at 30 fps.
+ */
+const maxHandOverPictures = 60;
+
+/**
+ * The pictures a subscriber needs: none (its audio only), the source's size, or pictures
+ * filling at most this box (aspect kept; the subscriber scales them further).
+ */
+export type PictureNeed = "none" | "source" | PictureSize;
 
 /** What a subscriber of a decoded source receives. */
 export interface SourceListener {
-  /** A decoded picture, in presentation order, pts in 90 kHz on the source's timeline. */
+  /**
+   * A decoded picture, in presentation order, pts in 90 kHz on the source's timeline; at
+   * least as large as the subscriber's box asks (unless the source is smaller), possibly
+   * larger, and its size may change from one picture to the next.
+   */
   onPicture(picture: RawVideoFrame): void;
   /** A compressed audio frame of the source, as the source has it. */
   onAudio(frame: MediaFrame): void;
@@ -30,22 +59,59 @@ export interface SourceSubscription {
   readonly video: Track | undefined;
   /** The source's first audio track, if any. */
   readonly audio: Track | undefined;
+  /** Changes the pictures this subscriber needs (a mixer tile that grew or shrank). */
+  need(need: PictureNeed): void;
   /** Leaves; the last subscriber to leave stops the decoder. */
   release(): void;
+}
+
+/** A subscriber that takes pictures. */
+interface Viewer {
+  listener: SourceListener;
+  /** The box its pictures must fill; undefined: the source's size. */
+  box: PictureSize | undefined;
+  /** pts of the last picture it was given. */
+  lastPts: number;
+  /** The decoder whose pictures it gets; undefined until placed. */
+  feed: SizedDecoder | undefined;
+}
+
+/** One decoder of the source, scaling into one box, and the viewers it feeds. */
+interface SizedDecoder {
+  box: PictureSize | undefined;
+  decoder: VideoDecoder;
+  viewers: Set<Viewer>;
+  /** pts of its first picture, undefined before. */
+  firstPts: number | undefined;
+  /** Pictures it gave since it became the target. */
+  sinceTarget: number;
+  /**
+   * True when it started beside a running decoder: the frames it dropped waiting for its
+   * first picture were decoded by the other, so they are no loss.
+   */
+  beside: boolean;
+  /** Its dropped count at its first picture. */
+  droppedAtFirst: number | undefined;
 }
 
 /** One source Stream decoded for all its subscribers. */
 class DecodedSource {
   readonly listeners = new Set<SourceListener>();
   /** The listeners that take pictures; the others take audio only. */
-  readonly #pictureListeners = new Set<SourceListener>();
+  readonly #viewers = new Map<SourceListener, Viewer>();
+  /** Running decoders: the target (at the size now needed) and those being left. */
+  #decoders: SizedDecoder[] = [];
+  #target: SizedDecoder | undefined;
+  /** Frames lost by decoders already stopped. */
+  #retiredDrops = 0;
+  /** Decoders being stopped; close waits for them so no process outlives the source. */
+  #stopping = new Set<Promise<void>>();
   #engine: CodecEngine;
   #log: Logger;
   #source: Stream;
   readonly video: Track | undefined;
   readonly audio: Track | undefined;
   #reader: StreamReader;
-  #decoder: VideoDecoder | undefined;
   #reading: Promise<void>;
   /** True once a frame was read: a decoder starting later waits for a keyframe. */
   #started = false;
@@ -68,33 +134,170 @@ class DecodedSource {
    * Adds a subscriber; the video decoder starts with the first that takes pictures (an
    * audio-only mixer costs no decoding), from the source's next keyframe.
    */
-  add(listener: SourceListener, pictures: boolean): void {
+  add(listener: SourceListener, need: PictureNeed): void {
     this.listeners.add(listener);
-    if (!pictures || !this.video) return;
-    this.#pictureListeners.add(listener);
-    if (this.#decoder || this.#closed) return;
-    this.#decoder = createVideoDecoder({
-      engine: this.#engine,
-      track: this.video,
-      log: this.#log,
-      onPicture: (picture) => {
-        const listeners = this.#pictureListeners;
-        if (listeners.size > 1) picture = shared(picture);
-        for (const listener of listeners) listener.onPicture(picture);
-      },
-    });
-    if (this.#started) this.#source.requestKeyframe();
+    this.setNeed(listener, need);
+  }
+
+  /** Changes what a subscriber needs; the decoder follows. */
+  setNeed(listener: SourceListener, need: PictureNeed): void {
+    if (!this.listeners.has(listener) || this.#closed) return;
+    const viewer = this.#viewers.get(listener);
+    if (need === "none" || !this.video) {
+      if (viewer) this.#drop(viewer);
+    } else if (viewer) {
+      viewer.box = need === "source" ? undefined : need;
+    } else {
+      const box = need === "source" ? undefined : need;
+      this.#viewers.set(listener, { listener, box, lastPts: -Infinity, feed: undefined });
+    }
+    this.#retarget();
   }
 
   /** Removes a subscriber; true when it was one. */
   remove(listener: SourceListener): boolean {
-    this.#pictureListeners.delete(listener);
+    const viewer = this.#viewers.get(listener);
+    if (viewer) {
+      this.#drop(viewer);
+      this.#retarget();
+    }
     return this.listeners.delete(listener);
   }
 
   /** Input frames not decoded so far. */
   get droppedFrames(): number {
-    return this.#reader.dropped + (this.#decoder?.dropped ?? 0);
+    let dropped = this.#reader.dropped + this.#retiredDrops;
+    for (const sized of this.#decoders) dropped += lost(sized);
+    return dropped;
+  }
+
+  /** The box every viewer's pictures fit in; undefined: the source's size. */
+  #neededBox(): PictureSize | undefined {
+    // Engines that decode a chunk at a time give the source's size whatever the box.
+    if (!this.#engine.start) return undefined;
+    let width = 0;
+    let height = 0;
+    for (const { box } of this.#viewers.values()) {
+      if (!box) return undefined;
+      width = Math.max(width, box.width);
+      height = Math.max(height, box.height);
+    }
+    // A box the source fits in whole asks for no scaling (the same decoder as "source").
+    const video = this.video;
+    if (video?.width && video.height && width >= video.width && height >= video.height) {
+      return undefined;
+    }
+    return { width, height };
+  }
+
+  /**
+   * Makes the decoder at the size now needed the target (starting it when none runs at that
+   * size), places new viewers on it, and stops decoders nobody is fed by.
+   */
+  #retarget(): void {
+    if (this.#closed) return;
+    if (this.#viewers.size === 0) {
+      this.#target = undefined;
+      this.#stopIdle();
+      return;
+    }
+    const box = this.#neededBox();
+    let target = this.#target;
+    if (!target || !sameBox(target.box, box)) {
+      target = this.#decoders.find((sized) => sameBox(sized.box, box)) ?? this.#start(box);
+      target.sinceTarget = 0;
+      this.#target = target;
+      this.#log.debug("decoding at", { box: box ?? "source" });
+    }
+    for (const viewer of this.#viewers.values()) {
+      if (viewer.feed) continue;
+      viewer.feed = target;
+      target.viewers.add(viewer);
+    }
+    this.#stopIdle();
+  }
+
+  #start(box: PictureSize | undefined): SizedDecoder {
+    const sized: SizedDecoder = {
+      box,
+      viewers: new Set(),
+      firstPts: undefined,
+      sinceTarget: 0,
+      beside: this.#decoders.length > 0,
+      droppedAtFirst: undefined,
+      decoder: undefined!,
+    };
+    sized.decoder = createVideoDecoder({
+      engine: this.#engine,
+      track: this.video!,
+      log: this.#log,
+      box,
+      onPicture: (picture) => this.#onPicture(sized, picture),
+    });
+    this.#decoders.push(sized);
+    if (this.#started) this.#source.requestKeyframe();
+    return sized;
+  }
+
+  #drop(viewer: Viewer): void {
+    viewer.feed?.viewers.delete(viewer);
+    this.#viewers.delete(viewer.listener);
+  }
+
+  /** Stops the decoders that are not the target and feed nobody. */
+  #stopIdle(): void {
+    const idle = this.#decoders.filter((s) => s !== this.#target && s.viewers.size === 0);
+    if (idle.length === 0) return;
+    this.#decoders = this.#decoders.filter((s) => !idle.includes(s));
+    for (const sized of idle) {
+      this.#retiredDrops += lost(sized);
+      const stopping = sized.decoder.close().catch((err) => {
+        this.#log.warn("decoder close failed", { err });
+      });
+      this.#stopping.add(stopping);
+      stopping.finally(() => this.#stopping.delete(stopping));
+    }
+  }
+
+  #onPicture(sized: SizedDecoder, picture: RawVideoFrame): void {
+    if (this.#closed) return;
+    if (sized.firstPts === undefined) {
+      sized.firstPts = picture.pts;
+      sized.droppedAtFirst = sized.decoder.dropped;
+    }
+    if (sized === this.#target) {
+      sized.sinceTarget++;
+      this.#handOver(sized, picture.pts);
+    }
+    const viewers = [...sized.viewers].filter((viewer) => picture.pts > viewer.lastPts);
+    if (viewers.length > 1) picture = shared(picture);
+    for (const viewer of viewers) {
+      viewer.lastPts = picture.pts;
+      viewer.listener.onPicture(picture);
+    }
+  }
+
+  /**
+   * Moves to the target the viewers of other decoders that its picture at `pts` continues:
+   * it follows their last picture, and the target has given every picture since then (its
+   * first is not after their last). A viewer that had no picture moves at once; after
+   * `maxHandOverPictures` one whose old decoder lags behind the target's start moves too.
+   */
+  #handOver(target: SizedDecoder, pts: number): void {
+    let moved = false;
+    for (const sized of this.#decoders) {
+      if (sized === target) continue;
+      for (const viewer of sized.viewers) {
+        const continues = pts > viewer.lastPts &&
+          (viewer.lastPts >= target.firstPts! || target.sinceTarget > maxHandOverPictures);
+        if (viewer.lastPts !== -Infinity && !continues) continue;
+        sized.viewers.delete(viewer);
+        target.viewers.add(viewer);
+        viewer.feed = target;
+        moved = true;
+      }
+    }
+    if (moved) this.#stopIdle();
   }
 
   async #read(): Promise<void> {
@@ -102,8 +305,9 @@ class DecodedSource {
     const audioId = this.audio?.id;
     for await (const frame of this.#reader) {
       this.#started = true;
-      if (frame.trackId === videoId) this.#decoder?.push(frame);
-      else if (frame.trackId === audioId) {
+      if (frame.trackId === videoId) {
+        for (const sized of this.#decoders) sized.decoder.push(frame);
+      } else if (frame.trackId === audioId) {
         for (const listener of this.listeners) listener.onAudio(frame);
       }
     }
@@ -114,16 +318,30 @@ class DecodedSource {
     if (this.#closed) return;
     this.#closed = true;
     this.#reader.close();
-    await this.#decoder?.close();
+    const decoders = this.#decoders;
+    this.#decoders = [];
+    this.#target = undefined;
+    await Promise.all([...decoders.map((s) => s.decoder.close()), ...this.#stopping]);
     for (const listener of this.listeners) listener.onEnd();
     this.listeners.clear();
-    this.#pictureListeners.clear();
+    this.#viewers.clear();
   }
 
   /** Settles once reading has stopped and the decoder is closed. */
   get done(): Promise<void> {
     return this.#reading;
   }
+}
+
+/** Input frames a decoder lost (not those a decoder started beside another waited out). */
+function lost(sized: SizedDecoder): number {
+  const dropped = sized.decoder.dropped;
+  return sized.beside ? dropped - (sized.droppedAtFirst ?? dropped) : dropped;
+}
+
+function sameBox(a: PictureSize | undefined, b: PictureSize | undefined): boolean {
+  return a === b || (a !== undefined && b !== undefined && a.width === b.width &&
+    a.height === b.height);
 }
 
 /**
@@ -159,13 +377,18 @@ export class DecoderHub {
 
   /**
    * Subscribes `listener` to the decoded `source`, starting its decoder when it is the first
-   * to take pictures (`pictures` false: the source's audio only, no decoding). An ended
-   * source calls `onEnd` at once.
+   * to take pictures (`need` "none": the source's audio only, no decoding), or re-sizing the
+   * decoder when it needs larger pictures than it makes. An ended source calls `onEnd` at
+   * once.
    */
-  subscribe(source: Stream, listener: SourceListener, pictures = true): SourceSubscription {
+  subscribe(
+    source: Stream,
+    listener: SourceListener,
+    need: PictureNeed = "source",
+  ): SourceSubscription {
     if (source.ended) {
       queueMicrotask(() => listener.onEnd());
-      return { video: source.videoTrack, audio: undefined, release: () => {} };
+      return { video: source.videoTrack, audio: undefined, need: () => {}, release: () => {} };
     }
     let decoded = this.#sources.get(source);
     if (!decoded) {
@@ -176,11 +399,12 @@ export class DecoderHub {
       this.#sources.set(source, decoded);
       log.info("decoding started");
     }
-    decoded.add(listener, pictures);
+    decoded.add(listener, need);
     const owner = decoded;
     return {
       video: owner.video,
       audio: owner.audio,
+      need: (need) => owner.setNeed(listener, need),
       release: () => {
         if (!owner.remove(listener) || owner.listeners.size > 0) return;
         if (this.#sources.get(source) === owner) this.#sources.delete(source);

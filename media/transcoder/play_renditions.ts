@@ -72,7 +72,7 @@ class RenditionStream extends Stream {
         onPicture: (picture) => rendition.pushPicture(picture),
         onAudio: (frame) => rendition.pushAudio(frame),
         onEnd: () => void this.terminate("source stream ended"),
-      });
+      }, rendition.pictureNeed);
     }
     return super.reader(queueFrames, kind);
   }

@@ -16,6 +16,7 @@ import type { CodecEngine } from "../engine/engine.ts";
 import { LiveTranscode } from "../engine/live_transcode.ts";
 import type { MediaFrame, Track } from "../frame.ts";
 import { VideoComposer } from "../mixer/video_composer.ts";
+import type { PictureNeed } from "./decoded_source.ts";
 import {
   type EncodedVideoCodec,
   pipelineVideoClockHz,
@@ -192,6 +193,19 @@ export class Rendition {
     // The encoder counts what it refused and what a failed run lost.
     stats.droppedFrames += this.#encoder?.dropped ?? 0;
     return stats;
+  }
+
+  /**
+   * The pictures this rendition needs of its source: as large as its output (a side left to
+   * the source's aspect unbounded), or the source's size when it keeps that.
+   */
+  get pictureNeed(): PictureNeed {
+    const { width, height } = this.#options.profile;
+    if (width <= 0 && height <= 0) return "source";
+    return {
+      width: width > 0 ? width : maxOutputSide,
+      height: height > 0 ? height : maxOutputSide,
+    };
   }
 
   /** The output frame rate, once the first pictures have set it (0 before). */

@@ -128,7 +128,7 @@ export class Transcoder {
       onPicture: (picture) => rendition.pushPicture(picture),
       onAudio: (frame) => rendition.pushAudio(frame),
       onEnd: () => void this.stop("source stream ended"),
-    });
+    }, rendition.pictureNeed);
   }
 
   async #end(reason: string): Promise<void> {

@@ -14,6 +14,7 @@ import type { Logger } from "../../core/log.ts";
 import type { CodecEngine } from "../engine/engine.ts";
 import type { MediaFrame, Track } from "../frame.ts";
 import type { RawVideoFrame } from "../mixer/video_composer.ts";
+import type { PictureSize } from "./video_decoder_input.ts";
 
 export type { RawVideoFrame };
 
@@ -28,6 +29,12 @@ export interface VideoDecoderOptions {
   /** Receives each decoded picture, in presentation order, pts as given to `push`. */
   onPicture: (picture: RawVideoFrame) => void;
   log: Logger;
+  /**
+   * Largest picture size wanted: the engine scales each picture down to fit in it (aspect
+   * kept, see `scaledSize`) where it can stream; absent, or on engines that decode a chunk
+   * at a time, pictures come at the source's size.
+   */
+  box?: PictureSize;
 }
 
 /** Compressed video in, raw I420 pictures out. */

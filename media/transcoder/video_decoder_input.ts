@@ -126,6 +126,34 @@ function boundPesLength(ts: Uint8Array): void {
 }
 
 /**
+ * The size of the pictures a decoder scaling into `box` gives for source pictures of
+ * `source`'s size: as large as fits in the box, aspect kept, never larger than the source,
+ * sides rounded to even (at least 2); the source's size without a box. The same arithmetic
+ * as the expressions of `decoderScaleArgs`, which ffmpeg evaluates in doubles too, so both
+ * sides agree on every picture's byte count.
+ */
+export function scaledSize(source: PictureSize, box: PictureSize | undefined): PictureSize {
+  if (!box) return source;
+  const factor = Math.min(1, Math.min(box.width / source.width, box.height / source.height));
+  const side = (length: number) => Math.max(2, 2 * Math.trunc(length * factor / 2 + 0.5));
+  return { width: side(source.width), height: side(source.height) };
+}
+
+/**
+ * ffmpeg's output options that scale each decoded picture into `box` (see `scaledSize`),
+ * none without a box. Expressions of the input size rather than a fixed size keep a source
+ * that changes resolution mid-stream in its aspect. Area averaging, as the kernels scale
+ * down (and as the benchmarks' ffmpeg peers are told to).
+ */
+export function decoderScaleArgs(box: PictureSize | undefined): string[] {
+  if (!box) return [];
+  // Commas escaped: the filter graph parser would split the filter at them.
+  const factor = `min(1\\,min(${box.width}/iw\\,${box.height}/ih))`;
+  const side = (input: string) => `max(2\\,2*trunc(${input}*${factor}/2+0.5))`;
+  return ["-vf", `scale=w=${side("iw")}:h=${side("ih")}:flags=area`];
+}
+
+/**
  * ffmpeg's input options for a decoder: no probing beyond the first packets, so a live run
  * decodes at once (`-fflags nobuffer`, which live audio uses, made ffmpeg 5.1 lose every
  * other H.264 picture of an MPEG-TS pipe, so it is left out).

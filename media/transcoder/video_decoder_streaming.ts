@@ -13,6 +13,10 @@
  * pictures of one segment are read before those of the next. Nothing is lost at the change;
  * restarting ffmpeg instead would drop the pictures still in its parser and reorder buffer
  * (5 at least, and all of a slow start's).
+ *
+ * With a box, ffmpeg scales each picture down into it (`decoderScaleArgs`): consumers that
+ * make smaller pictures of it then get a quarter of the bytes of a 720p source through the
+ * pipe and the server for a 360p output, and the kernels have little left to scale.
  */
 import { findH264ParameterSets } from "../codecs/h264.ts";
 import { findH265ParameterSets } from "../codecs/h265.ts";
@@ -24,12 +28,14 @@ import {
   decoderInput,
   decoderOutputArgs,
   decoderProbeArgs,
+  decoderScaleArgs,
   i420Bytes,
   insertSorted,
   isDisposable,
   isLeadingPicture,
   keyframeSize,
   type PictureSize,
+  scaledSize,
   skipsLeadingPictures,
 } from "./video_decoder_input.ts";
 
@@ -50,6 +56,9 @@ const discardReadBytes = 64 * 1024;
 
 /** Pictures of one size owed by ffmpeg. */
 interface Segment {
+  /** The size of the source's pictures, as its keyframe said. */
+  source: PictureSize;
+  /** The size ffmpeg writes them at (scaled into the decoder's box). */
   size: PictureSize;
   /** pts of the frames written whose pictures have not come out yet, ascending. */
   pts: number[];
@@ -155,9 +164,10 @@ export class StreamingVideoDecoder implements VideoDecoder {
       (track.config === run.config || carriesParameterSets(track, keyframe))
     ) {
       const last = run.segments[run.segments.length - 1];
-      const resized = last.size.width !== size.width || last.size.height !== size.height;
-      if (resized && last.pts.length === 0) last.size = size;
-      else if (resized) run.segments.push({ size, pts: [] });
+      const resized = last.source.width !== size.width || last.source.height !== size.height;
+      const segment = { source: size, size: scaledSize(size, this.#options.box) };
+      if (resized && last.pts.length === 0) Object.assign(last, segment);
+      else if (resized) run.segments.push({ ...segment, pts: [] });
       // A new size starts a new sequence: ffmpeg decodes it as from scratch.
       this.#skipLeading = skipsLeadingPictures(track.codec, keyframe.data, resumed || resized);
       this.#awaitingKeyframe = false;
@@ -189,15 +199,19 @@ export class StreamingVideoDecoder implements VideoDecoder {
     const job = engine.start!({
       inputArgs: [...decoderProbeArgs, ...input.args],
       // Every picture written out at once (the rawvideo muxer's buffer holds a tail), each
-      // at its decoded size.
-      outputArgs: [...decoderOutputArgs, "-flush_packets", "1", "-autoscale", "0"],
+      // at its decoded (or scaled) size.
+      outputArgs: [
+        ...decoderScaleArgs(this.#options.box),
+        ...decoderOutputArgs,
+        ...["-flush_packets", "1", "-autoscale", "0"],
+      ],
       maxPendingWrites: maxPendingDecoderWrites,
     });
     const run: DecoderRun = {
       job,
       input,
       config: track.config,
-      segments: [{ size, pts: [] }],
+      segments: [{ source: size, size: scaledSize(size, this.#options.box), pts: [] }],
       owed: 0,
       alive: true,
       outOfStep: false,

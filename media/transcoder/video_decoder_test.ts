@@ -24,7 +24,7 @@ import { fixture, run, tempPath } from "../formats/test_fixtures.ts";
 import type { MediaFrame, Track } from "../frame.ts";
 import type { RawVideoFrame } from "./video_codec.ts";
 import { createVideoDecoder } from "./video_decoder.ts";
-import { i420Bytes } from "./video_decoder_input.ts";
+import { i420Bytes, type PictureSize } from "./video_decoder_input.ts";
 
 /** A clip as a source gives it, and ffmpeg's own decode of it. */
 interface Clip {
@@ -39,10 +39,17 @@ interface Clip {
 
 const clips = new Map<string, Promise<Clip>>();
 
-/** ffmpeg's decode of a file to I420 pictures of `width` x `height`. */
-async function referencePictures(path: string, width: number, height: number) {
+/**
+ * ffmpeg's decode of a file to I420 pictures of `width` x `height` (scaled to that size with
+ * area averaging when `scaled`).
+ */
+async function referencePictures(path: string, width: number, height: number, scaled = false) {
+  const scale = scaled ? ["-vf", `scale=${width}:${height}:flags=area`] : [];
   const out = await new Deno.Command("ffmpeg", {
-    args: ["-v", "error", "-i", path, "-an", "-f", "rawvideo", "-pix_fmt", "yuv420p", "-"],
+    args: [
+      ...["-v", "error", "-i", path, "-an", ...scale],
+      ...["-f", "rawvideo", "-pix_fmt", "yuv420p", "-"],
+    ],
     stdout: "piped",
   }).output();
   const bytes = i420Bytes({ width, height });
@@ -148,12 +155,14 @@ async function decode(
   frames: MediaFrame[],
   until: number,
   expected: number,
+  box?: PictureSize,
 ): Promise<{ pictures: RawVideoFrame[]; dropped: number }> {
   const pictures: RawVideoFrame[] = [];
   const decoder = createVideoDecoder({
     engine,
     track,
     log: silentLogger,
+    box,
     onPicture: (p) => pictures.push(p),
   });
   try {
@@ -345,6 +354,34 @@ for (const [name, makeEngine] of engines) {
     await engine.close();
   });
 }
+
+Deno.test("native decoder: a box scales pictures into it as ffmpeg's area scaler does, never up", async () => {
+  const [large, small] = await Promise.all([clip("h264"), clip("h264-small")]);
+  const engine = new NativeEngine();
+  try {
+    // 320x240 fits the box at 200x150; the 160x120 pictures after the change fit as they are.
+    const box = { width: 200, height: 200 };
+    const scaled: Clip = {
+      ...large,
+      width: 200,
+      height: 150,
+      pictures: await referencePictures(await fixture("h264_aac", "ts"), 200, 150, true),
+    };
+    const frames = [
+      ...large.frames,
+      ...shifted(small.frames, clipSpan),
+      ...shifted(small.frames, 2 * clipSpan).slice(0, followingFrames),
+    ];
+    const { pictures, dropped } = await decode(engine, large.track, frames, 2 * clipSpan, 100, box);
+    assertIncreasing(pictures);
+    assertPicturesOf(scaled, pictures.filter((p) => p.pts < clipSpan), 0);
+    assertPicturesOf(small, pictures.filter((p) => p.pts >= clipSpan), clipSpan);
+    assert.equal(pictures.length, 100);
+    assert.equal(dropped, 0);
+  } finally {
+    await engine.close();
+  }
+});
 
 Deno.test("native decoder: input it cannot take is dropped up to a keyframe, never mislabeled", async () => {
   const source = await clip("h264");
