@@ -18,6 +18,7 @@ import { SendEngine } from "../../media/send_engine/send_engine.ts";
 import { startTestServer, testConfig, type TestServer } from "../helpers/test_server.ts";
 import { startBrowser } from "./browser.ts";
 import { netnsEnv } from "./netns.ts";
+import { nft } from "./nft.ts";
 import { call, type InboundStats, type VideoStats } from "./webrtc_driver.ts";
 
 /** Longest wait for a state in a page, in ms. */
@@ -45,13 +46,6 @@ async function waitUntil(what: string, check: () => Promise<boolean>, timeoutMs 
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function nft(...args: string[]): Promise<string> {
-  const out = await new Deno.Command("nft", { args, stdout: "piped", stderr: "piped" }).output();
-  const text = new TextDecoder().decode(out.stdout) + new TextDecoder().decode(out.stderr);
-  if (!out.success) throw new Error(`nft ${args.join(" ")}: ${text}`);
-  return text;
-}
 
 /** Drops `lossPercent`% of the media datagrams sent from UDP port `port` until `stopLoss`. */
 async function startLoss(port: number): Promise<void> {

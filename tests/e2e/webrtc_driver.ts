@@ -35,6 +35,23 @@ export interface OutboundStats {
   availableOutgoingBitrate: number;
 }
 
+/** One end of a candidate pair (webrtc_page.html `selectedPair`). */
+export interface CandidateEnd {
+  /** "udp" or "tcp". */
+  protocol: string;
+  /** On TCP: "active", "passive" or "so". */
+  tcpType: string;
+  address: string;
+  port: number;
+}
+
+/** A stream's selected candidate pair from native getStats (webrtc_page.html `selectedPair`). */
+export interface SelectedPair {
+  state: string;
+  local: CandidateEnd;
+  remote: CandidateEnd;
+}
+
 /** What a stream's `<video>` element shows (webrtc_page.html `videoStats`). */
 export interface VideoStats {
   found: boolean;

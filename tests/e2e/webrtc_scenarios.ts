@@ -2,10 +2,13 @@
  * WebRTC publish and play with the real `@flashphoner/websdk` 2.0.276 in headless Chromium
  * (fake camera and microphone) against our server, then WebRTC play of streams that did not
  * come over WebRTC: a GStreamer RTSP camera (H.264 + AAC, H.264 + PCMU) and ffmpeg publishing
- * RTMP (H.264 + AAC), both started inside the namespace. Runs inside a loopback-only network
- * namespace as root; `webrtc_test.ts` re-executes this file there. One Chromium, two pages.
+ * RTMP (H.264 + AAC), both started inside the namespace; and `transport: "TCP"` publish and
+ * play over ICE-TCP while nftables drops every UDP packet (needs `nft`). Runs inside a
+ * loopback-only network namespace as root; `webrtc_test.ts` re-executes this file there. One
+ * Chromium, two pages.
  */
 import assert from "node:assert/strict";
+import { createSocket } from "node:dgram";
 import type { Page } from "playwright-core";
 // Importing the package's manifest makes Deno install the package (and so its bundle).
 import websdkPackage from "@flashphoner/websdk/package.json" with { type: "json" };
@@ -15,7 +18,8 @@ import { startGstRtsp } from "../helpers/gst_rtsp.ts";
 import { startTestServer, type TestServer } from "../helpers/test_server.ts";
 import { startBrowser } from "./browser.ts";
 import { netnsEnv } from "./netns.ts";
-import { call, type InboundStats, type OutboundStats } from "./webrtc_driver.ts";
+import { nft } from "./nft.ts";
+import { call, type InboundStats, type OutboundStats, type SelectedPair } from "./webrtc_driver.ts";
 
 /** POSTs to the REST API and asserts 200 (reading the body, so no response is left open). */
 async function postOk(server: TestServer, path: string, body: unknown): Promise<void> {
@@ -23,6 +27,9 @@ async function postOk(server: TestServer, path: string, body: unknown): Promise<
   const text = await res.text();
   assert.equal(res.status, 200, `${path}: ${text}`);
 }
+
+/** The nftables table that drops UDP during the ICE-TCP step. */
+const udpBlockTable = "webrtc_udp_block";
 
 /** Longest wait for a state in a page, in ms. */
 const pageWaitMs = 15_000;
@@ -536,6 +543,107 @@ Deno.test("WebRTC publish and play with the Web SDK in Chromium", async (t) => {
           await hd.close();
           await Deno.remove(dir, { recursive: true });
         }
+      },
+    );
+
+    await t.step(
+      'transport: "TCP" publishes and plays over ICE-TCP with UDP dropped by nftables',
+      async () => {
+        const name = "cam-tcp";
+        // Every UDP packet in the namespace is dropped while the step runs: a candidate pair
+        // on UDP could not carry a byte.
+        await nft("add", "table", "inet", udpBlockTable);
+        await nft(
+          ...["add", "chain", "inet", udpBlockTable, "out"],
+          "{ type filter hook output priority 0; }",
+        );
+        await nft(
+          "add",
+          "rule",
+          "inet",
+          udpBlockTable,
+          "out",
+          "meta",
+          "l4proto",
+          "udp",
+          "counter",
+          "drop",
+        );
+        let udpDropped = NaN;
+        try {
+          // One datagram of our own proves the rule drops.
+          const probe = createSocket("udp4");
+          await new Promise<void>((resolve) =>
+            probe.send(new Uint8Array(4), 9, "127.0.0.1", () => resolve())
+          );
+          await new Promise<void>((resolve) => probe.close(() => resolve()));
+          const published = await call<{ status: string; info: string }>(
+            a,
+            "startStream",
+            "s",
+            name,
+            "publish",
+            {
+              name,
+              transport: "TCP",
+              constraints: { audio: true, video: { width: 640, height: 480 } },
+            },
+            ["PUBLISHING", "FAILED", "UNPUBLISHED"],
+          );
+          assert.equal(published.status, "PUBLISHING", published.info);
+          const played = await call<{ status: string; info: string }>(
+            b,
+            "startStream",
+            "s",
+            name,
+            "play",
+            {
+              name,
+              transport: "TCP",
+            },
+            ["PLAYING", "FAILED", "STOPPED"],
+          );
+          assert.equal(played.status, "PLAYING", played.info);
+          await waitUntil(
+            "frames decoded over TCP",
+            async () => (await call<InboundStats>(b, "inboundStats", name)).framesDecoded > 30,
+          );
+          for (const [page, role] of [[a, "publisher"], [b, "player"]] as const) {
+            const pair = await call<SelectedPair>(page, "selectedPair", name);
+            assert.deepEqual(
+              [pair.state, pair.local.protocol, pair.remote.protocol, pair.remote.tcpType],
+              ["succeeded", "tcp", "tcp", "passive"],
+              `${role}: ${JSON.stringify(pair)}`,
+            );
+          }
+          const records = await find(server, { name });
+          assert.deepEqual(records.map((r) => r.transport), ["TCP", "TCP"]);
+          // The TCP player sends through werift, not the UDP send engine.
+          assert.equal(server.services.sendPaths.size, 0);
+          const before = await call<InboundStats>(b, "inboundStats", name);
+          await new Promise((r) => setTimeout(r, 2000));
+          const after = await call<InboundStats>(b, "inboundStats", name);
+          assert.ok(
+            after.framesDecoded > before.framesDecoded + 20,
+            JSON.stringify({ before, after }),
+          );
+          assert.ok(
+            after.audioPackets > before.audioPackets + 50,
+            JSON.stringify({ before, after }),
+          );
+          assert.deepEqual([after.frameWidth, after.frameHeight], [640, 480]);
+          await call(a, "callStream", name, "stop");
+          await waitUntil(
+            "the TCP streams' end",
+            async () => (await find(server, { name })).length === 0,
+          );
+        } finally {
+          const listing = await nft("list", "table", "inet", udpBlockTable);
+          await nft("delete", "table", "inet", udpBlockTable);
+          udpDropped = Number(/counter packets (\d+)/.exec(listing)?.[1] ?? NaN);
+        }
+        // The probe only: neither Chromium nor the server sent a UDP packet.
+        assert.equal(udpDropped, 1, "UDP packets dropped");
       },
     );
 
