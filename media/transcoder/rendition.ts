@@ -139,6 +139,8 @@ export class Rendition {
   #firstPictures: RawVideoFrame[] = [];
   #composing = 0;
   #maxComposing = 1;
+  /** The last picture when it went to the encoder as it was (no kernel work), else none. */
+  #passed: RawVideoFrame | undefined;
   /** Output time (90 kHz) up to which video has been emitted; audio waits for it. */
   #videoUntil = -Infinity;
   #heldAudio: MediaFrame[] = [];
@@ -298,7 +300,10 @@ export class Rendition {
     return true;
   }
 
-  /** Queues a picture on the composer and composes every output tick due by its time. */
+  /**
+   * Composes every output tick due by a picture's time: through the kernels, or straight to
+   * the encoder when the picture needs nothing of them (see `#passes`).
+   */
   #compose(picture: RawVideoFrame): void {
     const composer = this.#composer!;
     const pts = picture.pts - this.#origin;
@@ -318,7 +323,25 @@ export class Rendition {
       this.#nextTick = Math.max(this.#nextTick, Math.floor(pts * this.#fps / pipelineVideoClockHz));
     }
     this.#lastPicturePts = pts;
-    if (!composer.push("source", { ...picture, pts })) this.#stats.droppedFrames++;
+    const frame = { ...picture, pts };
+    // Ticks before this picture's time show the previous picture: passed on too if it was,
+    // else composed (the kernels have it); nothing passes while a composed frame is on its
+    // way, so frames reach the encoder in order.
+    const previous = this.#passed;
+    const repeatsPrevious = tickPts(this.#nextTick) < pts;
+    if (this.#passes(frame) && this.#composing === 0 && (previous || !repeatsPrevious)) {
+      this.#passed = frame;
+      while (tickPts(this.#nextTick) <= pts) {
+        const at = tickPts(this.#nextTick++);
+        // The encoder only reads the bytes, as do the other renditions of a shared picture.
+        const due = at < pts ? previous! : frame;
+        this.#encoder!.push({ ...due, pts: at + this.#origin });
+      }
+      return;
+    }
+    this.#passed = undefined;
+    if (previous) composer.push("source", previous);
+    if (!composer.push("source", frame)) this.#stats.droppedFrames++;
     while (tickPts(this.#nextTick) <= pts) {
       const tick = this.#nextTick++;
       if (this.#composing >= this.#maxComposing) {
@@ -337,6 +360,17 @@ export class Rendition {
         this.#options.log.warn("composing a frame failed", { err });
       });
     }
+  }
+
+  /**
+   * True when the kernels would give the picture back as it is: it has the output's size
+   * (the decoder scaled it, with the scaler the kernels would use) and no watermark is
+   * drawn. A Worker round trip and two copies of every frame are then saved.
+   */
+  #passes(picture: RawVideoFrame): boolean {
+    const video = this.#video!;
+    return !this.#watermark && picture.width === video.width &&
+      picture.height === video.height;
   }
 
   #onVideoOut(frame: MediaFrame): void {

@@ -3,6 +3,7 @@ import { silentLogger } from "../../core/log.ts";
 import { NativeEngine } from "../engine/native.ts";
 import type { MediaFrame, Track } from "../frame.ts";
 import { i420Size } from "../mixer/i420.ts";
+import { lengthPrefixedToAnnexB } from "../codecs/nalu.ts";
 import { outputSize, Rendition } from "./rendition.ts";
 
 const source: Track = {
@@ -73,3 +74,100 @@ Deno.test("output size: 0 keeps the aspect (even sides), both 0 the source's siz
   assert.deepEqual(outputSize(1280, 720, 0, 250), { width: 444, height: 250 });
   assert.deepEqual(outputSize(641, 481, 0, 0), { width: 642, height: 482 });
 });
+
+Deno.test("pictures of the output's size go to the encoder as they are; a watermark goes through the kernels", async () => {
+  const engine = new NativeEngine();
+  const frames: MediaFrame[] = [];
+  const rendition = new Rendition({
+    engine,
+    profile: {
+      width: 64,
+      height: 48,
+      fps: 10,
+      keyFrameInterval: 10,
+      videoCodec: "H264",
+      bitrateKbps: 0,
+    },
+    sourceVideo: source,
+    sourceAudio: undefined,
+    onFrame: (frame) => frames.push(frame),
+    log: silentLogger,
+  });
+  // A white 16x16 square, opaque.
+  const watermark = {
+    image: { width: 16, height: 16, rgba: new Uint8Array(16 * 16 * 4).fill(255) },
+    x: 0,
+    y: 0,
+  };
+  try {
+    // Pictures every 100 ms, each a grey of its own; 150 ms apart around 1 s (a tick
+    // repeats a picture); the watermark on from the 10th to the 15th picture.
+    const times = [...Array(10).keys()].map((i) => i * 100).concat(
+      1050,
+      1200,
+      1300,
+      1400,
+      1500,
+      1600,
+      1700,
+    );
+    for (const [i, ms] of times.entries()) {
+      if (i === 10) rendition.setWatermark(watermark);
+      if (i === 15) rendition.setWatermark(undefined);
+      const p = picture(ms);
+      p.data.fill(40 + 8 * i, 0, 64 * 48);
+      rendition.pushPicture(p);
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    await until("18 frames", () => frames.length >= 18);
+    // Every tick once, in order, whichever way its picture went.
+    assert.deepEqual(frames.map((f) => (f.pts - 90000) / 9000), [...Array(18).keys()]);
+    const lumas = await decodedLuma(frames);
+    // Tick 10 (1000 ms) repeats picture 9; tick 11 (1100 ms) shows picture 10 (1050 ms).
+    const shown = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 9, 10, 11, 12, 13, 14, 15, 16];
+    for (const [tick, index] of shown.entries()) {
+      const { corner, rest } = lumas[tick];
+      const grey = 40 + 8 * index;
+      assert.ok(Math.abs(rest - grey) < 4, `tick ${tick}: grey ${rest}, not ${grey}`);
+      // From the first tick composed after it was set (its picture's ticks came with the
+      // next picture) to the last one composed before it was removed.
+      const stamped = tick >= 10 && tick <= 15;
+      assert.ok(
+        stamped ? corner > 220 : Math.abs(corner - grey) < 4,
+        `tick ${tick}: corner ${corner}`,
+      );
+    }
+  } finally {
+    await rendition.close();
+    await engine.close();
+  }
+});
+
+/**
+ * Mean luma of each encoded 64x48 frame (its Y plane as decoded): in its top-left 16x16
+ * square, and right of it.
+ */
+async function decodedLuma(frames: MediaFrame[]): Promise<{ corner: number; rest: number }[]> {
+  const annexB = frames.map((f) => lengthPrefixedToAnnexB(f.data));
+  const input = new Uint8Array(annexB.reduce((n, a) => n + a.length, 0));
+  annexB.reduce((at, a) => (input.set(a, at), at + a.length), 0);
+  const child = new Deno.Command("ffmpeg", {
+    args: ["-v", "error", "-f", "h264", "-i", "-", "-f", "rawvideo", "-pix_fmt", "yuv420p", "-"],
+    stdin: "piped",
+    stdout: "piped",
+  }).spawn();
+  const writer = child.stdin.getWriter();
+  await writer.write(input);
+  await writer.close();
+  const { stdout } = await child.output();
+  const bytes = i420Size(64, 48);
+  const mean = (frame: Uint8Array, x0: number, x1: number) => {
+    let sum = 0;
+    for (let y = 0; y < 16; y++) for (let x = x0; x < x1; x++) sum += frame[y * 64 + x];
+    return sum / (16 * (x1 - x0));
+  };
+  return Array.from({ length: stdout.length / bytes }, (_, i) => {
+    const frame = stdout.subarray(i * bytes, (i + 1) * bytes);
+    return { corner: mean(frame, 0, 16), rest: mean(frame, 24, 64) };
+  });
+}
