@@ -515,7 +515,7 @@ export class ParticipantPeer {
       const absSendTime = receiving.transceiver.headerExtensions.find((e) =>
         e.uri === absSendTimeUri
       );
-      const group = new EngineGroup(`sfu/${nextEngineGroup++}`, absSendTime?.id);
+      const group = new EngineGroup(`sfu/${nextEngineGroup++}`, absSendTime?.id, true);
       const enginePath = this.#sendPaths?.open(sender, codec.payloadType, group);
       const path: RtpSendPath = enginePath ??
         new WeriftSendPath(sender, codec.payloadType, absSendTime?.id);

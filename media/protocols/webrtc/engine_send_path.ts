@@ -25,8 +25,14 @@ export class EngineGroup {
    * `name`: unique on the engine (the publisher's media session and track). `absSendTimeId`:
    * the negotiated id of abs-send-time, stamped into every packet of the group (a group whose
    * players negotiated it alike: an SFU subscriber's own); undefined writes no extension.
+   * `solo`: the group has one player only (an SFU subscription, rewritten for it), so what
+   * its path sends needs no list of whom to send it to.
    */
-  constructor(readonly name: string, readonly absSendTimeId?: number) {}
+  constructor(
+    readonly name: string,
+    readonly absSendTimeId?: number,
+    readonly solo = false,
+  ) {}
 
   /** Sends `packet` to every player of the group: once, on every Worker that has one. */
   publish(engine: SendEngine, packet: RtpPacket): void {
@@ -193,7 +199,8 @@ export class EngineSendPath implements RtpSendPath {
   /** Sends `packet` to this player only (a retransmission from the packet cache). */
   send(packet: RtpPacket): void {
     if (this.engine.closed) return;
-    this.engine.publish(this.group.name, rtpBytes(packet, this.group.absSendTimeId), [this.id]);
+    const { name, absSendTimeId, solo } = this.group;
+    this.engine.publish(name, rtpBytes(packet, absSendTimeId), solo ? undefined : [this.id]);
     this.#ownPackets++;
     this.#ownOctets += packet.payload.length;
   }
