@@ -87,6 +87,15 @@ function mainThreadTimes(pid: number): { runMs: number; waitMs: number } {
   return { runMs: Number(run) / 1e6, waitMs: Number(wait) / 1e6 };
 }
 
+/** The process's threads counted by name (`tokio-runtime-w`, `V8 DefaultWorke`, ...). */
+function threadNames(pid: number): string {
+  const names = new Tally();
+  for (const task of Deno.readDirSync(`/proc/${pid}/task`)) {
+    names.add(Deno.readTextFileSync(`/proc/${pid}/task/${task.name}/comm`).trim());
+  }
+  return String(names);
+}
+
 function peakOf(a: Usage, b: Usage): Usage {
   return {
     rssMiB: Math.max(a.rssMiB, b.rssMiB),
@@ -96,6 +105,19 @@ function peakOf(a: Usage, b: Usage): Usage {
     threads: Math.max(a.threads, b.threads),
     children: Math.max(a.children, b.children),
   };
+}
+
+/**
+ * What the server's event loop did while a probe sent `atMs` into the round waited `ms`: its
+ * time on a core and waiting for one between the readings around that span.
+ */
+function loopDuring(samples: [number, number, number][], atMs: number, ms: number): string {
+  const from = samples.findLast(([t]) => t <= atMs);
+  const to = samples.find(([t]) => t >= atMs + ms);
+  if (!from || !to) return "";
+  return ` (in ${(to[0] - from[0]).toFixed(0)} ms around it the loop ran ${
+    (to[1] - from[1]).toFixed(0)
+  } ms and waited ${(to[2] - from[2]).toFixed(0)} ms for a core)`;
 }
 
 function percentile(sorted: number[], p: number): number {
@@ -250,6 +272,7 @@ async function quiet(): Promise<number> {
 }
 const rssBeforeGc = await quiet();
 const before = usageOf(server.pid);
+const threadsBefore = threadNames(server.pid);
 /** The server's JavaScript heap in use, in MiB (/health); RSS above it is native memory. */
 const heapUsedMiB = async (): Promise<number> =>
   (await (await fetch(`${rest}/health`)).json()).memory.heapUsedMiB;
@@ -280,6 +303,8 @@ interface RoundResult {
   /** The server's event loop during the load: ms on a core and ms waiting for one. */
   loopRunMs: number;
   loopWaitMs: number;
+  /** Readings of the event loop's times during the load: [ms since the start, run, wait]. */
+  loopSamples: [number, number, number][];
   peak: Usage;
   after?: Usage;
   heapAfterMiB?: number;
@@ -287,6 +312,8 @@ interface RoundResult {
   v8After?: Deno.MemoryUsage;
   /** RSS after the quiet time, before the forced GC (MiB). */
   rssBeforeGc?: number;
+  /** Threads by name at the "after" reading. */
+  threadsAfter?: string;
 }
 
 /** What bench/health_probe.ts measured. */
@@ -320,9 +347,11 @@ async function round(): Promise<RoundResult> {
     engineQueued: 0,
     loopRunMs: 0,
     loopWaitMs: 0,
+    loopSamples: [],
     peak: usageOf(server.pid),
   };
   const loopStart = mainThreadTimes(server.pid);
+  result.loopSamples.push([0, loopStart.runMs, loopStart.waitMs]);
 
   let next = 0;
   const sessions = Promise.all(Array.from({ length: sessionConcurrency }, async () => {
@@ -389,6 +418,8 @@ async function round(): Promise<RoundResult> {
     while (loading && !serverExited) {
       try {
         result.peak = peakOf(result.peak, usageOf(server.pid));
+        const { runMs, waitMs } = mainThreadTimes(server.pid);
+        result.loopSamples.push([performance.now() - started, runMs, waitMs]);
       } catch {
         // The server is gone; serverExited says so.
       }
@@ -451,6 +482,7 @@ async function round(): Promise<RoundResult> {
   const rssBeforeGc = await quiet();
   if (!serverExited) {
     result.rssBeforeGc = rssBeforeGc;
+    result.threadsAfter = threadNames(server.pid);
     result.after = usageOf(server.pid);
     result.heapAfterMiB = await heapUsedMiB();
     result.v8After = await inspector?.memoryUsage();
@@ -494,7 +526,9 @@ for (const [i, r] of results.entries()) {
     } ms, p99 ${fmt(percentile(r.healthMs, 0.99))} ms, max ${fmt(r.healthMs.at(-1) ?? NaN)} ms`,
   );
   if (r.slowHealth.length) {
-    const slow = r.slowHealth.map(([at, ms]) => `${at.toFixed(1)} s: ${ms.toFixed(0)} ms`);
+    const slow = r.slowHealth.map(([at, ms]) =>
+      `${at.toFixed(1)} s: ${ms.toFixed(0)} ms${loopDuring(r.loopSamples, at * 1000, ms)}`
+    );
     console.log(`  /health over 100 ms, sent at: ${slow.join(", ")}`);
   }
   console.log(
@@ -544,6 +578,10 @@ console.log(
   } | - |`,
 );
 
+const threadsAfter = results.at(-1)?.threadsAfter;
+if (threadsAfter && threadsAfter !== threadsBefore) {
+  console.log(`threads before: ${threadsBefore}\nthreads after:  ${threadsAfter}`);
+}
 if (inspector) {
   const cells = results.map((r) => `- | ${fmt(r.rssBeforeGc ?? NaN)}`).join(" | ");
   console.log(`| RSS before the forced GC (MiB) | ${fmt(rssBeforeGc)} | ${cells} | - |`);
