@@ -6,18 +6,19 @@
  * leaves (the player is told) or stops the track. Off, nothing is listed.
  */
 import assert from "node:assert/strict";
-import { Buffer } from "node:buffer";
-import { lengthPrefixedToAnnexB } from "../media/codecs/nalu.ts";
 import { openPeerCount } from "../media/protocols/webrtc/peer.ts";
-import { H264Depacketizer } from "../media/rtp/h264_depacketizer.ts";
-import { decodeH264 } from "./helpers/h264_check.ts";
+import { H264Receiver } from "./helpers/h264_check.ts";
 import { decode } from "../media/formats/test_fixtures.ts";
 import { probe, waitFor } from "./helpers/media_fixtures.ts";
 import { SfuClient } from "./helpers/sfu_client.ts";
-import { type SimulcastPublisher, startSimulcastPublisher } from "./helpers/simulcast_publisher.ts";
+import {
+  joinAsSimulcastPublisher,
+  type LayerShape,
+  makeLayerClips,
+  type SimulcastPublisher,
+} from "./helpers/simulcast_publisher.ts";
 import { startTestServer, testConfig, type TestServer } from "./helpers/test_server.ts";
 import { sdkConnectionObject, WcsClient } from "./helpers/wcs_client.ts";
-import { makeH264OpusClip } from "./helpers/webrtc_clip_publisher.ts";
 import { nextStatus, TestPlayer, weriftSanitizers } from "./webrtc_helpers.ts";
 
 type StreamRecord = {
@@ -43,7 +44,7 @@ async function streamNames(server: TestServer): Promise<string[]> {
   return ((await res.json()) as StreamRecord[]).map((s) => s.name).sort();
 }
 
-const layers = {
+const layers: Record<string, LayerShape> = {
   h: { width: 640, height: 360, videoKbps: 500 },
   m: { width: 320, height: 180, videoKbps: 250 },
   l: { width: 160, height: 90, videoKbps: 120 },
@@ -53,11 +54,7 @@ Deno.test({
   name: "SFU bridge on: participants' tracks are streams; a Web SDK player decodes the top layer",
   ...weriftSanitizers,
   fn: async () => {
-    const rids = Object.keys(layers) as (keyof typeof layers)[];
-    const made = await Promise.all(
-      rids.map((rid) => makeH264OpusClip({ seconds: 2, ...layers[rid] })),
-    );
-    const clips = Object.fromEntries(rids.map((rid, i) => [rid, made[i]]));
+    const clips = await makeLayerClips(layers, 2);
     const config = testConfig({ sfu: { bridge: true } });
     const server = await startTestServer(config);
     const clients: SfuClient[] = [];
@@ -70,13 +67,7 @@ Deno.test({
       const pub = await SfuClient.connect(server.wsUrl, "pub", "br", { simulcast: true });
       const bob = await SfuClient.connect(server.wsUrl, "bob", "br");
       clients.push(pub, bob);
-      const tx = pub.pc.addTransceiver("video", {
-        direction: "sendonly",
-        sendEncodings: rids.map((rid) => ({ rid })),
-      });
-      await pub.join("br", "1");
-      await pub.until(() => pub.pc.connectionState === "connected", "publisher connected");
-      publishing = startSimulcastPublisher(tx, clips);
+      publishing = await joinAsSimulcastPublisher(pub, "br", clips);
       bob.addMedia();
       await bob.join("br", "1");
       await waitFor("the bridge streams listed", async () => {
@@ -86,26 +77,17 @@ Deno.test({
       assert.deepEqual(await streamNames(server), ["br-bob-AUDIO", "br-bob-VIDEO", "br-pub-VIDEO"]);
 
       // A Web SDK player of pub's video gets the 640x360 layer as one decodable stream.
-      const annexB: Uint8Array[] = [];
-      const depacketizer = new H264Depacketizer(0);
-      player.pc.onTrack.subscribe((track) => {
-        if (track.kind !== "video") return;
-        track.onReceiveRtp.subscribe((p) => {
-          const { ssrc, sequenceNumber, timestamp, marker, payloadType } = p.header;
-          depacketizer.push(
-            { ssrc, sequenceNumber, timestamp, marker, payloadType, payload: p.payload },
-            (frame) => annexB.push(lengthPrefixedToAnnexB(frame.data)),
-          );
-        });
-      });
+      const received = new H264Receiver(player.pc);
       webSdk = (await WcsClient.connect(server.wsUrl, sdkConnectionObject())).client;
       const playId = crypto.randomUUID();
       await player.play(webSdk, { mediaSessionId: playId, name: "br-pub-VIDEO" });
       assert.equal((await nextStatus(webSdk, playId)).status, "PLAYING");
-      await waitFor("50 frames played", () => annexB.length >= 50 ? true : undefined, 15_000);
-      const file = `${dir}/played.h264`;
-      await Deno.writeFile(file, Buffer.concat(annexB));
-      const { errors, sizes } = await decodeH264(file);
+      await waitFor(
+        "50 frames played",
+        () => received.annexB.length >= 50 ? true : undefined,
+        15_000,
+      );
+      const { errors, sizes } = await received.decode(`${dir}/played.h264`);
       assert.equal(errors, "", "decoder errors");
       assert.ok(sizes.length >= 50, `${sizes.length} frames decoded`);
       assert.deepEqual([...new Set(sizes)], ["640,360"]);

@@ -6,27 +6,21 @@
  * REMB with the configured cap for its layers' SSRCs.
  */
 import assert from "node:assert/strict";
-import { Buffer } from "node:buffer";
 import type { RtpPacket } from "werift";
 import { openPeerCount } from "../media/protocols/webrtc/peer.ts";
-import { TrackMeter } from "../media/protocols/webrtc/track_meter.ts";
-import { lengthPrefixedToAnnexB } from "../media/codecs/nalu.ts";
 import { absSendTime, absSendTimeUri } from "../media/rtp/abs_send_time.ts";
-import { H264Depacketizer } from "../media/rtp/h264_depacketizer.ts";
 import { readRemb, rembPacket } from "../media/rtp/remb.ts";
-import { decodeH264 } from "./helpers/h264_check.ts";
+import { H264Receiver } from "./helpers/h264_check.ts";
 import { waitFor } from "./helpers/media_fixtures.ts";
 import { SfuClient } from "./helpers/sfu_client.ts";
-import { type SimulcastPublisher, startSimulcastPublisher } from "./helpers/simulcast_publisher.ts";
+import {
+  joinAsSimulcastPublisher,
+  makeLayerClips,
+  type SimulcastPublisher,
+  threeLayerShapes,
+} from "./helpers/simulcast_publisher.ts";
 import { startTestServer } from "./helpers/test_server.ts";
-import { makeH264OpusClip } from "./helpers/webrtc_clip_publisher.ts";
 import { weriftSanitizers } from "./webrtc_helpers.ts";
-
-const shapes: Record<string, { width: number; height: number; videoKbps: number }> = {
-  h: { width: 640, height: 360, videoKbps: 600 },
-  m: { width: 320, height: 180, videoKbps: 300 },
-  l: { width: 160, height: 90, videoKbps: 150 },
-};
 
 type Feedback = { remb: number };
 type Stats = {
@@ -42,11 +36,7 @@ Deno.test({
   name: "SFU REMB: a subscriber's estimate lowers its layer at once and lets it climb back",
   ...weriftSanitizers,
   fn: async () => {
-    const rids = Object.keys(shapes);
-    const made = await Promise.all(
-      rids.map((rid) => makeH264OpusClip({ seconds: 3, ...shapes[rid] })),
-    );
-    const clips = Object.fromEntries(rids.map((rid, i) => [rid, made[i]]));
+    const clips = await makeLayerClips(threeLayerShapes, 3);
     const server = await startTestServer();
     const clients: SfuClient[] = [];
     let publishing: SimulcastPublisher | undefined;
@@ -56,44 +46,25 @@ Deno.test({
       const pub = await SfuClient.connect(server.wsUrl, "pub", "bwe", { simulcast: true });
       const sub = await SfuClient.connect(server.wsUrl, "sub", "bwe", { absSendTime: true });
       clients.push(pub, sub);
-      const tx = pub.pc.addTransceiver("video", {
-        direction: "sendonly",
-        sendEncodings: rids.map((rid) => ({ rid })),
-      });
+      publishing = await joinAsSimulcastPublisher(pub, "bwe", clips);
       // What the publisher is told: REMB for its layers' SSRCs.
       const rembsToPublisher: { bps: number; ssrcs: readonly number[] }[] = [];
-      await pub.join("bwe", "1");
-      await pub.until(() => pub.pc.connectionState === "connected", "publisher connected");
       pub.pc.dtlsTransports[0].onRtcp.subscribe((rtcp) => {
         const remb = readRemb(rtcp);
         if (remb) rembsToPublisher.push(remb);
       });
-      publishing = startSimulcastPublisher(tx, clips);
 
-      const meter = new TrackMeter("H264", 102);
-      const annexB: Uint8Array[] = [];
-      const depacketizer = new H264Depacketizer(0);
-      const ssrcs = new Set<number>();
       /** abs-send-time stamps received, with their arrival times. */
       const stamps: { value: number; atMs: number }[] = [];
       let absId = -1;
-      sub.pc.onTrack.subscribe((track) => {
-        if (track.kind !== "video") return;
-        track.onReceiveRtp.subscribe((p: RtpPacket) => {
-          meter.add(p, performance.now());
-          const { ssrc, sequenceNumber, timestamp, marker, payloadType } = p.header;
-          ssrcs.add(ssrc);
-          const stamp = p.header.extensions.find((e) => e.id === absId);
-          if (stamp) {
-            const value = (stamp.payload[0] << 16) | (stamp.payload[1] << 8) | stamp.payload[2];
-            stamps.push({ value, atMs: performance.timeOrigin + performance.now() });
-          }
-          depacketizer.push(
-            { ssrc, sequenceNumber, timestamp, marker, payloadType, payload: p.payload },
-            (frame) => annexB.push(lengthPrefixedToAnnexB(frame.data)),
-          );
-        });
+      const received = new H264Receiver(sub.pc, (p: RtpPacket) => {
+        const stamp = p.header.extensions.find((e) => e.id === absId);
+        if (stamp) {
+          const value = (stamp.payload[0] << 16) | (stamp.payload[1] << 8) | stamp.payload[2];
+          stamps.push({ value, atMs: performance.timeOrigin + performance.now() });
+        }
       });
+      const { meter, ssrcs } = received;
       await sub.join("bwe", "1");
       const added = await sub.waitFor((e) => e.type === "ADD_TRACKS");
       const video = (added.info as { info: { id: string; mid: string; type: string }[] }).info
@@ -170,9 +141,7 @@ Deno.test({
 
       // One SSRC, decoded without an error from 640 down to 160 and up again.
       assert.equal(ssrcs.size, 1);
-      const file = `${dir}/received.h264`;
-      await Deno.writeFile(file, Buffer.concat(annexB));
-      const { errors, sizes } = await decodeH264(file);
+      const { errors, sizes } = await received.decode(`${dir}/received.h264`);
       assert.equal(errors, "", "decoder errors");
       const runs = sizes.filter((size, i) => size !== sizes[i - 1]);
       assert.deepEqual(runs, ["640,360", "160,90", "320,180", "640,360"]);

@@ -14,13 +14,13 @@ import { startTestServer, testConfig, type TestServer } from "./helpers/test_ser
 import { sdkConnectionObject, WcsClient } from "./helpers/wcs_client.ts";
 import { nextStatus, TestPlayer, TestPublisher, weriftSanitizers } from "./webrtc_helpers.ts";
 import { waitFor } from "./helpers/media_fixtures.ts";
-import { Buffer } from "node:buffer";
-import { decodeH264 } from "./helpers/h264_check.ts";
-import { lengthPrefixedToAnnexB } from "../media/codecs/nalu.ts";
-import { H264Depacketizer } from "../media/rtp/h264_depacketizer.ts";
-import { TrackMeter } from "../media/protocols/webrtc/track_meter.ts";
-import { makeH264OpusClip } from "./helpers/webrtc_clip_publisher.ts";
-import { type SimulcastPublisher, startSimulcastPublisher } from "./helpers/simulcast_publisher.ts";
+import { H264Receiver } from "./helpers/h264_check.ts";
+import {
+  joinAsSimulcastPublisher,
+  makeLayerClips,
+  type SimulcastPublisher,
+  threeLayerShapes,
+} from "./helpers/simulcast_publisher.ts";
 
 type Stats = {
   roomName: string;
@@ -445,22 +445,12 @@ Deno.test({
   },
 });
 
-/** Layers of the simulcast publisher, in its offer's order, and the clip of each. */
-const simulcastShapes: Record<string, { width: number; height: number; videoKbps: number }> = {
-  h: { width: 640, height: 360, videoKbps: 600 },
-  m: { width: 320, height: 180, videoKbps: 300 },
-  l: { width: 160, height: 90, videoKbps: 150 },
-};
-
 Deno.test({
   name: "SFU simulcast: changeQuality switches the layer a subscriber decodes; stats show it",
   ...weriftSanitizers,
   fn: async () => {
-    const rids = Object.keys(simulcastShapes);
-    const made = await Promise.all(
-      rids.map((rid) => makeH264OpusClip({ seconds: 3, ...simulcastShapes[rid] })),
-    );
-    const clips = Object.fromEntries(rids.map((rid, i) => [rid, made[i]]));
+    const rids = Object.keys(threeLayerShapes);
+    const clips = await makeLayerClips(threeLayerShapes, 3);
     const server = await startTestServer();
     const clients: SfuClient[] = [];
     let publishing: SimulcastPublisher | undefined;
@@ -469,31 +459,11 @@ Deno.test({
       const pub = await SfuClient.connect(server.wsUrl, "pub", "sim", { simulcast: true });
       const sub = await SfuClient.connect(server.wsUrl, "sub", "sim");
       clients.push(pub, sub);
-      const tx = pub.pc.addTransceiver("video", {
-        direction: "sendonly",
-        sendEncodings: rids.map((rid) => ({ rid })),
-      });
-      await pub.join("sim", "1");
-      await pub.until(() => pub.pc.connectionState === "connected", "publisher connected");
-      publishing = startSimulcastPublisher(tx, clips);
+      publishing = await joinAsSimulcastPublisher(pub, "sim", clips);
 
       // What the subscriber decodes: the picture size of each keyframe, and the stream.
-      const meter = new TrackMeter("H264", 102);
-      const annexB: Uint8Array[] = [];
-      const depacketizer = new H264Depacketizer(0);
-      const ssrcs = new Set<number>();
-      sub.pc.onTrack.subscribe((track) => {
-        if (track.kind !== "video") return;
-        track.onReceiveRtp.subscribe((p) => {
-          meter.add(p, performance.now());
-          const { ssrc, sequenceNumber, timestamp, marker, payloadType } = p.header;
-          ssrcs.add(ssrc);
-          depacketizer.push(
-            { ssrc, sequenceNumber, timestamp, marker, payloadType, payload: p.payload },
-            (frame) => annexB.push(lengthPrefixedToAnnexB(frame.data)),
-          );
-        });
-      });
+      const received = new H264Receiver(sub.pc);
+      const { meter, ssrcs } = received;
       // The subscriber publishes too: the server's offers to the publisher must keep its layers.
       sub.addMedia();
       await sub.join("sim", "1");
@@ -584,9 +554,7 @@ Deno.test({
 
       // One SSRC, and the whole stream decodes without an error at 640, 160, then 640 again.
       assert.equal(ssrcs.size, 1);
-      const file = `${dir}/received.h264`;
-      await Deno.writeFile(file, Buffer.concat(annexB));
-      const { errors, sizes } = await decodeH264(file);
+      const { errors, sizes } = await received.decode(`${dir}/received.h264`);
       assert.equal(errors, "", "decoder errors");
       const runs = sizes.filter((size, i) => size !== sizes[i - 1]);
       assert.deepEqual(runs, ["640,360", "160,90", "640,360", "320,180", "160,90"]);

@@ -8,10 +8,49 @@ import { Buffer } from "node:buffer";
 import { type RTCRtpTransceiver, RtpHeader, useSdesRTPStreamId } from "werift";
 import type { MediaFrame } from "../../media/frame.ts";
 import { H264Packetizer } from "../../media/rtp/h264_packetizer.ts";
-import type { Clip } from "./webrtc_clip_publisher.ts";
+import type { SfuClient } from "./sfu_client.ts";
+import { type Clip, makeH264OpusClip } from "./webrtc_clip_publisher.ts";
 
 /** Interval of the frames sent, in milliseconds. */
 export const simulcastFrameMs = 40;
+
+/** The picture size and video bit rate of one layer's clip. */
+export type LayerShape = { width: number; height: number; videoKbps: number };
+
+/** Three layers by rid, in the offer's order: 640x360, 320x180 and 160x90. */
+export const threeLayerShapes: Record<string, LayerShape> = {
+  h: { width: 640, height: 360, videoKbps: 600 },
+  m: { width: 320, height: 180, videoKbps: 300 },
+  l: { width: 160, height: 90, videoKbps: 150 },
+};
+
+/** A clip of `seconds` for each layer of `shapes`, by rid. */
+export async function makeLayerClips(
+  shapes: Record<string, LayerShape>,
+  seconds: number,
+): Promise<Record<string, Clip>> {
+  const rids = Object.keys(shapes);
+  const made = await Promise.all(rids.map((rid) => makeH264OpusClip({ seconds, ...shapes[rid] })));
+  return Object.fromEntries(rids.map((rid, i) => [rid, made[i]]));
+}
+
+/**
+ * Has SFU participant `pub` offer one sendonly video whose layers are the clips' rids, join
+ * `room` (pin "1") and, once its peer is connected, send the clips.
+ */
+export async function joinAsSimulcastPublisher(
+  pub: SfuClient,
+  room: string,
+  clips: Record<string, Clip>,
+): Promise<SimulcastPublisher> {
+  const tx = pub.pc.addTransceiver("video", {
+    direction: "sendonly",
+    sendEncodings: Object.keys(clips).map((rid) => ({ rid })),
+  });
+  await pub.join(room, "1");
+  await pub.until(() => pub.pc.connectionState === "connected", "publisher connected");
+  return startSimulcastPublisher(tx, clips);
+}
 
 /** A running publisher. */
 export interface SimulcastPublisher {
