@@ -8,6 +8,7 @@ import { buildSetChunkSize, MessageType } from "../protocols/rtmp/message.ts";
 import { Stream } from "../stream.ts";
 import { readerTally } from "../stream_tally.ts";
 import { playerLagMaxBundles, RtmpFanout } from "./rtmp_fanout.ts";
+import { HeldSocket } from "../../tests/helpers/held_socket.ts";
 
 const tracks = (): Track[] => [
   { id: 0, kind: "video", codec: "H264", clockRate: 90000, width: 320, height: 240 },
@@ -39,26 +40,8 @@ const audio = (ms: number): MediaFrame => ({
   data: new Uint8Array([0x21, ms & 0xff]),
 });
 
-/** A socket that records what it is given; a held one takes nothing until released. */
-class FakeSocket {
-  written: Uint8Array[] = [];
-  #held: (() => void)[] = [];
-  constructor(public hold: boolean) {}
-  readonly remoteAddr = { transport: "tcp", hostname: "127.0.0.1", port: 1 };
-  write(bytes: Uint8Array): Promise<number> {
-    this.written.push(bytes);
-    if (!this.hold) return Promise.resolve(bytes.length);
-    return new Promise((resolve) => this.#held.push(() => resolve(bytes.length)));
-  }
-  release(): void {
-    this.hold = false;
-    for (const r of this.#held.splice(0)) r();
-  }
-  close(): void {}
-}
-
-function player(hold: boolean): { socket: FakeSocket; conn: RtmpConn } {
-  const socket = new FakeSocket(hold);
+function player(hold: boolean): { socket: HeldSocket; conn: RtmpConn } {
+  const socket = new HeldSocket(hold);
   return { socket, conn: new RtmpConn(socket as unknown as Deno.Conn) };
 }
 

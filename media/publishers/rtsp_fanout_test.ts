@@ -10,6 +10,7 @@ import { Stream } from "../stream.ts";
 import { silentLogger } from "../../core/log.ts";
 import { RtspPlay } from "./rtsp_play.ts";
 import { playerLagMaxBundles } from "./rtsp_fanout.ts";
+import { HeldSocket } from "../../tests/helpers/held_socket.ts";
 
 const sps = Uint8Array.of(0x67, 0x42, 0xc0, 0x1e, 0xda, 0x02, 0x80, 0xbf, 0xe5, 0xc0, 0x44);
 const pps = Uint8Array.of(0x68, 0xce, 0x3c, 0x80);
@@ -54,28 +55,9 @@ const audio = (ms: number): MediaFrame => ({
   data: new Uint8Array(100).fill(3),
 });
 
-/** A socket that records what it is given; a held one takes nothing until released. */
-class FakeSocket {
-  written: Uint8Array[] = [];
-  #held: (() => void)[] = [];
-  constructor(public hold: boolean) {}
-  readonly remoteAddr = { transport: "tcp", hostname: "127.0.0.1", port: 1 };
-  readonly localAddr = { transport: "tcp", hostname: "127.0.0.1", port: 2 };
-  write(bytes: Uint8Array): Promise<number> {
-    this.written.push(bytes);
-    if (!this.hold) return Promise.resolve(bytes.length);
-    return new Promise((resolve) => this.#held.push(() => resolve(bytes.length)));
-  }
-  release(): void {
-    this.hold = false;
-    for (const r of this.#held.splice(0)) r();
-  }
-  close(): void {}
-}
-
 /** A TCP player of `stream` on the channels `first`-`first + 3`, playing. */
 function player(stream: Stream, hold: boolean, first = 0) {
-  const socket = new FakeSocket(hold);
+  const socket = new HeldSocket(hold);
   const conn = new RtspServerConn(socket as unknown as Deno.Conn, silentLogger);
   const play = new RtspPlay(stream, conn, "test@127.0.0.1");
   return {
