@@ -8,9 +8,15 @@
  *
  * Processes: the server runs alone in a child (this file with `--serve <sender>`), so its CPU
  * (every thread, Workers included) and RSS are its own. The subscribers run in
- * `WEBRTC_BENCH_RECEIVERS` children (default 2; this file with `--receivers <ws>`), each a
- * set of plain werift peers: werift authenticates and decrypts every SRTP packet, and only
- * packets that pass count as received, so loss includes anything sent wrong. The publisher
+ * `WEBRTC_BENCH_RECEIVERS` children (default 2; this file with `--receivers <ws>`). Each of
+ * our subscribers is a werift peer that does ICE, DTLS and RTCP with the server as any
+ * player, on a UDP socket that `WEBRTC_BENCH_RECEIVER_WORKERS` Workers per child (default 1)
+ * read with recvmmsg (bench/support/srtp_receivers.ts): once DTLS is done, werift's SRTP
+ * keys for what it receives go to the socket's Worker, which authenticates and decrypts every
+ * SRTP packet with libcrypto over FFI. Only packets that pass count as received, so loss
+ * includes anything sent wrong (`auth-fail` counts those, `seq-gaps` the sequence numbers
+ * that never came). werift's own JS SRTP would saturate the machine's cores long before the
+ * server. Janus's subscribers stay plain werift peers (werift decrypts). The publisher
  * runs in this process and stamps each packet's payload with its send time (epoch ms, one
  * clock for every process of the machine); receivers take the difference at arrival:
  * latency publisher → server → subscriber over loopback, p50/p99.
@@ -28,7 +34,7 @@
  * an ifb interface with 10.254.0.1 that Janus and its subscribers use: nothing can leave the
  * machine.
  *
- * `WEBRTC_BENCH_STEPS` sets the N of each step (default "25,50,100,200,400,800");
+ * `WEBRTC_BENCH_STEPS` sets the N of each step (default "100,250,500,1000,1500,2000,3000");
  * `WEBRTC_BENCH_ONLY=fast`, `=werift` or `=janus` runs one side (fast or werift alone run
  * outside the namespace, without Janus).
  */
@@ -48,19 +54,23 @@ import { startServer } from "../server.ts";
 import { WcsClient } from "../tests/helpers/wcs_client.ts";
 import { nextStatus, TestPlayer, TestPublisher } from "../tests/webrtc_helpers.ts";
 import { lines } from "./support/lines.ts";
+import type { ReceiverCounts } from "./support/srtp_receiver_messages.ts";
+import { SrtpReceiverPool } from "./support/srtp_receivers.ts";
 
 /** Length of each measurement window, in milliseconds. */
 const measureMs = 5_000;
 /** Time given to new subscribers to settle before measuring, in milliseconds. */
 const warmupMs = 2_000;
 /** Steps of one side stop being started after this much time, in milliseconds. */
-const budgetMs = 240_000;
+const budgetMs = 600_000;
 /** Loss at which the fan-out counts as saturated. */
 const maxLoss = 0.01;
 const clockTicksPerSecond = 100;
-const steps = (Deno.env.get("WEBRTC_BENCH_STEPS") ?? "25,50,100,200,400,800").split(",")
-  .map(Number);
+const steps = (Deno.env.get("WEBRTC_BENCH_STEPS") ?? "100,250,500,1000,1500,2000,3000")
+  .split(",").map(Number);
 const receiverProcesses = Number(Deno.env.get("WEBRTC_BENCH_RECEIVERS") ?? 2);
+/** Workers of each receiver child that read and verify its subscribers' SRTP. */
+const receiverWorkers = Number(Deno.env.get("WEBRTC_BENCH_RECEIVER_WORKERS") ?? 1);
 /** One side only ("fast" or "werift"), when set. */
 const only = Deno.env.get("WEBRTC_BENCH_ONLY");
 /** Offset of the send-time stamp in each payload (after the VP8 descriptor and header). */
@@ -69,6 +79,8 @@ const stampOffset = 16;
 const netnsEnv = "WEBRTC_BENCH_NETNS";
 /** Janus's one ICE candidate: bench0's address inside the namespace. */
 const janusAddress = "10.254.0.1";
+/** Longest wait for a player's SRTP keys after PLAYING, in milliseconds. */
+const keysTimeoutMs = 10_000;
 /** Subscribers connected at once while a step grows. */
 const connectBatch = 5;
 
@@ -101,17 +113,14 @@ async function serve(sender: Sender): Promise<void> {
   await server.stop();
 }
 
-/** What a receiver child answers to "stats". */
-interface ReceiverStats {
+/** What a receiver child answers to "stats" (counts are monotonic). */
+interface ReceiverStats extends ReceiverCounts {
   players: number;
-  received: number;
-  /** Latencies sampled since the last stats, in ms. */
-  latencies: number[];
 }
 
 /** A subscriber of a receiver child. */
 interface Subscriber {
-  /** Packets received (SRTP authenticated and decrypted by werift). */
+  /** Packets werift received (SRTP authenticated and decrypted); 0 on a pool socket. */
   received(): number;
   close(): Promise<void>;
 }
@@ -119,11 +128,13 @@ interface Subscriber {
 /** Connects one subscriber; `onRtp` sees each packet it receives. */
 type Connect = (onRtp: (rtp: ReceivedRtp) => void) => Promise<Subscriber>;
 
-/** A Web SDK player (werift) of stream "bench" of our server at `ws`. */
-function oursSubscriber(ws: string): Connect {
-  return async (onRtp) => {
+/**
+ * A Web SDK player (werift) of stream "bench" of our server at `ws` on a socket of `pool`,
+ * whose Worker verifies its media once it has the keys.
+ */
+function oursSubscriber(ws: string, pool: SrtpReceiverPool): Connect {
+  return async () => {
     const player = new TestPlayer("VP8");
-    player.pc.onTrack.subscribe((track) => track.onReceiveRtp.subscribe(onRtp));
     const { client } = await WcsClient.connect(ws);
     const id = crypto.randomUUID();
     await player.play(client, { mediaSessionId: id, name: "bench" });
@@ -136,7 +147,15 @@ function oursSubscriber(ws: string): Connect {
       await close();
       throw new Error(`PLAYING got ${JSON.stringify(status)}`);
     }
-    return { received: () => player.received.video + player.received.audio, close };
+    const deadline = Date.now() + keysTimeoutMs;
+    while (!pool.useKeys(player.pc)) {
+      if (Date.now() > deadline) {
+        await close();
+        throw new Error("no SRTP keys on a pool socket after PLAYING");
+      }
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    return { received: () => 0, close };
   };
 }
 
@@ -225,9 +244,9 @@ function janusSubscriber(base: string, mount: number): Connect {
 
 /**
  * Child mode: subscribers. "add <k>" connects k more (answers {players, failures}); "stats"
- * answers ReceiverStats.
+ * answers ReceiverStats, with the counts of `pool` when there is one.
  */
-async function receivers(connect: Connect): Promise<void> {
+async function receivers(connect: Connect, pool?: SrtpReceiverPool): Promise<void> {
   const players: Subscriber[] = [];
   let latencies: number[] = [];
   /** Players that failed to connect (each is tried again). */
@@ -259,16 +278,21 @@ async function receivers(connect: Connect): Promise<void> {
       }
       console.log(JSON.stringify({ players: players.length, failures }));
     } else {
+      const counts = pool ? await pool.counts() : undefined;
       const stats: ReceiverStats = {
         players: players.length,
-        received: players.reduce((n, p) => n + p.received(), 0),
-        latencies,
+        received: players.reduce((n, p) => n + p.received(), counts?.received ?? 0),
+        failed: counts?.failed ?? 0,
+        gaps: counts?.gaps ?? 0,
+        waiting: counts?.waiting ?? 0,
+        latencies: latencies.concat(counts?.latencies ?? []),
       };
       latencies = [];
       console.log(JSON.stringify(stats));
     }
   }
   for (const player of players) await player.close();
+  pool?.close();
   Deno.exit(0);
 }
 
@@ -391,6 +415,10 @@ interface StepResult {
   p50: number;
   p99: number;
   engineDropped: number;
+  /** SRTP packets that failed authentication at the receivers. */
+  authFailed: number;
+  /** Sequence numbers the receivers never got. */
+  seqGaps: number;
   /** Server CPU (ms per s) and RSS (KB) per subscriber above the publisher-only idle. */
   cpuPerSubMs?: number;
   rssPerSubKb?: number;
@@ -552,7 +580,7 @@ async function measure(target: Target): Promise<StepResult[]> {
   const window = async (n: number): Promise<StepResult> => {
     await new Promise((r) => setTimeout(r, warmupMs));
     const before = usage(target.pid);
-    const receivedBefore = (await receiverStats()).reduce((s, r) => s + r.received, 0);
+    const countsBefore = await receiverStats();
     const droppedBefore = await target.engineDropped();
     const sentBefore = publisher.sent;
     const t0 = performance.now();
@@ -561,7 +589,9 @@ async function measure(target: Target): Promise<StepResult[]> {
     const sent = publisher.sent - sentBefore;
     const after = usage(target.pid);
     const stats = await receiverStats();
-    const received = stats.reduce((s, r) => s + r.received, 0) - receivedBefore;
+    const total = (all: ReceiverStats[], key: "received" | "failed" | "gaps") =>
+      all.reduce((s, r) => s + r[key], 0);
+    const received = total(stats, "received") - total(countsBefore, "received");
     const engineDropped = await target.engineDropped();
     const latencies = stats.flatMap((r) => r.latencies).sort((a, b) => a - b);
     const cores = (after.cpuSeconds - before.cpuSeconds) / seconds;
@@ -575,6 +605,8 @@ async function measure(target: Target): Promise<StepResult[]> {
       p50: percentile(latencies, 0.5),
       p99: percentile(latencies, 0.99),
       engineDropped: engineDropped - droppedBefore,
+      authFailed: total(stats, "failed") - total(countsBefore, "failed"),
+      seqGaps: total(stats, "gaps") - total(countsBefore, "gaps"),
     };
   };
 
@@ -582,7 +614,7 @@ async function measure(target: Target): Promise<StepResult[]> {
   const results: StepResult[] = [];
   console.log(`\n${target.label}:`);
   console.log(
-    "subscribers  in-pkts/s  server-cores  subs/core  delivered/core-s  loss    engine-drops  cpu/sub(ms/s)  rss/sub(KB)  latency p50/p99 (ms)",
+    "subscribers  in-pkts/s  server-cores  subs/core  delivered/core-s  loss    engine-drops  auth-fail  seq-gaps  cpu/sub(ms/s)  rss/sub(KB)  latency p50/p99 (ms)  load",
   );
   for (const n of steps) {
     if (performance.now() - started > budgetMs) {
@@ -610,9 +642,11 @@ async function measure(target: Target): Promise<StepResult[]> {
       }  ${Math.round(n / Math.max(r.cores, 0.01)).toString().padStart(9)}  ${
         Math.round(r.deliveredPerCore).toString().padStart(16)
       }  ${(r.loss * 100).toFixed(2).padStart(5)}%  ${String(r.engineDropped).padStart(12)}  ${
-        r.cpuPerSubMs.toFixed(1).padStart(13)
-      }  ${Math.round(r.rssPerSubKb).toString().padStart(11)}  ${r.p50.toFixed(2)} / ${
-        r.p99.toFixed(2)
+        String(r.authFailed).padStart(9)
+      }  ${String(r.seqGaps).padStart(8)}  ${r.cpuPerSubMs.toFixed(2).padStart(13)}  ${
+        Math.round(r.rssPerSubKb).toString().padStart(11)
+      }  ${`${r.p50.toFixed(2)} / ${r.p99.toFixed(2)}`.padEnd(20)}  ${
+        Deno.loadavg()[0].toFixed(2)
       }`,
     );
     if (r.loss >= maxLoss) break;
@@ -654,7 +688,7 @@ function compareWithJanus(fast: StepResult[], janus: StepResult[]): void {
 
 async function run(): Promise<void> {
   console.log(
-    `receivers: ${receiverProcesses} child processes of werift peers; ${navigator.hardwareConcurrency} cores; load ${
+    `receivers: ${receiverProcesses} child processes of werift peers (ours: SRTP verified by ${receiverWorkers} FFI Worker(s) each); ${navigator.hardwareConcurrency} cores; load ${
       Deno.loadavg().map((x) => x.toFixed(2)).join(" ")
     }`,
   );
@@ -713,6 +747,11 @@ async function runInNetns(): Promise<never> {
 if (Deno.args[0] === "--serve") await serve(Deno.args[1] as Sender);
 else if (Deno.args[0] === "--receivers") {
   const [kind, base] = Deno.args.slice(1);
-  await receivers(kind === "janus" ? janusSubscriber(base, 1) : oursSubscriber(base));
+  if (kind === "janus") await receivers(janusSubscriber(base, 1));
+  else {
+    const pool = new SrtpReceiverPool(receiverWorkers, stampOffset);
+    pool.install();
+    await receivers(oursSubscriber(base, pool), pool);
+  }
 } else if (Deno.env.get(netnsEnv) || only === "fast" || only === "werift") await run();
 else await runInNetns();
