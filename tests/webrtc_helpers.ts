@@ -11,6 +11,7 @@ import {
   RtpHeader,
   RtpPacket,
 } from "werift";
+import assert from "node:assert/strict";
 import { Buffer } from "node:buffer";
 import { installNoDefaultStun } from "../media/protocols/webrtc/no_default_stun.ts";
 import type { WcsClient } from "./helpers/wcs_client.ts";
@@ -304,6 +305,37 @@ export async function nextStatus(
     ];
     if (status.mediaSessionId === mediaSessionId) return status;
   }
+}
+
+/**
+ * Publishes `stream` with `publisher` under a new mediaSessionId, starts sending and asserts
+ * that the stream's next status is PUBLISHING; resolves with the id.
+ */
+export async function startPublishing(
+  publisher: TestPublisher,
+  client: WcsClient,
+  stream: Record<string, unknown>,
+): Promise<string> {
+  const id = crypto.randomUUID();
+  await publisher.publish(client, { mediaSessionId: id, ...stream });
+  publisher.start();
+  assert.equal((await nextStatus(client, id)).status, "PUBLISHING");
+  return id;
+}
+
+/**
+ * Plays `stream` with `player` under a new mediaSessionId and asserts that its next status is
+ * PLAYING; resolves with the id.
+ */
+export async function startPlaying(
+  player: TestPlayer,
+  client: WcsClient,
+  stream: Record<string, unknown>,
+): Promise<string> {
+  const id = crypto.randomUUID();
+  await player.play(client, { mediaSessionId: id, ...stream });
+  assert.equal((await nextStatus(client, id)).status, "PLAYING");
+  return id;
 }
 
 /** Waits until `check` is true, polling every 50 ms; throws after `timeoutMs`. */

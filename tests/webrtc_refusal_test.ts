@@ -6,26 +6,17 @@
 import assert from "node:assert/strict";
 import { openPeerCount } from "../media/protocols/webrtc/peer.ts";
 import { startHookBackend } from "./helpers/hook_backend.ts";
-import { startTestServer, testConfig, type TestServer } from "./helpers/test_server.ts";
+import { ok } from "./helpers/rest_checks.ts";
+import { startTestServer, testConfig } from "./helpers/test_server.ts";
 import { sdkConnectionObject, WcsClient } from "./helpers/wcs_client.ts";
 import {
   nextStatus,
+  startPublishing,
   TestPlayer,
   TestPublisher,
   waitFor,
   weriftSanitizers,
 } from "./webrtc_helpers.ts";
-
-/** POSTs to the REST API and asserts 200 (reading the body, so no response is left open). */
-async function postOk(server: TestServer, path: string, body: unknown): Promise<void> {
-  const res = await server.post(path, body);
-  const text = await res.text();
-  assert.equal(res.status, 200, `${path}: ${text}`);
-}
-
-function server(config = testConfig()): Promise<TestServer> {
-  return startTestServer(config);
-}
 
 const minimalOffer = (codecs: string) =>
   [
@@ -51,7 +42,7 @@ Deno.test({
   name: "webrtc refusals: bad SDP, no codec, unknown name, name and id in use; no peer leaks",
   ...weriftSanitizers,
   fn: async () => {
-    const s = await server();
+    const s = await startTestServer();
     const { client } = await WcsClient.connect(s.wsUrl);
     const publisher = new TestPublisher("VP8");
     try {
@@ -87,10 +78,7 @@ Deno.test({
         sdp: minimalOffer("a=rtpmap:98 VP8/90000"),
       }, "Stream not found");
 
-      const id = crypto.randomUUID();
-      await publisher.publish(client, { mediaSessionId: id, name: "cam" });
-      publisher.start();
-      assert.equal((await nextStatus(client, id)).status, "PUBLISHING");
+      const id = await startPublishing(publisher, client, { name: "cam" });
       await expectFailed("publishStream", {
         name: "cam",
         sdp: minimalOffer("a=rtpmap:98 VP8/90000"),
@@ -155,7 +143,7 @@ Deno.test({
       }
       return { status: 200, body: call.body };
     });
-    const s = await server(testConfig({ hooks: { url: backend.url } }));
+    const s = await startTestServer(testConfig({ hooks: { url: backend.url } }));
     const { client } = await WcsClient.connect(s.wsUrl);
     try {
       const offer = minimalOffer("a=rtpmap:98 VP8/90000");
@@ -204,7 +192,7 @@ Deno.test({
       if (call.hook === "publishStream" && call.body.name === "forbidden") return { status: 403 };
       return { status: 200, body: call.body };
     });
-    const s = await server(testConfig({ hooks: { url: backend.url } }));
+    const s = await startTestServer(testConfig({ hooks: { url: backend.url } }));
     const { client } = await WcsClient.connect(s.wsUrl, sdkConnectionObject());
     const publisher = new TestPublisher("VP8");
     try {
@@ -214,10 +202,7 @@ Deno.test({
       assert.deepEqual([status.status, status.info], ["FAILED", "Restricted access"]);
       assert.equal(openPeerCount(), 0);
 
-      const id = crypto.randomUUID();
-      await publisher.publish(client, { mediaSessionId: id, name: "allowed" });
-      publisher.start();
-      assert.equal((await nextStatus(client, id)).status, "PUBLISHING");
+      await startPublishing(publisher, client, { name: "allowed" });
       const hook = await backend.waitFor("StreamStatusEvent");
       assert.equal(hook.body.name, "forbidden");
       assert.equal(hook.body.status, "FAILED");
@@ -244,22 +229,19 @@ Deno.test({
     "webrtc: recording an H.264 publisher gives an MP4 that ffprobe reads as h264 640x480 + opus",
   ...weriftSanitizers,
   fn: async () => {
-    const s = await server();
+    const s = await startTestServer();
     const { client } = await WcsClient.connect(s.wsUrl);
     const publisher = new TestPublisher("H264");
     try {
-      const id = crypto.randomUUID();
-      await publisher.publish(client, { mediaSessionId: id, name: "rec" });
-      publisher.start();
-      assert.equal((await nextStatus(client, id)).status, "PUBLISHING");
+      const id = await startPublishing(publisher, client, { name: "rec" });
       const plis = publisher.plis;
-      await postOk(s, "/stream/startRecording", { mediaSessionId: id });
+      await ok(s, "/stream/startRecording", { mediaSessionId: id });
       await new Promise((r) => setTimeout(r, 3000));
       assert.ok(
         publisher.plis > plis,
         "attaching a frame reader asked the publisher for a keyframe",
       );
-      await postOk(s, "/stream/stopRecording", { mediaSessionId: id });
+      await ok(s, "/stream/stopRecording", { mediaSessionId: id });
       const folder = s.services.config.folders.records;
       const [file] = [...Deno.readDirSync(folder)].map((e) => `${folder}/${e.name}`);
       const probe = new Deno.Command("ffprobe", {

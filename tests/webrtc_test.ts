@@ -6,27 +6,19 @@
 import assert from "node:assert/strict";
 import { openPeerCount } from "../media/protocols/webrtc/peer.ts";
 import type { WebRtcPublisher } from "../media/providers/webrtc_publisher.ts";
+import { ok } from "./helpers/rest_checks.ts";
 import { startTestServer, type TestServer } from "./helpers/test_server.ts";
 import { WcsClient } from "./helpers/wcs_client.ts";
 import {
   nextStatus,
+  startPlaying,
+  startPublishing,
   TestPlayer,
   TestPublisher,
   type TestVideoCodec,
   waitFor,
   weriftSanitizers,
 } from "./webrtc_helpers.ts";
-
-/** POSTs to the REST API and asserts 200 (reading the body, so no response is left open). */
-async function postOk(server: TestServer, path: string, body: unknown): Promise<void> {
-  const res = await server.post(path, body);
-  const text = await res.text();
-  assert.equal(res.status, 200, `${path}: ${text}`);
-}
-
-function server(): Promise<TestServer> {
-  return startTestServer();
-}
 
 async function findStreams(s: TestServer, filter: Record<string, unknown>) {
   const res = await s.post("/stream/find", filter);
@@ -39,7 +31,7 @@ for (const codec of ["VP8", "H264"] as TestVideoCodec[]) {
     name: `webrtc: ${codec} publish and play, metrics, events, terminate`,
     ...weriftSanitizers,
     fn: async () => {
-      const s = await server();
+      const s = await startTestServer();
       const { client: pubClient } = await WcsClient.connect(s.wsUrl);
       const { client: playClient } = await WcsClient.connect(s.wsUrl);
       const publisher = new TestPublisher(codec);
@@ -133,11 +125,11 @@ for (const codec of ["VP8", "H264"] as TestVideoCodec[]) {
         const [mutedRecord] = await findStreams(s, { mediaSessionId: pubId });
         assert.deepEqual(mutedRecord.videoState, { muted: true });
 
-        await postOk(s, "/stream/event/send", { streamName: "cam", payload: { hello: 1 } });
+        await ok(s, "/stream/event/send", { streamName: "cam", payload: { hello: 1 } });
         const [data] = await playClient.next("notifyStreamEvent") as [Record<string, unknown>];
         assert.deepEqual([data.mediaSessionId, data.payload], [playId, { hello: 1 }]);
 
-        await postOk(s, "/stream/terminate", { mediaSessionId: pubId });
+        await ok(s, "/stream/terminate", { mediaSessionId: pubId });
         const unpublished = await nextStatus(pubClient, pubId);
         assert.deepEqual([unpublished.status, unpublished.info], [
           "UNPUBLISHED",
@@ -162,19 +154,14 @@ Deno.test({
   name: "webrtc: NACKs of a lossy player are answered from the stream's packet cache",
   ...weriftSanitizers,
   fn: async () => {
-    const s = await server();
+    const s = await startTestServer();
     const { client: pubClient } = await WcsClient.connect(s.wsUrl);
     const { client: playClient } = await WcsClient.connect(s.wsUrl);
     const publisher = new TestPublisher("VP8");
     const player = new TestPlayer("VP8", 90);
     try {
-      const pubId = crypto.randomUUID();
-      await publisher.publish(pubClient, { mediaSessionId: pubId, name: "lossy" });
-      publisher.start();
-      assert.equal((await nextStatus(pubClient, pubId)).status, "PUBLISHING");
-      const playId = crypto.randomUUID();
-      await player.play(playClient, { mediaSessionId: playId, name: "lossy" });
-      assert.equal((await nextStatus(playClient, playId)).status, "PLAYING");
+      const pubId = await startPublishing(publisher, pubClient, { name: "lossy" });
+      await startPlaying(player, playClient, { name: "lossy" });
       await new Promise((r) => setTimeout(r, 3000));
       const [record] = await findStreams(s, { mediaSessionId: pubId, display: ["metrics"] });
       const nacks = (record.metrics as Record<string, number>).VIDEO_NACK;
@@ -195,21 +182,15 @@ Deno.test({
   name: "webrtc: stopStream, unPublishStream and a closed socket end every stream and peer",
   ...weriftSanitizers,
   fn: async () => {
-    const s = await server();
+    const s = await startTestServer();
     const { client: pubClient } = await WcsClient.connect(s.wsUrl);
     const { client: playClient } = await WcsClient.connect(s.wsUrl);
     const publisher = new TestPublisher("VP8");
     const [first, second] = [new TestPlayer(), new TestPlayer()];
     try {
-      const pubId = crypto.randomUUID();
-      await publisher.publish(pubClient, { mediaSessionId: pubId, name: "life" });
-      publisher.start();
-      assert.equal((await nextStatus(pubClient, pubId)).status, "PUBLISHING");
-      const [id1, id2] = [crypto.randomUUID(), crypto.randomUUID()];
-      await first.play(playClient, { mediaSessionId: id1, name: "life" });
-      await second.play(playClient, { mediaSessionId: id2, name: "life" });
-      assert.equal((await nextStatus(playClient, id1)).status, "PLAYING");
-      assert.equal((await nextStatus(playClient, id2)).status, "PLAYING");
+      const pubId = await startPublishing(publisher, pubClient, { name: "life" });
+      const id1 = await startPlaying(first, playClient, { name: "life" });
+      const id2 = await startPlaying(second, playClient, { name: "life" });
 
       playClient.send("stopStream", { mediaSessionId: id1, name: "life" });
       const stopped = await nextStatus(playClient, id1);
@@ -224,16 +205,11 @@ Deno.test({
       assert.equal(openPeerCount(), 0);
 
       // A publisher whose socket closes takes its players with it.
-      const again = crypto.randomUUID();
       const publisher2 = new TestPublisher("VP8");
       const third = new TestPlayer();
       try {
-        await publisher2.publish(pubClient, { mediaSessionId: again, name: "life" });
-        publisher2.start();
-        assert.equal((await nextStatus(pubClient, again)).status, "PUBLISHING");
-        const id3 = crypto.randomUUID();
-        await third.play(playClient, { mediaSessionId: id3, name: "life" });
-        assert.equal((await nextStatus(playClient, id3)).status, "PLAYING");
+        await startPublishing(publisher2, pubClient, { name: "life" });
+        const id3 = await startPlaying(third, playClient, { name: "life" });
         await pubClient.close();
         const ended = await nextStatus(playClient, id3);
         assert.deepEqual([ended.status, ended.info], ["STOPPED", "Stopped by publisher stop"]);
@@ -258,14 +234,11 @@ Deno.test({
   name: "webrtc: a publish with record: true is recorded from its start to its end",
   ...weriftSanitizers,
   fn: async () => {
-    const s = await server();
+    const s = await startTestServer();
     const { client } = await WcsClient.connect(s.wsUrl);
     const publisher = new TestPublisher("H264");
     try {
-      const id = crypto.randomUUID();
-      await publisher.publish(client, { mediaSessionId: id, name: "rec", record: true });
-      publisher.start();
-      assert.equal((await nextStatus(client, id)).status, "PUBLISHING");
+      const id = await startPublishing(publisher, client, { name: "rec", record: true });
       await waitFor(() => s.services.recorders.list().length === 1, 5000, "the recorder");
       const [live] = await findStreams(s, { mediaSessionId: id });
       assert.equal(live.record, true);
