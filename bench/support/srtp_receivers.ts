@@ -150,7 +150,7 @@ export class SrtpReceiverPool {
    */
   install(): void {
     const transport = UdpTransport.prototype as unknown as WeriftUdpTransport;
-    const pool = this;
+    const socket = (host: string) => this.socket(host);
     transport.init = function (this: WeriftUdpTransport) {
       // werift's constructor made a dgram socket and listens to it: its listener moves to
       // the receiver socket, and the dgram socket, never bound, is closed.
@@ -158,9 +158,9 @@ export class SrtpReceiverPool {
       const listeners = dgram.listeners("message") as ((...args: unknown[]) => void)[];
       dgram.removeAllListeners("message");
       dgram.close();
-      const socket = pool.socket(this.options.interfaceAddresses?.udp4 ?? "127.0.0.1");
-      for (const listener of listeners) socket.on("message", listener);
-      this.socket = socket;
+      const bound = socket(this.options.interfaceAddresses?.udp4 ?? "127.0.0.1");
+      for (const listener of listeners) bound.on("message", listener);
+      this.socket = bound;
       return Promise.resolve();
     };
   }
