@@ -292,7 +292,7 @@ async function receivers(connect: Connect, pool?: SrtpReceiverPool): Promise<voi
     }
   }
   for (const player of players) await player.close();
-  pool?.close();
+  await pool?.close();
   Deno.exit(0);
 }
 

@@ -127,6 +127,8 @@ export class SrtpReceiverPool {
   readonly #sockets = new Map<number, ReceiverSocket>();
   readonly #pending = new Map<number, (counts: ReceiverCounts) => void>();
   #nextWorker = 0;
+  /** Called as each Worker reports its loop ended. */
+  #stopped = () => {};
   #nextId = 0;
 
   /** Starts `workers` Workers; `stampOffset`: where each payload's send time sits. */
@@ -224,8 +226,17 @@ export class SrtpReceiverPool {
     };
   }
 
-  /** Ends the Workers (close the sockets first). */
-  close(): void {
+  /** Ends the Workers once their loops have stopped (close the sockets first). */
+  async close(): Promise<void> {
+    const stopped = new Promise<void>((resolve) => {
+      let left = this.#workers.length;
+      this.#stopped = () => {
+        if (--left === 0) resolve();
+      };
+      if (left === 0) resolve();
+    });
+    for (const worker of this.#workers) this.#post(worker, { type: "stop" });
+    await stopped;
     for (const worker of this.#workers) worker.terminate();
     this.#workers.length = 0;
   }
@@ -240,6 +251,8 @@ export class SrtpReceiverPool {
     } else if (reply.type === "stats") {
       this.#pending.get(reply.id)?.(reply);
       this.#pending.delete(reply.id);
+    } else {
+      this.#stopped();
     }
   }
 }
