@@ -3,6 +3,7 @@
  * that are counted) and GStreamer's rtspsrc (decoding into fakesinks whose buffers are
  * counted). Each reports what a user would check: codecs, decoded frames, errors.
  */
+import assert from "node:assert/strict";
 import { run } from "../../media/formats/test_fixtures.ts";
 
 /** Streams of an RTSP URL as ffprobe reports them. */
@@ -84,4 +85,30 @@ export async function decodeWithGstreamer(
     audio: text.split("(a:sink) (").length - 1,
     errors: text.split("\n").filter((l) => /^(ERROR|WARNING):/.test(l)).join("\n"),
   };
+}
+
+/**
+ * Decodes `url` with ffmpeg, or GStreamer's rtspsrc, over TCP and over UDP at once for
+ * `seconds`, and asserts that both decode without errors, with as many pictures and audio
+ * frames (buffers for GStreamer) as `counts` allows: [least, most].
+ */
+export async function assertDecodesOverTcpAndUdp(
+  player: "ffmpeg" | "gstreamer",
+  url: string,
+  seconds: number,
+  counts: { video: readonly [number, number]; audio: readonly [number, number] },
+  audioCodec: keyof typeof gstAudio = "aac",
+): Promise<void> {
+  const decode = (transport: "tcp" | "udp") =>
+    player === "ffmpeg"
+      ? decodeWithFfmpeg(url, transport, seconds)
+      : decodeWithGstreamer(url, transport, seconds, audioCodec);
+  const [tcp, udp] = await Promise.all([decode("tcp"), decode("udp")]);
+  const audioUnit = player === "ffmpeg" ? "audio frames" : "audio buffers";
+  const within = (n: number, [least, most]: readonly [number, number]) => n >= least && n <= most;
+  for (const [name, d] of [["tcp", tcp], ["udp", udp]] as const) {
+    assert.equal(d.errors, "", `${name}: ${d.errors}`);
+    assert.ok(within(d.video, counts.video), `${name}: ${d.video} pictures`);
+    assert.ok(within(d.audio, counts.audio), `${name}: ${d.audio} ${audioUnit}`);
+  }
 }
