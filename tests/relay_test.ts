@@ -77,6 +77,21 @@ function origin(source: Stream, options: { maxBufferedBytes?: number; signal?: A
   };
 }
 
+/**
+ * The clip's tracks and frames, a source stream of them served by an origin (see `origin`),
+ * and an empty registry for the edge's streams.
+ */
+async function servedClip(options: Parameters<typeof origin>[1] = {}) {
+  const { tracks, frames } = await clip();
+  const source = new TestSource(tracks);
+  return { tracks, frames, source, edgeStreams: new StreamRegistry(), ...origin(source, options) };
+}
+
+/** Opens a relay pull of `url` into `streams` as `localName`. */
+function openEdge(url: string, streams: StreamRegistry, localName = "e"): Promise<RelayPull> {
+  return RelayPull.open({ url, localName, streams, log: silentLogger });
+}
+
 /** The frames a reader gets until its stream ends. */
 async function readAll(stream: Stream): Promise<MediaFrame[]> {
   const frames: MediaFrame[] = [];
@@ -90,17 +105,9 @@ function fromFirstKeyframe(tracks: Track[], frames: MediaFrame[]): MediaFrame[] 
 }
 
 Deno.test("relay: the edge's stream has the origin's tracks and frames; the origin's end ends it", async () => {
-  const { tracks, frames } = await clip();
-  const source = new TestSource(tracks);
-  const { server, url, served, counters } = origin(source);
-  const edgeStreams = new StreamRegistry();
+  const { tracks, frames, source, server, url, served, counters, edgeStreams } = await servedClip();
   try {
-    const pull = await RelayPull.open({
-      url,
-      localName: "cam-edge",
-      streams: edgeStreams,
-      log: silentLogger,
-    });
+    const pull = await openEdge(url, edgeStreams, "cam-edge");
     assert.equal(edgeStreams.published("cam-edge"), pull.stream);
     assert.equal(pull.stream.mediaProvider, "CDN");
     assert.deepEqual(pull.stream.tracks, tracks);
@@ -128,18 +135,12 @@ Deno.test("relay: the edge's stream has the origin's tracks and frames; the orig
 });
 
 Deno.test("relay: a relay stopped on the origin ends the edge stream with the origin's reason", async () => {
-  const { tracks, frames } = await clip();
-  const source = new TestSource(tracks);
   const stop = new AbortController();
-  const { server, url, served } = origin(source, { signal: stop.signal });
-  const edgeStreams = new StreamRegistry();
+  const { frames, source, server, url, served, edgeStreams } = await servedClip({
+    signal: stop.signal,
+  });
   try {
-    const pull = await RelayPull.open({
-      url,
-      localName: "e",
-      streams: edgeStreams,
-      log: silentLogger,
-    });
+    const pull = await openEdge(url, edgeStreams);
     const received = readAll(pull.stream);
     for (const frame of frames.slice(0, 40)) source.push(frame);
     // A reader without the GOP asks the edge for a keyframe, and the edge asks the origin.
@@ -159,17 +160,9 @@ Deno.test("relay: a relay stopped on the origin ends the edge stream with the or
 });
 
 Deno.test("relay: a dropped connection ends the edge stream, and the origin's relay", async () => {
-  const { tracks, frames } = await clip();
-  const source = new TestSource(tracks);
-  const { server, url, served } = origin(source);
-  const edgeStreams = new StreamRegistry();
+  const { frames, source, server, url, served, edgeStreams } = await servedClip();
   try {
-    const pull = await RelayPull.open({
-      url,
-      localName: "e",
-      streams: edgeStreams,
-      log: silentLogger,
-    });
+    const pull = await openEdge(url, edgeStreams);
     for (const frame of frames.slice(0, 40)) source.push(frame);
     await waitUntil(() => pull.counters.frames > 0);
     await cutServerConnections(server.addr.port);
@@ -186,17 +179,9 @@ Deno.test("relay: a dropped connection ends the edge stream, and the origin's re
 });
 
 Deno.test("relay: a terminated edge stream closes the relay; the origin's relay ends", async () => {
-  const { tracks } = await clip();
-  const source = new TestSource(tracks);
-  const { server, url, served } = origin(source);
-  const edgeStreams = new StreamRegistry();
+  const { source, server, url, served, edgeStreams } = await servedClip();
   try {
-    const pull = await RelayPull.open({
-      url,
-      localName: "e",
-      streams: edgeStreams,
-      log: silentLogger,
-    });
+    const pull = await openEdge(url, edgeStreams);
     await pull.stream.terminate("stopped by the operator");
     assert.deepEqual(await pull.closed, { reason: "stopped by the operator" });
     assert.match(await served, /^edge: connection closed by the peer \(1000: stopped by/);
