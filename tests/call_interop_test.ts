@@ -65,6 +65,42 @@ async function withBaresip(
   }
 }
 
+/** Injects `tone.wav` into call `callId`; resolves with baresip's heard RMS once over 1000. */
+async function injectToneHeard(server: TestServer, baresip: Baresip, callId: string) {
+  await ok(server, "/call/inject_sound", { callId, fileName: "tone.wav" });
+  return await waitFor("baresip to hear the tone", async () => {
+    const rms = await baresip.heardRms();
+    return rms > 1000 ? rms : undefined;
+  }, 6000);
+}
+
+/** The first four RFC 2833 digits baresip logs (ended events), once it has logged them. */
+function loggedDigits(baresip: Baresip): Promise<string[]> {
+  return waitFor("baresip to log the four digits", () => {
+    const digits = [...baresip.log().matchAll(/received event: '(.)' \(end=1\)/g)]
+      .map((m) => m[1]);
+    return digits.length >= 4 ? digits : undefined;
+  });
+}
+
+/** The streams ffprobe reads at `url` (nginx-rtmp), once there are `count` of them. */
+function servedStreams(url: string, what: string, count: number, timeoutMs: number) {
+  return waitFor(what, async () => {
+    const probed = await run("ffprobe", [
+      ...["-v", "error", "-rw_timeout", "5000000", "-show_entries"],
+      ...["stream=codec_name,codec_type", "-of", "json", url],
+    ]).catch(() => undefined); // nginx has no stream yet
+    const found = probed && JSON.parse(probed.out).streams;
+    return found?.length === count ? found : undefined;
+  }, timeoutMs) as Promise<{ codec_name: string; codec_type: string }[]>;
+}
+
+/** Terminates call `callId` and waits for its FINISH. */
+async function hangUp(server: TestServer, callId: string): Promise<void> {
+  await ok(server, "/call/terminate", { callId });
+  await callWithStatus(server, callId, "FINISH");
+}
+
 /** Places call `callId` to baresip by its full URI; resolves once it is ESTABLISHED. */
 async function callBaresip(server: TestServer, baresip: Baresip, callId: string) {
   const callee = `sip:${baresip.user}@127.0.0.1:${baresip.sipPort}`;
@@ -78,19 +114,14 @@ Deno.test("baresip receives RFC 2833 digits '123#' and a SIP INFO digit", async 
     await withServer(async (server) => {
       await callBaresip(server, baresip, "dtmf1");
       await ok(server, "/call/send_dtmf", { callId: "dtmf1", dtmf: "123#", type: "RFC2833" });
-      const events = await waitFor("baresip to log the four digits", () => {
-        const digits = [...baresip.log().matchAll(/received event: '(.)' \(end=1\)/g)]
-          .map((m) => m[1]);
-        return digits.length >= 4 ? digits : undefined;
-      });
+      const events = await loggedDigits(baresip);
       assert.deepEqual(events, ["1", "2", "3", "#"]);
       // SIP INFO application/dtmf-relay: baresip answers 200 and logs the digit.
       await ok(server, "/call/send_dtmf", { callId: "dtmf1", dtmf: "5", type: "INFO" });
       await waitFor("baresip to log the INFO digit", () => {
         return /call: received DTMF: '5'/.test(baresip.log()) || undefined;
       }, 5000);
-      await ok(server, "/call/terminate", { callId: "dtmf1" });
-      await callWithStatus(server, "dtmf1", "FINISH");
+      await hangUp(server, "dtmf1");
     });
   });
 });
@@ -103,16 +134,11 @@ Deno.test("inject_sound is heard at baresip: its recording goes from silence to 
       // Nothing is sent into the call before the injection.
       await new Promise((r) => setTimeout(r, 500));
       const before = await baresip.heardRms();
-      await ok(server, "/call/inject_sound", { callId: "snd1", fileName: "tone.wav" });
       // The 1 kHz tone at 1/8 scale has an RMS of ~2,900; what came before lowers the mean.
-      const heard = await waitFor("baresip to hear the tone", async () => {
-        const rms = await baresip.heardRms();
-        return rms > 1000 ? rms : undefined;
-      }, 6000);
+      const heard = await injectToneHeard(server, baresip, "snd1");
       assert.ok(before < 100, `baresip heard RMS ${before} before the injection`);
       assert.ok(heard > 1000, `baresip heard RMS ${heard}`);
-      await ok(server, "/call/terminate", { callId: "snd1" });
-      await callWithStatus(server, "snd1", "FINISH");
+      await hangUp(server, "snd1");
     }, config);
   });
 });
@@ -124,21 +150,12 @@ Deno.test("baresip speaking only Opus: the call runs in Opus, hears inject_sound
       await callBaresip(server, baresip, "opus1");
       const call = (await calls(server)).find((c) => c.callId === "opus1");
       assert.match(String(call?.sdp), /m=audio \d+ RTP\/AVP 111\b/, "baresip answered Opus");
-      await ok(server, "/call/inject_sound", { callId: "opus1", fileName: "tone.wav" });
-      const heard = await waitFor("baresip to hear the tone", async () => {
-        const rms = await baresip.heardRms();
-        return rms > 1000 ? rms : undefined;
-      }, 6000);
+      const heard = await injectToneHeard(server, baresip, "opus1");
       assert.ok(heard > 1000, `baresip heard RMS ${heard}`);
       await ok(server, "/call/send_dtmf", { callId: "opus1", dtmf: "123#", type: "RFC2833" });
-      const events = await waitFor("baresip to log the four digits", () => {
-        const digits = [...baresip.log().matchAll(/received event: '(.)' \(end=1\)/g)]
-          .map((m) => m[1]);
-        return digits.length >= 4 ? digits : undefined;
-      });
+      const events = await loggedDigits(baresip);
       assert.deepEqual(events, ["1", "2", "3", "#"]);
-      await ok(server, "/call/terminate", { callId: "opus1" });
-      await callWithStatus(server, "opus1", "FINISH");
+      await hangUp(server, "opus1");
     }, config);
   }, "opus/48000/2");
 });
@@ -150,14 +167,9 @@ Deno.test("baresip speaking only G.722: the call runs in G.722 and hears inject_
       await callBaresip(server, baresip, "g722");
       const call = (await calls(server)).find((c) => c.callId === "g722");
       assert.match(String(call?.sdp), /m=audio \d+ RTP\/AVP 9\b/, "baresip answered G.722");
-      await ok(server, "/call/inject_sound", { callId: "g722", fileName: "tone.wav" });
-      const heard = await waitFor("baresip to hear the tone", async () => {
-        const rms = await baresip.heardRms();
-        return rms > 1000 ? rms : undefined;
-      }, 6000);
+      const heard = await injectToneHeard(server, baresip, "g722");
       assert.ok(heard > 1000, `baresip heard RMS ${heard}`);
-      await ok(server, "/call/terminate", { callId: "g722" });
-      await callWithStatus(server, "g722", "FINISH");
+      await hangUp(server, "g722");
     }, config);
   }, "G722/16000/1");
 });
@@ -182,17 +194,10 @@ Deno.test("a call with rtmpUrl pushes its received audio to nginx-rtmp as AAC", 
       });
       assert.equal(active.rtmpUrl, nginx.liveUrl);
       assert.equal(active.rtmpStream, "callout");
-      const streams = await waitFor("nginx serving the call's audio", async () => {
-        const probed = await run("ffprobe", [
-          ...["-v", "error", "-rw_timeout", "5000000", "-show_entries"],
-          ...["stream=codec_name,codec_type", "-of", "json", `${nginx.liveUrl}/callout`],
-        ]).catch(() => undefined); // nginx has no stream yet
-        const found = probed && JSON.parse(probed.out).streams;
-        return found?.length ? found : undefined;
-      }, 15_000) as { codec_name: string; codec_type: string }[];
+      const url = `${nginx.liveUrl}/callout`;
+      const streams = await servedStreams(url, "nginx serving the call's audio", 1, 15_000);
       assert.deepEqual(streams.map((s) => [s.codec_type, s.codec_name]), [["audio", "aac"]]);
-      await ok(server, "/call/terminate", { callId: "rtmp1" });
-      await callWithStatus(server, "rtmp1", "FINISH");
+      await hangUp(server, "rtmp1");
       assert.equal(await exitedWithin(sipp, 5000), 0, sipp.errors());
     }, config);
   } finally {
@@ -232,22 +237,15 @@ Deno.test("a video call: a VOD's H.264 and sound injected come back through sipp
         return found && found.fps > 0 ? found : undefined;
       });
       assert.deepEqual([stream.width, stream.height], [320, 240]);
-      const streams = await waitFor("nginx serving the video call", async () => {
-        const probed = await run("ffprobe", [
-          ...["-v", "error", "-rw_timeout", "5000000", "-show_entries"],
-          ...["stream=codec_name,codec_type", "-of", "json", `${nginx.liveUrl}/videocall`],
-        ]).catch(() => undefined); // nginx has no stream yet
-        const found = probed && JSON.parse(probed.out).streams;
-        return found?.length === 2 ? found : undefined;
-      }, 20_000) as { codec_name: string; codec_type: string }[];
+      const url = `${nginx.liveUrl}/videocall`;
+      const streams = await servedStreams(url, "nginx serving the video call", 2, 20_000);
       assert.deepEqual(
         streams.map((s) => [s.codec_type, s.codec_name]).sort(),
         [["audio", "aac"], ["video", "h264"]],
       );
       await ok(server, "/call/inject_stream/terminate", { callId: "video1" });
       await refused(server, "/call/inject_stream/terminate", { callId: "video1" }, 404);
-      await ok(server, "/call/terminate", { callId: "video1" });
-      await callWithStatus(server, "video1", "FINISH");
+      await hangUp(server, "video1");
       assert.equal(await exitedWithin(sipp, 5000), 0, sipp.errors());
     }, config);
   } finally {
@@ -270,8 +268,7 @@ Deno.test("sipRegisterRequired: REGISTER with digest first, then the INVITE; unr
       });
       const call = await callWithStatus(server, "reg1", "ESTABLISHED");
       assert.equal(call.sipStatus, 200);
-      await ok(server, "/call/terminate", { callId: "reg1" });
-      await callWithStatus(server, "reg1", "FINISH");
+      await hangUp(server, "reg1");
       // The registrar's scenario ends 0 only after a good digest REGISTER and the
       // unregistration (Expires: 0) that the call's end sends.
       assert.equal(await exitedWithin(registrar, 5000), 0, registrar.errors());
