@@ -32,6 +32,27 @@ function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }
 
+/** A stream the test pushes `tracks` into, named (and identified) `name`. */
+function testStream(name: string, tracks: Track[]): Stream {
+  return new Stream({
+    name,
+    mediaSessionId: name,
+    tracks,
+    mediaProvider: "test",
+    stopProvider: () => Promise.resolve(),
+  });
+}
+
+/** A mono 8 kHz G.711 audio track, id 0. */
+function g711Track(codec: "PCMU" | "PCMA"): Track {
+  return { id: 0, kind: "audio", codec, clockRate: 8000, sampleRate: 8000, channels: 1 };
+}
+
+/** A G.711 frame of track 0 at `pts` (samples). */
+function g711Frame(codec: "PCMU" | "PCMA", pts: number, data: Uint8Array): MediaFrame {
+  return { trackId: 0, codec, pts, dts: pts, keyframe: true, data };
+}
+
 async function until(what: string, test: () => boolean, timeoutMs = 5000): Promise<void> {
   const end = performance.now() + timeoutMs;
   while (!test()) {
@@ -261,33 +282,15 @@ Deno.test("call media: hold — nothing is sent while the far end is sendonly or
 
 Deno.test("call media: a stream's audio is sent in 20 ms packets; A-law is recoded to the call's μ-law", async () => {
   const p = await call();
-  const source = new Stream({
-    name: "src",
-    mediaSessionId: "src",
-    tracks: [{
-      id: 0,
-      kind: "audio",
-      codec: "PCMA",
-      clockRate: 8000,
-      sampleRate: 8000,
-      channels: 1,
-    }],
-    mediaProvider: "test",
-    stopProvider: () => Promise.resolve(),
-  });
+  const source = testStream("src", [g711Track("PCMA")]);
   try {
     p.a.send(source);
     // 400 ms of a 1 kHz tone in A-law frames of 80 ms, pushed in real time.
     const tone = Int16Array.from({ length: 3200 }, (_, i) => 8000 * Math.sin(2 * Math.PI * i / 8));
     for (let i = 0; i < 5; i++) {
-      source.push({
-        trackId: 0,
-        codec: "PCMA",
-        pts: i * 640,
-        dts: i * 640,
-        keyframe: true,
-        data: g711Encode("PCMA", tone.subarray(i * 640, (i + 1) * 640)),
-      });
+      source.push(
+        g711Frame("PCMA", i * 640, g711Encode("PCMA", tone.subarray(i * 640, (i + 1) * 640))),
+      );
       await sleep(80);
     }
     await sleep(150);
@@ -472,13 +475,7 @@ async function h264AccessUnits(count: number): Promise<Uint8Array[]> {
 Deno.test("call media: H.264 sent into the call arrives whole, with the parameter sets on the track", async () => {
   const units = await h264AccessUnits(10);
   const p = await call({ video: true });
-  const source = new Stream({
-    name: "video",
-    mediaSessionId: "video",
-    tracks: [{ id: 0, kind: "video", codec: "H264", clockRate: 90000 }],
-    mediaProvider: "test",
-    stopProvider: () => Promise.resolve(),
-  });
+  const source = testStream("video", [{ id: 0, kind: "video", codec: "H264", clockRate: 90000 }]);
   try {
     assert.equal(p.mediaA.video?.payloadType, 96);
     assert.deepEqual(p.b.tracks.map((t) => [t.id, t.kind, t.codec]), [
@@ -534,13 +531,7 @@ Deno.test("call media: an AAC stream is converted by the engine and arrives as t
     const demuxer = new TsDemuxer();
     const bytes = await Deno.readFile(path);
     const frames = [...demuxer.push(bytes), ...demuxer.flush()];
-    const source = new Stream({
-      name: "aac",
-      mediaSessionId: "aac",
-      tracks: [{ ...demuxer.tracks[0], id: 0 }],
-      mediaProvider: "test",
-      stopProvider: () => Promise.resolve(),
-    });
+    const source = testStream("aac", [{ ...demuxer.tracks[0], id: 0 }]);
     p.a.send(source);
     const clock = demuxer.tracks[0].clockRate;
     const startMs = performance.now();
@@ -561,33 +552,13 @@ Deno.test("call media: an AAC stream is converted by the engine and arrives as t
 
 Deno.test("call media: the sent audio pauses while an RFC 2833 event plays, then resumes in time", async () => {
   const p = await call({ start: false });
-  const source = new Stream({
-    name: "live",
-    mediaSessionId: "live",
-    tracks: [{
-      id: 0,
-      kind: "audio",
-      codec: "PCMU",
-      clockRate: 8000,
-      sampleRate: 8000,
-      channels: 1,
-    }],
-    mediaProvider: "test",
-    stopProvider: () => Promise.resolve(),
-  });
+  const source = testStream("live", [g711Track("PCMU")]);
   const tone = g711Encode("PCMU", Int16Array.from({ length: 160 }, (_, i) => 8000 * Math.sin(i)));
   let pushing = true;
   const pusher = (async () => {
     const startMs = performance.now();
     for (let i = 0; pushing; i++) {
-      source.push({
-        trackId: 0,
-        codec: "PCMU",
-        pts: i * 160,
-        dts: i * 160,
-        keyframe: true,
-        data: tone,
-      });
+      source.push(g711Frame("PCMU", i * 160, tone));
       await sleep(startMs + (i + 1) * 20 - performance.now());
     }
   })();
@@ -701,13 +672,7 @@ Deno.test("call media, Opus: a stream's Opus passes as it is; idle slots carry O
     channels: 2,
     config: { codec: "OPUS" },
   };
-  const source = new Stream({
-    name: "opus-src",
-    mediaSessionId: "opus-src",
-    tracks: [track],
-    mediaProvider: "test",
-    stopProvider: () => Promise.resolve(),
-  });
+  const source = testStream("opus-src", [track]);
   try {
     p.a.send(source);
     // Distinct payloads that are not real Opus: they must arrive byte for byte, unconverted.
@@ -795,20 +760,7 @@ Deno.test("call media, G.722: an injected tone, INBAND and RFC 2833 digits arriv
 
 Deno.test("call media, G.722: a PCMU stream is converted by the engine; idle silence decodes silent", async () => {
   const p = await call({ audioFormats: "9 101", idleSilence: true });
-  const source = new Stream({
-    name: "pcmu-src",
-    mediaSessionId: "pcmu-src",
-    tracks: [{
-      id: 0,
-      kind: "audio",
-      codec: "PCMU",
-      clockRate: 8000,
-      sampleRate: 8000,
-      channels: 1,
-    }],
-    mediaProvider: "test",
-    stopProvider: () => Promise.resolve(),
-  });
+  const source = testStream("pcmu-src", [g711Track("PCMU")]);
   try {
     await sleep(300);
     const idle = await decodeG722(p.atB);
@@ -818,14 +770,7 @@ Deno.test("call media, G.722: a PCMU stream is converted by the engine; idle sil
     // 1 s of a 1 kHz tone in μ-law frames of 20 ms, pushed in real time.
     const tone = Int16Array.from({ length: 160 }, (_, i) => 8000 * Math.sin(2 * Math.PI * i / 8));
     for (let i = 0; i < 50; i++) {
-      source.push({
-        trackId: 0,
-        codec: "PCMU",
-        pts: i * 160,
-        dts: i * 160,
-        keyframe: true,
-        data: g711Encode("PCMU", tone),
-      });
+      source.push(g711Frame("PCMU", i * 160, g711Encode("PCMU", tone)));
       await sleep(20);
     }
     await sleep(500);
