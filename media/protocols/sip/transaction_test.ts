@@ -88,6 +88,47 @@ async function rawUdp(onDatagram: (data: Uint8Array, port: number) => void) {
   };
 }
 
+/**
+ * An OPTIONS to bob at `port` built by hand, as an old or odd far end sends it: `via` is the Via
+ * header's value after the protocol, `extra` headers go after it.
+ */
+function rawOptions(
+  port: number,
+  via: string,
+  o: { fromTag: string; callId: string; cseq: number; extra?: string[] },
+): Uint8Array {
+  return encoder.encode(
+    [
+      `OPTIONS sip:bob@127.0.0.1:${port} SIP/2.0`,
+      `Via: SIP/2.0/UDP ${via}`,
+      ...o.extra ?? [],
+      `From: <sip:alice@127.0.0.1>;tag=${o.fromTag}`,
+      "To: <sip:bob@127.0.0.1>",
+      `Call-ID: ${o.callId}`,
+      `CSeq: ${o.cseq} OPTIONS`,
+      "Content-Length: 0",
+      "",
+      "",
+    ].join("\r\n"),
+  );
+}
+
+/**
+ * A layer `b` that answers every request 200 (counting them in `handled.calls`), and a raw UDP
+ * far end collecting the responses it gets in `answers`.
+ */
+async function answeringLayerAndFarEnd() {
+  const b = await openLayer();
+  const answers: SipResponse[] = [];
+  const far = await rawUdp((data) => answers.push(parseSipMessage(data) as SipResponse));
+  const handled = { calls: 0 };
+  b.layer.onRequest = (_req, tx) => {
+    handled.calls++;
+    void tx.respond(200, "OK");
+  };
+  return { b, answers, far, handled };
+}
+
 /** A response to `req` built by hand (as a far end that is not our layer would). */
 function answer(req: SipRequest, status: number, reason: string): Uint8Array {
   const headers = new SipHeaders();
@@ -310,32 +351,23 @@ for (const name of ["UDP", "TCP"] as const) {
 }
 
 Deno.test("UDP: a retransmitted request reaches the handler once and gets the last answer again", async () => {
-  const b = await openLayer();
-  const answers: SipResponse[] = [];
-  const far = await rawUdp((data) => answers.push(parseSipMessage(data) as SipResponse));
+  const { b, answers, far, handled } = await answeringLayerAndFarEnd();
   try {
-    let calls = 0;
-    b.layer.onRequest = (_req, tx) => {
-      calls++;
-      void tx.respond(200, "OK");
-    };
-    const text = [
-      `OPTIONS sip:bob@127.0.0.1:${b.transport.port} SIP/2.0`,
-      `Via: SIP/2.0/UDP 127.0.0.1:${far.port};branch=${newBranch()};rport`,
-      "Max-Forwards: 70",
-      "From: <sip:alice@127.0.0.1>;tag=r1",
-      "To: <sip:bob@127.0.0.1>",
-      "Call-ID: retrans@test",
-      "CSeq: 5 OPTIONS",
-      "Content-Length: 0",
-      "",
-      "",
-    ].join("\r\n");
-    far.send(encoder.encode(text), b.transport.port);
+    const request = rawOptions(
+      b.transport.port,
+      `127.0.0.1:${far.port};branch=${newBranch()};rport`,
+      {
+        fromTag: "r1",
+        callId: "retrans@test",
+        cseq: 5,
+        extra: ["Max-Forwards: 70"],
+      },
+    );
+    far.send(request, b.transport.port);
     await until(() => answers.length === 1);
-    far.send(encoder.encode(text), b.transport.port);
+    far.send(request, b.transport.port);
     await until(() => answers.length === 2);
-    assert.equal(calls, 1);
+    assert.equal(handled.calls, 1);
     assert.equal(answers[1].status, 200);
     assert.equal(answers[1].headers.get("To"), answers[0].headers.get("To"));
   } finally {
@@ -352,22 +384,16 @@ Deno.test("UDP: without rport the response goes to the sent-by port, with rport 
   const source = await rawUdp((data) => atSource.push(parseSipMessage(data) as SipResponse));
   try {
     b.layer.onRequest = (_req, tx) => void tx.respond(200, "OK");
-    const text = (rport: string, callId: string) =>
-      [
-        `OPTIONS sip:bob@127.0.0.1:${b.transport.port} SIP/2.0`,
-        `Via: SIP/2.0/UDP 127.0.0.1:${sentBy.port};branch=${newBranch()}${rport}`,
-        "From: <sip:alice@127.0.0.1>;tag=p",
-        "To: <sip:bob@127.0.0.1>",
-        `Call-ID: ${callId}`,
-        "CSeq: 1 OPTIONS",
-        "Content-Length: 0",
-        "",
-        "",
-      ].join("\r\n");
+    const request = (rport: string, callId: string) =>
+      rawOptions(b.transport.port, `127.0.0.1:${sentBy.port};branch=${newBranch()}${rport}`, {
+        fromTag: "p",
+        callId,
+        cseq: 1,
+      });
     // RFC 3261 §18.2.2: the sent-by port; RFC 3581: the source port when rport is asked.
-    source.send(encoder.encode(text("", "plain@test")), b.transport.port);
+    source.send(request("", "plain@test"), b.transport.port);
     await until(() => atSentBy.length === 1);
-    source.send(encoder.encode(text(";rport", "rport@test")), b.transport.port);
+    source.send(request(";rport", "rport@test"), b.transport.port);
     await until(() => atSource.length === 1);
     assert.equal(atSentBy[0].headers.get("Call-ID"), "plain@test");
     assert.equal(atSource[0].headers.get("Call-ID"), "rport@test");
@@ -380,32 +406,19 @@ Deno.test("UDP: without rport the response goes to the sent-by port, with rport 
 });
 
 Deno.test("UDP: a request without the magic cookie (RFC 2543) is matched by Call-ID, CSeq and From tag", async () => {
-  const b = await openLayer();
-  const answers: SipResponse[] = [];
-  const far = await rawUdp((data) => answers.push(parseSipMessage(data) as SipResponse));
+  const { b, answers, far, handled } = await answeringLayerAndFarEnd();
   try {
-    let calls = 0;
-    b.layer.onRequest = (_req, tx) => {
-      calls++;
-      void tx.respond(200, "OK");
-    };
-    const text = (branch: string) =>
-      [
-        `OPTIONS sip:bob@127.0.0.1:${b.transport.port} SIP/2.0`,
-        `Via: SIP/2.0/UDP 127.0.0.1:${far.port}${branch}`,
-        "From: <sip:alice@127.0.0.1>;tag=old",
-        "To: <sip:bob@127.0.0.1>",
-        "Call-ID: rfc2543@test",
-        "CSeq: 9 OPTIONS",
-        "Content-Length: 0",
-        "",
-        "",
-      ].join("\r\n");
-    far.send(encoder.encode(text("")), b.transport.port);
+    const request = (branch: string) =>
+      rawOptions(b.transport.port, `127.0.0.1:${far.port}${branch}`, {
+        fromTag: "old",
+        callId: "rfc2543@test",
+        cseq: 9,
+      });
+    far.send(request(""), b.transport.port);
     await until(() => answers.length === 1);
-    far.send(encoder.encode(text(";branch=1")), b.transport.port);
+    far.send(request(";branch=1"), b.transport.port);
     await until(() => answers.length === 2);
-    assert.equal(calls, 1);
+    assert.equal(handled.calls, 1);
   } finally {
     await far.close();
     await b.close();
