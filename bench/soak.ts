@@ -176,7 +176,9 @@ function labelOf(err: unknown): string {
 // --- set up: a clip to snapshot, a dead camera, the server ---
 const dir = await Deno.makeTempDir({ prefix: "soak-" });
 await Deno.mkdir(`${dir}/content`);
-await makeClip(`${dir}/content/clip.mp4`, { seconds: 120 });
+/** The VOD stream ends with its file: long enough for every round (each takes about a minute). */
+const clipSeconds = 60 + rounds * 90;
+await makeClip(`${dir}/content/clip.mp4`, { seconds: clipSeconds });
 
 const camera = Deno.listen({ hostname: "127.0.0.1", port: 0 });
 const cameraConns: Deno.Conn[] = [];
