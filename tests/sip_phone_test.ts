@@ -155,6 +155,22 @@ async function activeCalls(baresip: Baresip): Promise<string> {
   return (await baresip.command("listcalls")).data;
 }
 
+/** Waits until the far end's sound (baresip's tone, not Opus silence) reaches `browser`. */
+function farEndSoundAt(browser: Browser): Promise<void> {
+  return until("the far end's sound at the browser", () => {
+    return browser.received.length > 100 && browser.meanPayload() > 20;
+  });
+}
+
+/** Waits until baresip has no ESTABLISHED call, then asserts that it heard a tone. */
+async function assertEndedHearingTone(baresip: Baresip): Promise<void> {
+  await until("baresip's call to end", async () => {
+    return !(await activeCalls(baresip)).includes("ESTABLISHED");
+  });
+  const rms = await baresip.heardRms();
+  assert.ok(rms > 1000, `baresip heard RMS ${rms}`);
+}
+
 interface Setup {
   server: TestServer;
   baresip: Baresip;
@@ -207,9 +223,7 @@ Deno.test("SDK call to baresip: ESTABLISHED, sound both ways, hold, DTMF, the SD
       browser.speak(s.tone);
       assert.match(await activeCalls(s.baresip), /ESTABLISHED/);
       // baresip's 400 Hz tone, made Opus, reaches the browser.
-      await until("the far end's sound at the browser", () => {
-        return browser.received.length > 100 && browser.meanPayload() > 20;
-      });
+      await farEndSoundAt(browser);
       client.send("hold", { callId: "call-out-1" });
       const hold = await nextStatus(client, "hold");
       assert.deepEqual([hold.callId, hold.status], ["call-out-1", "HOLD"]);
@@ -226,12 +240,8 @@ Deno.test("SDK call to baresip: ESTABLISHED, sound both ways, hold, DTMF, the SD
       client.send("hangup", { callId: "call-out-1" });
       const finish = await nextStatus(client, "finish");
       assert.deepEqual([finish.callId, finish.status], ["call-out-1", "FINISH"]);
-      await until("baresip's call to end", async () => {
-        return !(await activeCalls(s.baresip)).includes("ESTABLISHED");
-      });
       // What baresip heard, decoded from G.711: the browser's tone, not silence.
-      const rms = await s.baresip.heardRms();
-      assert.ok(rms > 1000, `baresip heard RMS ${rms}`);
+      await assertEndedHearingTone(s.baresip);
     } finally {
       await browser.close();
       await client.close();
@@ -248,18 +258,12 @@ Deno.test("SDK call to an Opus baresip: Opus offered first, the SIP leg runs Opu
         const call = s.server.services.calls.get("call-opus-1");
         assert.equal(call.media.media.audio?.codec, "OPUS");
         browser.speak(s.tone);
-        await until("the far end's sound at the browser", () => {
-          return browser.received.length > 100 && browser.meanPayload() > 20;
-        });
+        await farEndSoundAt(browser);
         await new Promise((r) => setTimeout(r, 1000));
         client.send("hangup", { callId: "call-opus-1" });
         await nextStatus(client, "finish");
-        await until("baresip's call to end", async () => {
-          return !(await activeCalls(s.baresip)).includes("ESTABLISHED");
-        });
         // What baresip heard, decoded from Opus: the browser's tone, not silence.
-        const rms = await s.baresip.heardRms();
-        assert.ok(rms > 1000, `baresip heard RMS ${rms}`);
+        await assertEndedHearingTone(s.baresip);
       } finally {
         await browser.close();
         await client.close();
@@ -321,17 +325,11 @@ Deno.test("INVITE to the session's login rings the SDK; answer connects; the ses
       const talk = await nextStatus(client, "talk");
       assert.deepEqual([talk.callId, talk.status], [callId, "ESTABLISHED"]);
       browser.speak(s.tone);
-      await until("the far end's sound at the browser", () => {
-        return browser.received.length > 100 && browser.meanPayload() > 20;
-      });
+      await farEndSoundAt(browser);
       assert.match(await activeCalls(s.baresip), /ESTABLISHED/);
       // The session ends (the tab closes): its call is hung up at baresip.
       await client.close();
-      await until("baresip's call to end", async () => {
-        return !(await activeCalls(s.baresip)).includes("ESTABLISHED");
-      });
-      const rms = await s.baresip.heardRms();
-      assert.ok(rms > 1000, `baresip heard RMS ${rms}`);
+      await assertEndedHearingTone(s.baresip);
     } finally {
       await browser.close();
       await client.close();
