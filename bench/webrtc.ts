@@ -35,8 +35,8 @@
  * machine.
  *
  * `WEBRTC_BENCH_STEPS` sets the N of each step (default "100,250,500,1000,1500,2000,3000");
- * `WEBRTC_BENCH_ONLY=fast`, `=werift` or `=janus` runs one side (fast or werift alone run
- * outside the namespace, without Janus).
+ * `WEBRTC_BENCH_ONLY` names the sides to run, comma-separated (`fast,werift` compares the two
+ * send paths without Janus; without `janus` the run stays outside the namespace).
  */
 import { Buffer } from "node:buffer";
 import dgram from "node:dgram";
@@ -71,8 +71,10 @@ const steps = (Deno.env.get("WEBRTC_BENCH_STEPS") ?? "100,250,500,1000,1500,2000
 const receiverProcesses = Number(Deno.env.get("WEBRTC_BENCH_RECEIVERS") ?? 2);
 /** Workers of each receiver child that read and verify its subscribers' SRTP. */
 const receiverWorkers = Number(Deno.env.get("WEBRTC_BENCH_RECEIVER_WORKERS") ?? 1);
-/** One side only ("fast" or "werift"), when set. */
-const only = Deno.env.get("WEBRTC_BENCH_ONLY");
+/** The sides to run ("fast", "werift", "janus", comma-separated), when set. */
+const only = Deno.env.get("WEBRTC_BENCH_ONLY")?.split(",");
+/** Whether side `name` runs. */
+const runs = (name: string) => !only || only.includes(name);
 /** Offset of the send-time stamp in each payload (after the VP8 descriptor and header). */
 const stampOffset = 16;
 /** Set in the run inside the bench's network namespace. */
@@ -81,8 +83,12 @@ const netnsEnv = "WEBRTC_BENCH_NETNS";
 const janusAddress = "10.254.0.1";
 /** Longest wait for a player's SRTP keys after PLAYING, in milliseconds. */
 const keysTimeoutMs = 10_000;
+/** Attempts to connect one subscriber before the step fails. */
+const connectAttempts = 5;
+/** The server's WebSocket connections per address (every subscriber is on 127.0.0.1). */
+const connectionsPerAddress = 100_000;
 /** Subscribers connected at once while a step grows. */
-const connectBatch = 5;
+const connectBatch = 10;
 
 type Sender = "fast" | "werift";
 
@@ -96,6 +102,8 @@ async function serve(sender: Sender): Promise<void> {
   const config = configSchema.parse({
     ports: { rest: 0, ws: 0, wss: 0, hls: 0, rtmp: 0, rtsp: 0, srt: 0, sip: 0 },
     media: { iceMux: "on", sendEngine: sender === "fast" ? "ffi" : "werift" },
+    // Every subscriber connects from 127.0.0.1.
+    limits: { connectionsPerAddress: connectionsPerAddress },
   });
   const server = await startServer(config, silentLogger);
   const { sendPaths } = server.services;
@@ -252,11 +260,12 @@ async function receivers(connect: Connect, pool?: SrtpReceiverPool): Promise<voi
   /** Players that failed to connect (each is tried again). */
   let failures = 0;
   const addOne = async (): Promise<void> => {
-    for (;;) {
+    for (let attempt = 1;; attempt++) {
       try {
         return await connectOne();
       } catch (err) {
-        if (++failures > 20) throw err;
+        failures++;
+        if (attempt >= connectAttempts) throw err;
       }
     }
   };
@@ -692,9 +701,9 @@ async function run(): Promise<void> {
       Deno.loadavg().map((x) => x.toFixed(2)).join(" ")
     }`,
   );
-  const fast = only && only !== "fast" ? [] : await measure(await oursTarget("fast"));
-  const werift = only && only !== "werift" ? [] : await measure(await oursTarget("werift"));
-  const janus = only && only !== "janus" ? [] : await measure(await janusTarget());
+  const fast = runs("fast") ? await measure(await oursTarget("fast")) : [];
+  const werift = runs("werift") ? await measure(await oursTarget("werift")) : [];
+  const janus = runs("janus") ? await measure(await janusTarget()) : [];
   if (fast.length && janus.length) compareWithJanus(fast, janus);
   // werift keeps timers (ICE consent, DTLS) a while after close; nothing is left to wait for.
   console.log(`subscribers/core: fast ${perCore(fast)}, werift ${perCore(werift)}`);
@@ -727,7 +736,7 @@ async function runInNetns(): Promise<never> {
   if (missing.length) {
     throw new Error(
       `the Janus comparison needs ${missing.join(", ")}; ` +
-        "WEBRTC_BENCH_ONLY=fast or =werift runs without it",
+        "WEBRTC_BENCH_ONLY=fast,werift runs without it",
     );
   }
   const file = new URL(import.meta.url).pathname;
@@ -753,5 +762,5 @@ else if (Deno.args[0] === "--receivers") {
     pool.install();
     await receivers(oursSubscriber(base, pool), pool);
   }
-} else if (Deno.env.get(netnsEnv) || only === "fast" || only === "werift") await run();
+} else if (Deno.env.get(netnsEnv) || !runs("janus")) await run();
 else await runInNetns();
