@@ -203,6 +203,16 @@ function lumaMean(picture: Uint8Array, width: number, height: number): number {
   return sum / (width * height);
 }
 
+/** Asserts that `decoded` is every picture of `source`, in presentation order, none dropped. */
+function assertWholeClip(
+  source: Clip,
+  decoded: { pictures: RawVideoFrame[]; dropped: number },
+): void {
+  assert.deepEqual(decoded.pictures.map((p) => p.pts), presentationPts(source.frames));
+  assertPicturesOf(source, decoded.pictures, 0);
+  assert.equal(decoded.dropped, 0);
+}
+
 /** Checks that each picture is ffmpeg's picture of the clip at the same presentation time. */
 function assertPicturesOf(clip: Clip, pictures: RawVideoFrame[], offset: number): void {
   const times = presentationPts(clip.frames, offset);
@@ -491,10 +501,7 @@ Deno.test("native decoder: output in chunks of any size is cut into the same pic
   try {
     // A whole GOP follows: the re-cutting holds up to 250 kB, the last pictures' bytes.
     const frames = [...source.frames, ...shifted(source.frames, clipSpan).slice(0, 25)];
-    const { pictures, dropped } = await decode(engine, source.track, frames, clipSpan, 50);
-    assert.deepEqual(pictures.map((p) => p.pts), presentationPts(source.frames));
-    assertPicturesOf(source, pictures, 0);
-    assert.equal(dropped, 0);
+    assertWholeClip(source, await decode(engine, source.track, frames, clipSpan, 50));
   } finally {
     await engine.close();
   }
@@ -625,10 +632,7 @@ Deno.test("native decoder: B-frames without VUI reorder depth still give every p
     .map((f) => ({ ...f, data: f.keyframe ? strip(f.data) : f.data }));
   const engine = new NativeEngine();
   try {
-    const { pictures, dropped } = await decode(engine, track, frames, clipSpan, 50);
-    assert.deepEqual(pictures.map((p) => p.pts), presentationPts(source.frames));
-    assertPicturesOf(source, pictures, 0);
-    assert.equal(dropped, 0);
+    assertWholeClip(source, await decode(engine, track, frames, clipSpan, 50));
   } finally {
     await engine.close();
   }
@@ -651,10 +655,7 @@ Deno.test("wasm decoder: a GOP longer than a chunk is decoded in steps, pictures
   try {
     const span = 4 * 90000;
     const frames = [...source.frames, ...shifted(source.frames, span).slice(0, followingFrames)];
-    const { pictures, dropped } = await decode(engine, source.track, frames, span, 100);
-    assert.deepEqual(pictures.map((p) => p.pts), presentationPts(source.frames));
-    assertPicturesOf(source, pictures, 0);
-    assert.equal(dropped, 0);
+    assertWholeClip(source, await decode(engine, source.track, frames, span, 100));
     // The first 2 s of the long GOP, the whole GOP again, then the last GOP.
     assert.equal(runs.length, 3);
     assert.ok(runs[0] < runs[1]);
