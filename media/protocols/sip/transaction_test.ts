@@ -37,6 +37,23 @@ async function openLayer(
   };
 }
 
+/** Runs `fn` with two layers on their own transports (a asks, b answers), closing both after. */
+async function withLayerPair(
+  fn: (a: Layer, b: Layer) => Promise<void>,
+): Promise<void> {
+  const a = await openLayer();
+  const b = await openLayer();
+  try {
+    await fn(a, b);
+  } finally {
+    await a.close();
+    await b.close();
+  }
+}
+
+/** A layer opened by openLayer. */
+type Layer = Awaited<ReturnType<typeof openLayer>>;
+
 /** A request out of dialog from `from` (a layer's port) to `to`. */
 function makeRequest(
   method: string,
@@ -140,9 +157,7 @@ function answer(req: SipRequest, status: number, reason: string): Uint8Array {
 
 for (const name of ["UDP", "TCP"] as const) {
   Deno.test(`${name}: a request gets its response through two layers`, async () => {
-    const a = await openLayer();
-    const b = await openLayer();
-    try {
+    await withLayerPair(async (a, b) => {
       const seen: string[] = [];
       b.layer.onRequest = (req, tx) => {
         seen.push(req.method);
@@ -164,10 +179,7 @@ for (const name of ["UDP", "TCP"] as const) {
         assert.equal(a.transport.stats.sent, 1);
         assert.equal(b.transport.stats.sent, 1);
       }
-    } finally {
-      await a.close();
-      await b.close();
-    }
+    });
   });
 }
 
@@ -220,9 +232,7 @@ Deno.test("UDP: an unanswered INVITE times out (timer B) after 64*T1, retransmit
 
 for (const name of ["UDP", "TCP"] as const) {
   Deno.test(`${name}: a 486 to an INVITE is ACKed by the transaction and the ACK absorbed`, async () => {
-    const a = await openLayer();
-    const b = await openLayer();
-    try {
+    await withLayerPair(async (a, b) => {
       const seen: string[] = [];
       b.layer.onRequest = (req, tx) => {
         seen.push(req.method);
@@ -238,17 +248,12 @@ for (const name of ["UDP", "TCP"] as const) {
       assert.deepEqual(seen, ["INVITE"]);
       // b sent its 486 once (the ACK stopped timer G before its first firing or soon after).
       assert.ok(b.transport.stats.sent <= 2, `${b.transport.stats.sent} sent`);
-    } finally {
-      await a.close();
-      await b.close();
-    }
+    });
   });
 }
 
 Deno.test("UDP: a 2xx to an INVITE is retransmitted until acknowledged, re-ACKed by the UA", async () => {
-  const a = await openLayer();
-  const b = await openLayer();
-  try {
+  await withLayerPair(async (a, b) => {
     let acked = 0;
     let serverTx: ServerTransaction | undefined;
     b.layer.onRequest = (req, tx) => {
@@ -288,16 +293,11 @@ Deno.test("UDP: a 2xx to an INVITE is retransmitted until acknowledged, re-ACKed
     assert.ok(strays.length <= after + 1, `${strays.length - after} more after the ACK`);
     // The ACK got its own branch.
     assert.notEqual(ack.headers.get("Via"), tx.request.headers.get("Via"));
-  } finally {
-    await a.close();
-    await b.close();
-  }
+  });
 });
 
 Deno.test("UDP: a 2xx never ACKed ends in onAckTimeout after 64*T1", async () => {
-  const a = await openLayer();
-  const b = await openLayer();
-  try {
+  await withLayerPair(async (a, b) => {
     let timedOut = 0;
     b.layer.onRequest = (_req, tx) => {
       tx.onAckTimeout = () => timedOut++;
@@ -308,17 +308,12 @@ Deno.test("UDP: a 2xx never ACKed ends in onAckTimeout after 64*T1", async () =>
     assert.equal(res.status, 200);
     await until(() => timedOut === 1, 3000);
     assert.equal(b.layer.size.servers, 0);
-  } finally {
-    await a.close();
-    await b.close();
-  }
+  });
 });
 
 for (const name of ["UDP", "TCP"] as const) {
   Deno.test(`${name}: CANCEL after 180 gets 200, the INVITE 487, and onCancel runs`, async () => {
-    const a = await openLayer();
-    const b = await openLayer();
-    try {
+    await withLayerPair(async (a, b) => {
       let cancelled = 0;
       b.layer.onRequest = (req, tx) => {
         assert.equal(req.method, "INVITE");
@@ -343,10 +338,7 @@ for (const name of ["UDP", "TCP"] as const) {
       await until(() => cancelled === 1);
       // The 487's ACK (sent by a's transaction) ends b's transaction.
       await until(() => b.layer.size.servers === 0);
-    } finally {
-      await a.close();
-      await b.close();
-    }
+    });
   });
 }
 
