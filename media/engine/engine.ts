@@ -101,8 +101,12 @@ export interface LiveJobOptions {
 
 /** A running live job: bytes in as they come, bytes out as ffmpeg writes them. */
 export interface LiveJob {
-  /** Queues bytes for ffmpeg's input; false when they were dropped (ffmpeg is behind or gone). */
-  write(chunk: Uint8Array): boolean;
+  /**
+   * Queues bytes for ffmpeg's input; false when they were dropped (ffmpeg is behind or gone).
+   * `onWritten`, when given, is called once the bytes are no longer needed (written, or the
+   * write failed), so their buffer can be reused; not called when the write was refused.
+   */
+  write(chunk: Uint8Array, onWritten?: () => void): boolean;
   /** ffmpeg's output, chunk by chunk; ends when ffmpeg exits. */
   readonly output: AsyncIterable<Uint8Array>;
   /** ffmpeg's last error lines (why its output ended early). */

@@ -160,10 +160,12 @@ class NativeLiveJob implements LiveJob {
     return this.#log.toString();
   }
 
-  write(chunk: Uint8Array): boolean {
+  write(chunk: Uint8Array, onWritten?: () => void): boolean {
     if (this.#exited || this.#pending >= this.#maxPending) return false;
     this.#pending++;
-    this.#writer.write(chunk).then(this.#settled, this.#settled);
+    const written = this.#writer.write(chunk);
+    written.then(this.#settled, this.#settled);
+    if (onWritten) written.then(onWritten, onWritten);
     return true;
   }
 

@@ -4,12 +4,18 @@
  * reply and waits here for the next frame of the same size.
  */
 
-/** Buffers kept per byte size; more are left to the garbage collector. */
-const maxPooledPerSize = 8;
+/** Buffers kept per byte size by default; more are left to the garbage collector. */
+const defaultPooledPerSize = 8;
 
 /** A pool of ArrayBuffers by exact byte length. */
 export class BufferPool {
   readonly #free = new Map<number, ArrayBuffer[]>();
+  readonly #maxPerSize: number;
+
+  /** @param maxPerSize buffers kept per byte size; more are left to the garbage collector. */
+  constructor(maxPerSize = defaultPooledPerSize) {
+    this.#maxPerSize = maxPerSize;
+  }
 
   /** A buffer of exactly `bytes` bytes, reused when one is free (contents undefined). */
   take(bytes: number): ArrayBuffer {
@@ -24,7 +30,8 @@ export class BufferPool {
       list = [];
       this.#free.set(buffer.byteLength, list);
     }
-    if (list.length < maxPooledPerSize) list.push(buffer);
+    // Given twice, it would be handed to two users at once.
+    if (list.length < this.#maxPerSize && !list.includes(buffer)) list.push(buffer);
   }
 
   /** Drops every pooled buffer. */
@@ -32,3 +39,11 @@ export class BufferPool {
     this.#free.clear();
   }
 }
+
+/**
+ * The pictures' pool of the process: video decoders read pictures into its buffers, and the
+ * composers that are handed them move them to their Worker uncopied and give them back
+ * here, so decoding at 30 fps allocates (and zeroes) no picture buffers. Room for a few
+ * pictures in flight per input of a few mixers.
+ */
+export const pictureBuffers = new BufferPool(32);

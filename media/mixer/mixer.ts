@@ -22,6 +22,7 @@ import { pipelineVideoClockHz, type VideoEncoder } from "../transcoder/video_cod
 import { createVideoEncoder } from "../transcoder/video_encoder.ts";
 import type { PlacedWatermark } from "../transcoder/rendition.ts";
 import { AudioMixer } from "./audio_mixer.ts";
+import { pictureBuffers } from "./buffer_pool.ts";
 import { i420Size, type YuvColor } from "./i420.ts";
 import type { CustomLayout, LayoutName } from "./layout.ts";
 import { McuOutput, mcuOutputName } from "./mcu_output.ts";
@@ -231,6 +232,7 @@ export class Mixer {
           backgroundImage: options.backgroundImage,
           watermark: options.watermark && { ...options.watermark.image, ...options.watermark },
           maxQueuedFrames: Math.ceil(maxInputFps * (videoDelayMs[this.#pace] / 1000 + 0.2)),
+          pool: pictureBuffers,
         });
         this.#encoder = createVideoEncoder({
           engine,
@@ -442,7 +444,10 @@ export class Mixer {
     const { log } = this.#options;
     this.#composer?.start(
       (frame) => {
-        if (!this.#encoder!.push(frame)) this.#composer!.recycle(frame);
+        // The frame's buffer goes back to the composer once in the encoder's pipe: a
+        // 1280x720 frame is 1.4 MB, allocated and zeroed anew 30 times a second otherwise.
+        const recycle = () => this.#composer!.recycle(frame);
+        if (!this.#encoder!.push(frame, recycle)) recycle();
       },
       (err) => log.warn("composing a frame failed", { err }),
     );
@@ -494,7 +499,8 @@ export class Mixer {
     const pts = picture.pts + input.offset!;
     if (pts <= input.lastPts) return;
     input.lastPts = pts;
-    this.#composer.push(input.name, { ...picture, pts });
+    // The hub's picture is this input's alone (or shared read-only): handed over.
+    this.#composer.push(input.name, { ...picture, pts }, true);
   }
 
   /**

@@ -83,6 +83,11 @@ export interface VideoComposerOptions {
   /** A runner shared with others; the composer then does not close it. */
   runner?: WorkerRunner;
   /**
+   * Where frame buffers come from and go back to: a pool shared with the decoders that fill
+   * the frames handed over (see `push`); default one of its own.
+   */
+  pool?: BufferPool;
+  /**
    * How far behind the last output a frame may be and still be shown, in ms (default two
    * frame intervals); later frames are dropped.
    */
@@ -151,7 +156,7 @@ export class VideoComposer {
     skippedTicks: 0,
   };
   readonly #options: Required<
-    Omit<VideoComposerOptions, "watermark" | "backgroundImage" | "runner" | "workers">
+    Omit<VideoComposerOptions, "watermark" | "backgroundImage" | "runner" | "workers" | "pool">
   >;
   /** The background image, with its own picture version. */
   #backgroundImage?: RawVideoFrame & { version: number };
@@ -162,7 +167,10 @@ export class VideoComposer {
   readonly #scene = nextSceneId++;
   readonly #inputs: Input[] = [];
   readonly #views: WorkerView[] = [];
-  readonly #pool = new BufferPool();
+  readonly #pool: BufferPool;
+  readonly #ownsPool: boolean;
+  /** Frames whose buffer the caller handed over (see `push`) and that were not moved yet. */
+  readonly #handedOver = new WeakSet<RawVideoFrame>();
   readonly #frameBytes: number;
   #rects: Rect[] = [];
   #nextTick = 0;
@@ -195,6 +203,8 @@ export class VideoComposer {
     this.setWatermark(options.watermark);
     if (options.backgroundImage) this.setBackground(options.backgroundImage);
     this.#ownsRunner = !options.runner;
+    this.#ownsPool = !options.pool;
+    this.#pool = options.pool ?? new BufferPool();
     this.#runner = options.runner ?? new WorkerRunner({ workers: options.workers });
     for (let i = 0; i < this.#runner.size; i++) {
       this.#views.push({ generation: -1, sent: new Map(), evict: [], watermarks: new Set() });
@@ -324,8 +334,10 @@ export class VideoComposer {
   /**
    * Queues a decoded frame of input `id`. Returns false when the frame is dropped: not newer
    * than the input's previous frame, or more than `maxLatenessMs` behind the last output.
+   * `handOver`: the caller leaves the frame's buffer to the composer (it must not use it
+   * afterwards), which moves it to its Worker uncopied, then to its pool.
    */
-  push(id: string, frame: RawVideoFrame): boolean {
+  push(id: string, frame: RawVideoFrame, handOver = false): boolean {
     const input = this.#inputs.find((candidate) => candidate.id === id);
     if (!input) throw new NotFoundError(`composer input ${id} does not exist`);
     if (frame.data.length < i420Size(frame.width, frame.height)) {
@@ -340,12 +352,22 @@ export class VideoComposer {
       return false;
     }
     input.lastPts = frame.pts;
+    if (handOver) this.#handedOver.add(frame);
     input.queue.push(frame);
     if (input.queue.length > this.#options.maxQueuedFrames) {
-      input.queue.shift();
+      this.#release(input.queue.shift()!);
       this.stats.droppedFrames++;
     }
     return true;
+  }
+
+  /** Gives a frame's buffer to the pool when it was handed over and is still here. */
+  #release(frame: RawVideoFrame | undefined): void {
+    if (!frame || !this.#handedOver.delete(frame)) return;
+    const { buffer, byteOffset, byteLength } = frame.data;
+    if (buffer instanceof ArrayBuffer && byteOffset === 0 && byteLength === buffer.byteLength) {
+      this.#pool.give(buffer);
+    }
   }
 
   /** Takes the newest frame due by `pts` as the input's picture; true when it changed. */
@@ -356,7 +378,9 @@ export class VideoComposer {
     this.stats.droppedFrames += due - 1;
     const previous = input.current;
     input.current = input.queue[due - 1];
-    input.queue.splice(0, due);
+    for (const superseded of input.queue.splice(0, due - 1)) this.#release(superseded);
+    input.queue.shift();
+    this.#release(previous);
     input.version = ++this.#version;
     if (previous?.width !== input.current.width || previous.height !== input.current.height) {
       this.#relayout();
@@ -394,11 +418,21 @@ export class VideoComposer {
       if (view.sent.get(slot) === version) return;
       const bytes = i420Size(picture.width, picture.height);
       const { width, height } = picture;
-      const shared = picture.data.buffer;
-      if (shared instanceof SharedArrayBuffer && picture.data.byteOffset === 0) {
+      const { buffer, byteOffset, byteLength } = picture.data;
+      if (buffer instanceof SharedArrayBuffer && byteOffset === 0) {
         // Read in place by the Worker: no copy per composer (a decoded picture is shared by
         // every rendition of its source).
-        pictures.push({ slot, width, height, data: shared });
+        pictures.push({ slot, width, height, data: buffer });
+      } else if (
+        buffer instanceof ArrayBuffer && this.#runner.size === 1 && byteOffset === 0 &&
+        byteLength === bytes && this.#handedOver.delete(picture)
+      ) {
+        // Moved, not copied (with one Worker nobody else needs it); back to the pool after.
+        pictures.push({ slot, width, height, data: buffer });
+        transfer.push(buffer);
+      } else if (byteLength < bytes) {
+        // Moved to a Worker that has restarted since: the slot waits for the next picture.
+        return;
       } else {
         const data = this.#pool.take(bytes);
         new Uint8Array(data).set(picture.data.subarray(0, bytes));
@@ -492,7 +526,7 @@ export class VideoComposer {
         this.#runner.run({ op: "release", scene: this.#scene }, [], i).catch(() => {});
       }
     }
-    this.#pool.clear();
+    if (this.#ownsPool) this.#pool.clear();
   }
 
   /** Same as `close`, for `using`. */

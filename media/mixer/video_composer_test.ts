@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { buildWasm } from "../../wasm/build.ts";
+import { BufferPool } from "./buffer_pool.ts";
 import { chromaSize, i420Size, type Rect, type YuvColor } from "./i420.ts";
 import { NotFoundError } from "../../core/errors.ts";
 import { computeLayout, type CustomLayout } from "./layout.ts";
@@ -229,6 +230,55 @@ Deno.test("a picture in a SharedArrayBuffer is read in place by two composers' W
   // Not transferred: the caller's view still holds the picture.
   assert.equal(shared.length, picture.data.length);
   assert.equal(shared[0], green.y);
+});
+
+/** A pool counting the buffers taken from it and given back. */
+class CountingPool extends BufferPool {
+  taken = 0;
+  given = 0;
+  override take(bytes: number): ArrayBuffer {
+    this.taken++;
+    return super.take(bytes);
+  }
+  override give(buffer: ArrayBuffer): void {
+    this.given++;
+    super.give(buffer);
+  }
+}
+
+Deno.test("a picture handed over moves to the Worker uncopied and its buffer comes back to the pool", async () => {
+  const pool = new CountingPool();
+  using composer = new VideoComposer({
+    width: 640,
+    height: 360,
+    frameRate: 30,
+    layout: "grid",
+    pool,
+  });
+  composer.addInput("cam");
+  const colors = [red, green, blue, white];
+  for (const [i, color] of colors.entries()) {
+    // Each picture is filled in a buffer of the pool, as a decoder does.
+    const data = new Uint8Array(pool.take(i420Size(640, 360)));
+    data.set(solid(color, 0).data);
+    const picture = { width: 640, height: 360, data, pts: i * 3000 };
+    composer.push("cam", picture, true);
+    const frame = await composer.compose(i);
+    assertFilled(frame, { x: 0, y: 0, width: 640, height: 360 }, color, `frame ${i}`);
+    // Moved, not copied: the handed-over view is empty now.
+    assert.equal(picture.data.length, 0);
+    composer.recycle(frame);
+  }
+  // The composer took one buffer a frame (its output), none to copy a picture into, and
+  // gave two back: the output recycled and the picture's own from the Worker.
+  assert.equal(pool.taken, 2 * colors.length);
+  assert.equal(pool.given, 2 * colors.length);
+  // A frame not handed over is copied: the caller keeps it.
+  const kept = solid(green, 12000);
+  composer.push("cam", kept);
+  assertFilled(await composer.compose(4), { x: 0, y: 0, width: 640, height: 360 }, green, "kept");
+  assert.equal(kept.data[0], green.y);
+  assert.equal(pool.taken, 2 * colors.length + 2);
 });
 
 /** An opaque RGBA image of one grey level; Y = 16 + 219 x level / 255 in BT.601. */

@@ -18,6 +18,7 @@
  * subscriber has moved, so two decode only for the few frames of the handover.
  */
 import type { Logger } from "../../core/log.ts";
+import { pictureBuffers } from "../mixer/buffer_pool.ts";
 import type { CodecEngine } from "../engine/engine.ts";
 import type { MediaFrame, Track } from "../frame.ts";
 import type { Stream, StreamReader } from "../stream.ts";
@@ -44,7 +45,9 @@ export interface SourceListener {
   /**
    * A decoded picture, in presentation order, pts in 90 kHz on the source's timeline; at
    * least as large as the subscriber's box asks (unless the source is smaller), possibly
-   * larger, and its size may change from one picture to the next.
+   * larger, and its size may change from one picture to the next. Its bytes are read-only;
+   * in an ArrayBuffer (not shared) they are the subscriber's alone, who may hand the buffer
+   * over to a composer (`VideoComposer.push`), which recycles it for the decoder.
    */
   onPicture(picture: RawVideoFrame): void;
   /** A compressed audio frame of the source, as the source has it. */
@@ -351,6 +354,11 @@ function sameBox(a: PictureSize | undefined, b: PictureSize | undefined): boolea
 function shared(picture: RawVideoFrame): RawVideoFrame {
   const data = new Uint8Array(new SharedArrayBuffer(picture.data.length));
   data.set(picture.data);
+  // Nobody else has the decoder's buffer: back to the pool for its next picture.
+  const { buffer, byteOffset, byteLength } = picture.data;
+  if (buffer instanceof ArrayBuffer && byteOffset === 0 && byteLength === buffer.byteLength) {
+    pictureBuffers.give(buffer);
+  }
   return { ...picture, data };
 }
 

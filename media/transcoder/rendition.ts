@@ -15,6 +15,7 @@ import { type AudioTarget, codecArgs, targetTrack } from "../engine/audio_conver
 import type { CodecEngine } from "../engine/engine.ts";
 import { LiveTranscode } from "../engine/live_transcode.ts";
 import type { MediaFrame, Track } from "../frame.ts";
+import { pictureBuffers } from "../mixer/buffer_pool.ts";
 import { VideoComposer } from "../mixer/video_composer.ts";
 import type { PictureNeed } from "./decoded_source.ts";
 import {
@@ -273,6 +274,7 @@ export class Rendition {
       layout: "grid",
       fit: "letterbox",
       watermark: watermark && { ...watermark.image, ...watermark },
+      pool: pictureBuffers,
     });
     this.#composer.addInput("source");
     this.#encoder = createVideoEncoder({
@@ -340,8 +342,9 @@ export class Rendition {
       return;
     }
     this.#passed = undefined;
+    // The passed picture may still be on its way to the encoder: not handed over.
     if (previous) composer.push("source", previous);
-    if (!composer.push("source", frame)) this.#stats.droppedFrames++;
+    if (!composer.push("source", frame, true)) this.#stats.droppedFrames++;
     while (tickPts(this.#nextTick) <= pts) {
       const tick = this.#nextTick++;
       if (this.#composing >= this.#maxComposing) {
@@ -352,7 +355,9 @@ export class Rendition {
       composer.compose(tick).then((frame) => {
         this.#composing--;
         if (this.#closed) return;
-        this.#encoder!.push({ ...frame, pts: frame.pts + this.#origin });
+        // The frame's buffer goes back to the composer for the next frames once written.
+        const recycle = () => composer.recycle(frame);
+        if (!this.#encoder!.push({ ...frame, pts: frame.pts + this.#origin }, recycle)) recycle();
       }, (err) => {
         this.#composing--;
         if (this.#closed) return;

@@ -25,7 +25,7 @@ export class WatchedEngine implements CodecEngine {
     const noted = { input: options.inputArgs, output: options.outputArgs, running: true };
     this.jobs.push(noted);
     return {
-      write: (chunk) => job.write(chunk),
+      write: (chunk, onWritten) => job.write(chunk, onWritten),
       get errors() {
         return job.errors;
       },

@@ -82,9 +82,11 @@ export interface VideoEncoderOptions {
 export interface VideoEncoder {
   /**
    * Encodes one picture of `settings`' size; false when it was dropped (the engine is
-   * behind). The encoder owns the picture's bytes from then on (they may wait in a pipe).
+   * behind). The encoder owns the picture's bytes from then on (they may wait in a pipe)
+   * until it calls `release`, if it does (a streaming engine, once they are written): the
+   * caller may then reuse their buffer. Not called when the picture was dropped.
    */
-  push(picture: RawVideoFrame): boolean;
+  push(picture: RawVideoFrame, release?: () => void): boolean;
   /** Pictures dropped because the engine was behind. */
   readonly dropped: number;
   /** Stops the engine's process or Worker; nothing is emitted afterwards. */

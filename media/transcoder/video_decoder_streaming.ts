@@ -19,6 +19,7 @@
  * pipe and the server for a 360p output, and the kernels have little left to scale.
  */
 import { findH264ParameterSets } from "../codecs/h264.ts";
+import { pictureBuffers } from "../mixer/buffer_pool.ts";
 import { findH265ParameterSets } from "../codecs/h265.ts";
 import type { LiveJob } from "../engine/engine.ts";
 import type { CodecConfig, MediaFrame, Track } from "../frame.ts";
@@ -325,10 +326,13 @@ export class StreamingVideoDecoder implements VideoDecoder {
     return segment.pts.length > 0 ? i420Bytes(segment.size) : undefined;
   }
 
-  /** A buffer for the next picture ffmpeg owes, undefined when it owes none. */
+  /**
+   * A buffer for the next picture ffmpeg owes (from the pictures' pool, which composers
+   * refill), undefined when it owes none.
+   */
   #newPicture(run: DecoderRun): Uint8Array | undefined {
     const bytes = this.#nextSize(run);
-    return bytes === undefined ? undefined : new Uint8Array(bytes);
+    return bytes === undefined ? undefined : new Uint8Array(pictureBuffers.take(bytes));
   }
 
   /** Emits the picture owed first (its segment was made current by `#nextSize`). */

@@ -178,9 +178,9 @@ class StreamingVideoEncoder implements VideoEncoder {
     return this.#dropped;
   }
 
-  push(picture: RawVideoFrame): boolean {
+  push(picture: RawVideoFrame, release?: () => void): boolean {
     if (this.#closed) return false;
-    if (!fits(picture, this.#options) || !this.#job.write(picture.data)) {
+    if (!fits(picture, this.#options) || !this.#job.write(picture.data, release)) {
       this.#dropped++;
       return false;
     }
