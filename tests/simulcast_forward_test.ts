@@ -26,7 +26,7 @@ import { LayerChoice, orderRids } from "../media/rtp/layer_choice.ts";
 import { LayerMonitor } from "../media/rtp/layer_monitor.ts";
 import { SimulcastSwitch } from "../media/rtp/simulcast_switch.ts";
 import { type Clip, makeH264OpusClip } from "./helpers/webrtc_clip_publisher.ts";
-import { weriftSanitizers } from "./webrtc_helpers.ts";
+import { loopbackIce, weriftSanitizers } from "./webrtc_helpers.ts";
 
 /** Layers the publisher sends, in its offer's order. */
 const rids = ["h", "m", "l"];
@@ -41,11 +41,7 @@ const chooseIntervalMs = 100;
 
 function peer(simulcast: boolean): RTCPeerConnection {
   return new RTCPeerConnection({
-    iceServers: [],
-    iceUseIpv4: false,
-    iceUseIpv6: false,
-    iceAdditionalHostAddresses: ["127.0.0.1"],
-    iceInterfaceAddresses: { udp4: "127.0.0.1" },
+    ...loopbackIce(),
     codecs: {
       video: [
         new RTCRtpCodecParameters({

@@ -22,6 +22,7 @@ import { startHookBackend } from "./helpers/hook_backend.ts";
 import { waitFor } from "./helpers/media_fixtures.ts";
 import { sdkConnectionObject, WcsClient } from "./helpers/wcs_client.ts";
 import { startTestServer, testConfig, type TestServer } from "./helpers/test_server.ts";
+import { loopbackIce } from "./webrtc_helpers.ts";
 
 /** Longest wait for a call status, in ms. */
 const statusWaitMs = 10_000;
@@ -45,11 +46,7 @@ async function opusTone(): Promise<MediaFrame[]> {
 /** A werift peer doing what the SDK's WebRTC provider does for a call: Opus sendrecv. */
 class Browser {
   readonly pc = new RTCPeerConnection({
-    iceServers: [],
-    iceUseIpv4: false,
-    iceUseIpv6: false,
-    iceAdditionalHostAddresses: ["127.0.0.1"],
-    iceInterfaceAddresses: { udp4: "127.0.0.1" },
+    ...loopbackIce(),
     codecs: {
       audio: [new RTCRtpCodecParameters({ mimeType: "audio/opus", clockRate: 48000, channels: 2 })],
     },

@@ -28,6 +28,20 @@ function onTcp(of: { localCandidate?: { transport: string } } | undefined): bool
   return of?.localCandidate?.transport.toLowerCase() === "tcp";
 }
 
+/**
+ * werift ICE settings that keep a test peer on 127.0.0.1: host candidates of 127.0.0.1 only,
+ * no ICE servers (a fresh object each call: werift keeps what it is given).
+ */
+export function loopbackIce() {
+  return {
+    iceServers: [],
+    iceUseIpv4: false,
+    iceUseIpv6: false,
+    iceAdditionalHostAddresses: ["127.0.0.1"],
+    iceInterfaceAddresses: { udp4: "127.0.0.1" },
+  };
+}
+
 /** werift settings that keep a test peer on 127.0.0.1 with no STUN server. */
 function loopbackPeer(
   codecs: ReturnType<typeof codecList>,
@@ -40,11 +54,7 @@ function loopbackPeer(
   const pc = new RTCPeerConnection({
     // werift's debug knob keeps this share of incoming packets (the rest is dropped).
     debug: keepPercent === undefined ? {} : { inboundPacketLoss: keepPercent },
-    iceServers: [],
-    iceUseIpv4: false,
-    iceUseIpv6: false,
-    iceAdditionalHostAddresses: ["127.0.0.1"],
-    iceInterfaceAddresses: { udp4: "127.0.0.1" },
+    ...loopbackIce(),
     codecs,
     ...(tcp
       ? {

@@ -10,16 +10,12 @@ import { type NegotiatedCodec, pickPublishCodec } from "../media/protocols/webrt
 import { openPeerCount } from "../media/protocols/webrtc/peer.ts";
 import { parseOfferMedia } from "../media/protocols/webrtc/sdp.ts";
 import { WebRtcPublisher } from "../media/providers/webrtc_publisher.ts";
-import { waitFor, weriftSanitizers } from "./webrtc_helpers.ts";
+import { loopbackIce, waitFor, weriftSanitizers } from "./webrtc_helpers.ts";
 
 /** A werift offerer on 127.0.0.1 sending VP8 and Opus. */
 async function offerer(): Promise<RTCPeerConnection> {
   const pc = new RTCPeerConnection({
-    iceServers: [],
-    iceUseIpv4: false,
-    iceUseIpv6: false,
-    iceAdditionalHostAddresses: ["127.0.0.1"],
-    iceInterfaceAddresses: { udp4: "127.0.0.1" },
+    ...loopbackIce(),
     codecs: {
       video: [new RTCRtpCodecParameters({ mimeType: "video/VP8", clockRate: 90000 })],
       audio: [new RTCRtpCodecParameters({ mimeType: "audio/opus", clockRate: 48000, channels: 2 })],

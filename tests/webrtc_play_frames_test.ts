@@ -22,7 +22,7 @@ import { startGstRtsp } from "./helpers/gst_rtsp.ts";
 import { makeClip } from "./helpers/media_fixtures.ts";
 import { startTestServer, testConfig, type TestServer, withServer } from "./helpers/test_server.ts";
 import { WcsClient } from "./helpers/wcs_client.ts";
-import { nextStatus, waitFor, weriftSanitizers } from "./webrtc_helpers.ts";
+import { loopbackIce, nextStatus, waitFor, weriftSanitizers } from "./webrtc_helpers.ts";
 
 type AudioOffer = "opus" | "pcmu+opus";
 
@@ -58,11 +58,7 @@ class FramePlayer {
       );
     }
     this.pc = new RTCPeerConnection({
-      iceServers: [],
-      iceUseIpv4: false,
-      iceUseIpv6: false,
-      iceAdditionalHostAddresses: ["127.0.0.1"],
-      iceInterfaceAddresses: { udp4: "127.0.0.1" },
+      ...loopbackIce(),
       codecs: {
         video: [
           new RTCRtpCodecParameters({

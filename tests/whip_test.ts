@@ -21,7 +21,7 @@ import { startHookBackend } from "./helpers/hook_backend.ts";
 import { makeClip } from "./helpers/media_fixtures.ts";
 import { snapshotPixels } from "./helpers/rest_checks.ts";
 import { testConfig, type TestServer, withServer } from "./helpers/test_server.ts";
-import { waitFor, weriftSanitizers } from "./webrtc_helpers.ts";
+import { loopbackIce, waitFor, weriftSanitizers } from "./webrtc_helpers.ts";
 
 const fb = [{ type: "nack" }, { type: "nack", parameter: "pli" }];
 const opus = () =>
@@ -30,11 +30,7 @@ const opus = () =>
 /** A werift peer on 127.0.0.1 without STUN, offering `video`. */
 function loopbackPeer(video: "VP8" | "H264"): RTCPeerConnection {
   return new RTCPeerConnection({
-    iceServers: [],
-    iceUseIpv4: false,
-    iceUseIpv6: false,
-    iceAdditionalHostAddresses: ["127.0.0.1"],
-    iceInterfaceAddresses: { udp4: "127.0.0.1" },
+    ...loopbackIce(),
     codecs: {
       video: [
         new RTCRtpCodecParameters({

@@ -12,15 +12,12 @@ import type { CodecEngine } from "../engine/engine.ts";
 import { openPeerCount } from "../protocols/webrtc/peer.ts";
 import { Stream } from "../stream.ts";
 import { WebRtcCallPeer } from "./webrtc_call_peer.ts";
+import { loopbackIce } from "../../tests/webrtc_helpers.ts";
 
 /** A werift peer standing for the browser: Opus sendrecv on 127.0.0.1. */
 function browserPeer(): RTCPeerConnection {
   return new RTCPeerConnection({
-    iceServers: [],
-    iceUseIpv4: false,
-    iceUseIpv6: false,
-    iceAdditionalHostAddresses: ["127.0.0.1"],
-    iceInterfaceAddresses: { udp4: "127.0.0.1" },
+    ...loopbackIce(),
     codecs: {
       audio: [new RTCRtpCodecParameters({ mimeType: "audio/opus", clockRate: 48000, channels: 2 })],
     },

@@ -20,6 +20,7 @@ import { FramePacketizer } from "../../media/rtp/frame_packetizer.ts";
 import { H264Packetizer } from "../../media/rtp/h264_packetizer.ts";
 import type { Packetizer } from "../../media/rtp/packetizer.ts";
 import { ntpUnixOffsetSec } from "../../media/rtp/sender_report.ts";
+import { loopbackIce } from "../webrtc_helpers.ts";
 
 /** A demuxed clip: its tracks and frames (video first), and its length in seconds. */
 export interface Clip {
@@ -108,11 +109,7 @@ const paceIntervalMs = 10;
 /** Publishes a Clip over WHIP from werift on 127.0.0.1, looping it until closed. */
 export class ClipPublisher {
   readonly pc = new RTCPeerConnection({
-    iceServers: [],
-    iceUseIpv4: false,
-    iceUseIpv6: false,
-    iceAdditionalHostAddresses: ["127.0.0.1"],
-    iceInterfaceAddresses: { udp4: "127.0.0.1" },
+    ...loopbackIce(),
     codecs: {
       video: [
         new RTCRtpCodecParameters({

@@ -5,6 +5,7 @@ import { keepTcpPassiveCandidates, requestedIceTransport, selectedTransportOf } 
 import { opensIceTcp } from "./ice_tcp_gate.ts";
 import { installNoDefaultStun } from "./no_default_stun.ts";
 import { openPeerCount, Peer } from "./peer.ts";
+import { loopbackIce } from "../../../tests/webrtc_helpers.ts";
 
 Deno.test("requestedIceTransport: the SDK's TCP or UDP in any case, else the server's", () => {
   assert.equal(requestedIceTransport("TCP", "udp"), "tcp");
@@ -87,13 +88,7 @@ Deno.test({
   fn: async () => {
     // The client too must not ask werift's default STUN server.
     installNoDefaultStun();
-    const client = new RTCPeerConnection({
-      iceServers: [],
-      iceUseIpv4: false,
-      iceUseIpv6: false,
-      iceAdditionalHostAddresses: ["127.0.0.1"],
-      iceInterfaceAddresses: { udp4: "127.0.0.1" },
-    });
+    const client = new RTCPeerConnection(loopbackIce());
     client.createDataChannel("probe");
     await client.setLocalDescription(await client.createOffer());
     const peer = new Peer({
