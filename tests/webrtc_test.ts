@@ -26,17 +26,35 @@ async function findStreams(s: TestServer, filter: Record<string, unknown>) {
   return await res.json() as Record<string, unknown>[];
 }
 
+/**
+ * Runs `fn` with a server and two signaling clients (the publisher's and the player's); then
+ * closes `peers`, the clients and the server.
+ */
+async function withTwoClients(
+  peers: { close(): Promise<void> }[],
+  fn: (s: TestServer, pubClient: WcsClient, playClient: WcsClient) => Promise<void>,
+): Promise<void> {
+  const s = await startTestServer();
+  const { client: pubClient } = await WcsClient.connect(s.wsUrl);
+  const { client: playClient } = await WcsClient.connect(s.wsUrl);
+  try {
+    await fn(s, pubClient, playClient);
+  } finally {
+    for (const peer of peers) await peer.close();
+    await pubClient.close();
+    await playClient.close();
+    await s.stop();
+  }
+}
+
 for (const codec of ["VP8", "H264"] as TestVideoCodec[]) {
   Deno.test({
     name: `webrtc: ${codec} publish and play, metrics, events, terminate`,
     ...weriftSanitizers,
     fn: async () => {
-      const s = await startTestServer();
-      const { client: pubClient } = await WcsClient.connect(s.wsUrl);
-      const { client: playClient } = await WcsClient.connect(s.wsUrl);
       const publisher = new TestPublisher(codec);
       const player = new TestPlayer(codec);
-      try {
+      await withTwoClients([publisher, player], async (s, pubClient, playClient) => {
         const pubId = crypto.randomUUID();
         const answer = await publisher.publish(pubClient, { mediaSessionId: pubId, name: "cam" });
         assert.match(answer, /a=candidate:\S+ 1 udp \d+ 127\.0\.0\.1 \d+ typ host/);
@@ -139,13 +157,7 @@ for (const codec of ["VP8", "H264"] as TestVideoCodec[]) {
         assert.deepEqual([stopped.status, stopped.info], ["STOPPED", "Stopped by rest /terminate"]);
         assert.deepEqual(await findStreams(s, {}), []);
         assert.equal(openPeerCount(), 0);
-      } finally {
-        await publisher.close();
-        await player.close();
-        await pubClient.close();
-        await playClient.close();
-        await s.stop();
-      }
+      });
     },
   });
 }
@@ -154,12 +166,9 @@ Deno.test({
   name: "webrtc: NACKs of a lossy player are answered from the stream's packet cache",
   ...weriftSanitizers,
   fn: async () => {
-    const s = await startTestServer();
-    const { client: pubClient } = await WcsClient.connect(s.wsUrl);
-    const { client: playClient } = await WcsClient.connect(s.wsUrl);
     const publisher = new TestPublisher("VP8");
     const player = new TestPlayer("VP8", 90);
-    try {
+    await withTwoClients([publisher, player], async (s, pubClient, playClient) => {
       const pubId = await startPublishing(publisher, pubClient, { name: "lossy" });
       await startPlaying(player, playClient, { name: "lossy" });
       await new Promise((r) => setTimeout(r, 3000));
@@ -168,13 +177,7 @@ Deno.test({
       assert.ok(nacks > 0, "the player's NACKs reached the server");
       const source = s.services.streams.get(pubId) as WebRtcPublisher;
       assert.ok(source.retransmittedPackets > 0, "lost packets were resent from the cache");
-    } finally {
-      await publisher.close();
-      await player.close();
-      await pubClient.close();
-      await playClient.close();
-      await s.stop();
-    }
+    });
   },
 });
 
@@ -182,12 +185,9 @@ Deno.test({
   name: "webrtc: stopStream, unPublishStream and a closed socket end every stream and peer",
   ...weriftSanitizers,
   fn: async () => {
-    const s = await startTestServer();
-    const { client: pubClient } = await WcsClient.connect(s.wsUrl);
-    const { client: playClient } = await WcsClient.connect(s.wsUrl);
     const publisher = new TestPublisher("VP8");
     const [first, second] = [new TestPlayer(), new TestPlayer()];
-    try {
+    await withTwoClients([publisher, first, second], async (s, pubClient, playClient) => {
       const pubId = await startPublishing(publisher, pubClient, { name: "life" });
       const id1 = await startPlaying(first, playClient, { name: "life" });
       const id2 = await startPlaying(second, playClient, { name: "life" });
@@ -219,14 +219,7 @@ Deno.test({
         await publisher2.close();
         await third.close();
       }
-    } finally {
-      await publisher.close();
-      await first.close();
-      await second.close();
-      await pubClient.close();
-      await playClient.close();
-      await s.stop();
-    }
+    });
   },
 });
 
