@@ -10,7 +10,6 @@ import { configSchema } from "../config.ts";
 import { silentLogger } from "../core/log.ts";
 import { StreamRegistry } from "../core/stream_registry.ts";
 import { joinLengthPrefixed } from "../media/codecs/nalu.ts";
-import { buildAsc } from "../media/codecs/aac.ts";
 import type { MediaFrame } from "../media/frame.ts";
 import { parseSdp } from "../media/formats/sdp/sdp.ts";
 import { parseRtpPacket } from "../media/rtp/packet.ts";
@@ -19,6 +18,7 @@ import { type RtspServerTestOptions, startRtspServer } from "../media/publishers
 import { Stream } from "../media/stream.ts";
 import { Authenticator, pickChallenge } from "../media/protocols/rtsp/auth.ts";
 import { RawRtspClient } from "./helpers/rtsp_raw_client.ts";
+import { aacTrack, h264TrackOf } from "./helpers/media_tracks.ts";
 
 const sps = Uint8Array.of(0x67, 0x42, 0xc0, 0x1e, 0xda, 0x02, 0x80, 0xbf, 0xe5, 0xc0, 0x44);
 const pps = Uint8Array.of(0x68, 0xce, 0x3c, 0x80);
@@ -27,24 +27,7 @@ function cameraStream(name = "cam"): Stream {
   return new Stream({
     name,
     mediaSessionId: crypto.randomUUID(),
-    tracks: [
-      {
-        id: 0,
-        kind: "video",
-        codec: "H264",
-        clockRate: 90000,
-        config: { codec: "H264", sps: [sps], pps: [pps] },
-      },
-      {
-        id: 1,
-        kind: "audio",
-        codec: "AAC",
-        clockRate: 48000,
-        sampleRate: 48000,
-        channels: 2,
-        config: { codec: "AAC", asc: buildAsc(2, 48000, 2) },
-      },
-    ],
+    tracks: [h264TrackOf(sps, pps), aacTrack(2)],
     mediaProvider: "test",
     stopProvider: () => Promise.resolve(),
   });

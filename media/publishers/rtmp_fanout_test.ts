@@ -1,5 +1,4 @@
 import assert from "node:assert/strict";
-import { buildAsc } from "../codecs/aac.ts";
 import type { MediaFrame, Track } from "../frame.ts";
 import { ChunkReader } from "../protocols/rtmp/chunk_reader.ts";
 import { outChunkBytes, writeChunks } from "../protocols/rtmp/chunk_writer.ts";
@@ -9,19 +8,9 @@ import { Stream } from "../stream.ts";
 import { readerTally } from "../stream_tally.ts";
 import { playerLagMaxBundles, RtmpFanout } from "./rtmp_fanout.ts";
 import { HeldSocket } from "../../tests/helpers/held_socket.ts";
+import { aacTrack, h264Track } from "../../tests/helpers/media_tracks.ts";
 
-const tracks = (): Track[] => [
-  { id: 0, kind: "video", codec: "H264", clockRate: 90000, width: 320, height: 240 },
-  {
-    id: 1,
-    kind: "audio",
-    codec: "AAC",
-    clockRate: 48000,
-    sampleRate: 48000,
-    channels: 1,
-    config: { codec: "AAC", asc: buildAsc(2, 48000, 1) },
-  },
-];
+const tracks = (): Track[] => [h264Track({ width: 320, height: 240 }), aacTrack(1)];
 
 const video = (ms: number, key: boolean): MediaFrame => ({
   trackId: 0,

@@ -1,23 +1,12 @@
 import assert from "node:assert/strict";
-import { buildAsc } from "../codecs/aac.ts";
 import type { MediaFrame, Track } from "../frame.ts";
 import { ChunkReader } from "../protocols/rtmp/chunk_reader.ts";
 import { outChunkBytes, writeChunks } from "../protocols/rtmp/chunk_writer.ts";
 import { buildSetChunkSize, MessageType, type RtmpMessage } from "../protocols/rtmp/message.ts";
 import { RtmpPackager } from "./rtmp_packager.ts";
+import { aacTrack, h264Track } from "../../tests/helpers/media_tracks.ts";
 
-const tracks: Track[] = [
-  { id: 0, kind: "video", codec: "H264", clockRate: 90000, width: 320, height: 240 },
-  {
-    id: 1,
-    kind: "audio",
-    codec: "AAC",
-    clockRate: 48000,
-    sampleRate: 48000,
-    channels: 1,
-    config: { codec: "AAC", asc: buildAsc(2, 48000, 1) },
-  },
-];
+const tracks: Track[] = [h264Track({ width: 320, height: 240 }), aacTrack(1)];
 
 const video = (ms: number, key = false): MediaFrame => ({
   trackId: 0,

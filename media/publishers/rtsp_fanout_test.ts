@@ -1,5 +1,4 @@
 import assert from "node:assert/strict";
-import { buildAsc } from "../codecs/aac.ts";
 import { joinLengthPrefixed } from "../codecs/nalu.ts";
 import type { MediaFrame, Track } from "../frame.ts";
 import { type InterleavedFrame, RtspStreamParser } from "../protocols/rtsp/message.ts";
@@ -11,28 +10,12 @@ import { silentLogger } from "../../core/log.ts";
 import { RtspPlay } from "./rtsp_play.ts";
 import { playerLagMaxBundles } from "./rtsp_fanout.ts";
 import { HeldSocket } from "../../tests/helpers/held_socket.ts";
+import { aacTrack, h264TrackOf } from "../../tests/helpers/media_tracks.ts";
 
 const sps = Uint8Array.of(0x67, 0x42, 0xc0, 0x1e, 0xda, 0x02, 0x80, 0xbf, 0xe5, 0xc0, 0x44);
 const pps = Uint8Array.of(0x68, 0xce, 0x3c, 0x80);
 
-const tracks = (): Track[] => [
-  {
-    id: 0,
-    kind: "video",
-    codec: "H264",
-    clockRate: 90000,
-    config: { codec: "H264", sps: [sps], pps: [pps] },
-  },
-  {
-    id: 1,
-    kind: "audio",
-    codec: "AAC",
-    clockRate: 48000,
-    sampleRate: 48000,
-    channels: 1,
-    config: { codec: "AAC", asc: buildAsc(2, 48000, 1) },
-  },
-];
+const tracks = (): Track[] => [h264TrackOf(sps, pps), aacTrack(1)];
 
 const video = (ms: number, key: boolean): MediaFrame => {
   const nal = new Uint8Array(2000).fill(ms & 0xff);

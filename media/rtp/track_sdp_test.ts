@@ -4,6 +4,7 @@ import type { Track } from "../frame.ts";
 import { parseSdp, writeSdp } from "../formats/sdp/sdp.ts";
 import { sdpTrack } from "./sdp_track.ts";
 import { trackMedia } from "./track_sdp.ts";
+import { aacTrack, h264TrackOf } from "../../tests/helpers/media_tracks.ts";
 
 const sps = Uint8Array.of(0x67, 0x42, 0xc0, 0x1e, 0xda, 0x02, 0x80, 0xbf, 0xe5, 0xc0, 0x44);
 const pps = Uint8Array.of(0x68, 0xce, 0x3c, 0x80);
@@ -27,22 +28,8 @@ function readBack(tracks: Track[]) {
 Deno.test("track SDP: H.264 + AAC + PCMU sections are read back with their configuration", () => {
   const asc = buildAsc(2, 48000, 2);
   const { text, back } = readBack([
-    {
-      id: 0,
-      kind: "video",
-      codec: "H264",
-      clockRate: 90000,
-      config: { codec: "H264", sps: [sps], pps: [pps] },
-    },
-    {
-      id: 1,
-      kind: "audio",
-      codec: "AAC",
-      clockRate: 48000,
-      sampleRate: 48000,
-      channels: 2,
-      config: { codec: "AAC", asc },
-    },
+    h264TrackOf(sps, pps),
+    aacTrack(2),
     { id: 2, kind: "audio", codec: "PCMU", clockRate: 8000, sampleRate: 8000, channels: 1 },
   ]);
   assert.match(
