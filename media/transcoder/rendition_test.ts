@@ -21,6 +21,23 @@ function picture(ms: number) {
   return { width: 64, height: 48, data, pts: 90000 + ms * 90 };
 }
 
+/** A 10 fps H.264 rendition of `source` at `width`x`height` (0: by aspect) into `frames`. */
+function h264Rendition(
+  engine: NativeEngine,
+  width: number,
+  height: number,
+  frames: MediaFrame[],
+): Rendition {
+  return new Rendition({
+    engine,
+    profile: { width, height, fps: 10, keyFrameInterval: 10, videoCodec: "H264", bitrateKbps: 0 },
+    sourceVideo: source,
+    sourceAudio: undefined,
+    onFrame: (frame) => frames.push(frame),
+    log: silentLogger,
+  });
+}
+
 async function until(what: string, check: () => boolean, timeoutMs = 10_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!check()) {
@@ -32,21 +49,7 @@ async function until(what: string, check: () => boolean, timeoutMs = 10_000): Pr
 Deno.test("missing pictures repeat the last one at the output rate; a gap over 2 s is skipped and counted", async () => {
   const engine = new NativeEngine();
   const frames: MediaFrame[] = [];
-  const rendition = new Rendition({
-    engine,
-    profile: {
-      width: 32,
-      height: 0,
-      fps: 10,
-      keyFrameInterval: 10,
-      videoCodec: "H264",
-      bitrateKbps: 0,
-    },
-    sourceVideo: source,
-    sourceAudio: undefined,
-    onFrame: (frame) => frames.push(frame),
-    log: silentLogger,
-  });
+  const rendition = h264Rendition(engine, 32, 0, frames);
   try {
     assert.deepEqual(rendition.tracks.map((t) => [t.codec, t.width, t.height]), [["H264", 32, 24]]);
     // Pictures at 0..1000 ms every 100 ms, but none from 300 to 700 ms; then a 3 s gap.
@@ -78,21 +81,7 @@ Deno.test("output size: 0 keeps the aspect (even sides), both 0 the source's siz
 Deno.test("pictures of the output's size go to the encoder as they are; a watermark goes through the kernels", async () => {
   const engine = new NativeEngine();
   const frames: MediaFrame[] = [];
-  const rendition = new Rendition({
-    engine,
-    profile: {
-      width: 64,
-      height: 48,
-      fps: 10,
-      keyFrameInterval: 10,
-      videoCodec: "H264",
-      bitrateKbps: 0,
-    },
-    sourceVideo: source,
-    sourceAudio: undefined,
-    onFrame: (frame) => frames.push(frame),
-    log: silentLogger,
-  });
+  const rendition = h264Rendition(engine, 64, 48, frames);
   // A white 16x16 square, opaque.
   const watermark = {
     image: { width: 16, height: 16, rgba: new Uint8Array(16 * 16 * 4).fill(255) },
