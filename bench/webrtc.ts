@@ -143,25 +143,28 @@ type Connect = (onRtp: (rtp: ReceivedRtp) => void) => Promise<Subscriber>;
 function oursSubscriber(ws: string, pool: SrtpReceiverPool): Connect {
   return async () => {
     const player = new TestPlayer("VP8");
-    const { client } = await WcsClient.connect(ws);
-    const id = crypto.randomUUID();
-    await player.play(client, { mediaSessionId: id, name: "bench" });
-    const status = await nextStatus(client, id, 30_000).catch((e) => ({ status: String(e) }));
+    const connected = await WcsClient.connect(ws).catch(async (err) => {
+      await player.close();
+      throw err;
+    });
+    const client = connected.client;
     const close = async () => {
       await player.close();
       await client.close();
     };
-    if (status.status !== "PLAYING") {
-      await close();
-      throw new Error(`PLAYING got ${JSON.stringify(status)}`);
-    }
-    const deadline = Date.now() + keysTimeoutMs;
-    while (!pool.useKeys(player.pc)) {
-      if (Date.now() > deadline) {
-        await close();
-        throw new Error("no SRTP keys on a pool socket after PLAYING");
+    try {
+      const id = crypto.randomUUID();
+      await player.play(client, { mediaSessionId: id, name: "bench" });
+      const status = await nextStatus(client, id, 30_000).catch((e) => ({ status: String(e) }));
+      if (status.status !== "PLAYING") throw new Error(`PLAYING got ${JSON.stringify(status)}`);
+      const deadline = Date.now() + keysTimeoutMs;
+      while (!pool.useKeys(player.pc)) {
+        if (Date.now() > deadline) throw new Error("no SRTP keys on a pool socket after PLAYING");
+        await new Promise((r) => setTimeout(r, 20));
       }
-      await new Promise((r) => setTimeout(r, 20));
+    } catch (err) {
+      await close();
+      throw err;
     }
     return { received: () => 0, close };
   };
@@ -280,12 +283,15 @@ async function receivers(connect: Connect, pool?: SrtpReceiverPool): Promise<voi
   for await (const line of lines(Deno.stdin.readable)) {
     if (line.startsWith("add ")) {
       let left = Number(line.slice(4));
-      while (left > 0) {
+      let error: string | undefined;
+      while (left > 0 && !error) {
         const batch = Math.min(left, connectBatch);
-        await Promise.all(Array.from({ length: batch }, addOne));
+        const settled = await Promise.allSettled(Array.from({ length: batch }, addOne));
+        const failed = settled.find((r) => r.status === "rejected");
+        if (failed) error = String((failed as PromiseRejectedResult).reason);
         left -= batch;
       }
-      console.log(JSON.stringify({ players: players.length, failures }));
+      console.log(JSON.stringify({ players: players.length, failures, error }));
     } else {
       const counts = pool ? await pool.counts() : undefined;
       const stats: ReceiverStats = {
@@ -635,10 +641,17 @@ async function measure(target: Target): Promise<StepResult[]> {
     const add = n - players;
     const added = await Promise.all(children.map((c, i) => {
       const share = Math.floor(add / children.length) + (i < add % children.length ? 1 : 0);
-      return share > 0 ? c.ask<{ failures: number }>(`add ${share}`) : { failures: 0 };
+      return share > 0
+        ? c.ask<{ failures: number; error?: string }>(`add ${share}`)
+        : { failures: 0, error: undefined };
     }));
     const failures = added.reduce((sum, a) => sum + a.failures, 0);
     if (failures) console.log(`(${failures} subscribers failed to connect and were tried again)`);
+    const error = added.find((a) => a.error)?.error;
+    if (error) {
+      console.log(`(N=${n} not reached: a subscriber failed ${connectAttempts} times: ${error})`);
+      break;
+    }
     players = n;
     publisher.start();
     const r = await window(n);
