@@ -142,6 +142,10 @@ export class Rendition {
   #maxComposing = 1;
   /** The last picture when it went to the encoder as it was (no kernel work), else none. */
   #passed: RawVideoFrame | undefined;
+  /** Encoder writes not done yet of each passed picture's bytes (see `#pass`). */
+  #writing = new Map<Uint8Array, number>();
+  /** Passed pictures' bytes also given to the composer: never recycled. */
+  #kept = new WeakSet<Uint8Array>();
   /** Output time (90 kHz) up to which video has been emitted; audio waits for it. */
   #videoUntil = -Infinity;
   #heldAudio: MediaFrame[] = [];
@@ -335,15 +339,17 @@ export class Rendition {
       this.#passed = frame;
       while (tickPts(this.#nextTick) <= pts) {
         const at = tickPts(this.#nextTick++);
-        // The encoder only reads the bytes, as do the other renditions of a shared picture.
-        const due = at < pts ? previous! : frame;
-        this.#encoder!.push({ ...due, pts: at + this.#origin });
+        this.#pass(at < pts ? previous! : frame, at);
       }
+      if (previous) this.#recycle(previous.data);
       return;
     }
     this.#passed = undefined;
-    // The passed picture may still be on its way to the encoder: not handed over.
-    if (previous) composer.push("source", previous);
+    if (previous) {
+      // It may still be on its way to the encoder: not handed over, and never recycled.
+      this.#kept.add(previous.data);
+      composer.push("source", previous);
+    }
     if (!composer.push("source", frame, true)) this.#stats.droppedFrames++;
     while (tickPts(this.#nextTick) <= pts) {
       const tick = this.#nextTick++;
@@ -365,6 +371,36 @@ export class Rendition {
         this.#options.log.warn("composing a frame failed", { err });
       });
     }
+  }
+
+  /**
+   * Gives a picture to the encoder as it is, for the tick at `at`. The encoder only reads
+   * the bytes (as do the other renditions of a shared picture); a picture of its own goes
+   * back to the decoders' pool once written and no tick may show it again.
+   */
+  #pass(picture: RawVideoFrame, at: number): void {
+    const data = picture.data;
+    const own = ownBuffer(data);
+    if (own) this.#writing.set(data, (this.#writing.get(data) ?? 0) + 1);
+    const written = () => {
+      const left = this.#writing.get(data)! - 1;
+      if (left > 0) this.#writing.set(data, left);
+      else {
+        this.#writing.delete(data);
+        this.#recycle(data);
+      }
+    };
+    const pushed = this.#encoder!.push(
+      { ...picture, pts: at + this.#origin },
+      own ? written : undefined,
+    );
+    if (own && !pushed) written();
+  }
+
+  /** Returns passed bytes of its own to the pool when nothing may use them any more. */
+  #recycle(data: Uint8Array): void {
+    if (!ownBuffer(data) || this.#writing.has(data) || this.#passed?.data === data) return;
+    if (!this.#kept.has(data)) pictureBuffers.give(data.buffer as ArrayBuffer);
   }
 
   /**
@@ -416,4 +452,10 @@ export class Rendition {
     }
     if (i > 0) this.#heldAudio.splice(0, i);
   }
+}
+
+/** True when `data` is the whole of an ArrayBuffer (not shared): a pool's buffer. */
+function ownBuffer(data: Uint8Array): boolean {
+  const { buffer, byteOffset, byteLength } = data;
+  return buffer instanceof ArrayBuffer && byteOffset === 0 && byteLength === buffer.byteLength;
 }

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { silentLogger } from "../../core/log.ts";
 import { NativeEngine } from "../engine/native.ts";
 import type { MediaFrame, Track } from "../frame.ts";
+import { pictureBuffers } from "../mixer/buffer_pool.ts";
 import { i420Size } from "../mixer/i420.ts";
 import { lengthPrefixedToAnnexB } from "../codecs/nalu.ts";
 import { outputSize, Rendition } from "./rendition.ts";
@@ -103,9 +104,11 @@ Deno.test("pictures of the output's size go to the encoder as they are; a waterm
     for (const [i, ms] of times.entries()) {
       if (i === 10) rendition.setWatermark(watermark);
       if (i === 15) rendition.setWatermark(undefined);
-      const p = picture(ms);
-      p.data.fill(40 + 8 * i, 0, 64 * 48);
-      rendition.pushPicture(p);
+      // In a buffer of the decoders' pool, as a decoder gives it: one given back to the pool
+      // while the encoder still had to write it would show another picture's grey.
+      const data = new Uint8Array(pictureBuffers.take(i420Size(64, 48))).fill(128);
+      data.fill(40 + 8 * i, 0, 64 * 48);
+      rendition.pushPicture({ width: 64, height: 48, data, pts: 90000 + ms * 90 });
       await new Promise((r) => setTimeout(r, 10));
     }
     await until("18 frames", () => frames.length >= 18);
