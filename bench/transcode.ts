@@ -6,7 +6,9 @@
  * once with ffmpeg and cached in $TMPDIR/bench-clips/: testsrc2 at 30 fps, x264
  * `veryfast` (B-frames) with a keyframe every 2 s, AAC. The server runs in this process.
  * 1. Native engine (a decoder ffmpeg per source and an encoder ffmpeg per output, children of
- *    this process; scaling in a kernel Worker of it; audio passed through). 720p30 source →
+ *    this process; the decoder scales to the largest output, with the peers' area scaler,
+ *    that output's pictures go to its encoder as they are, and the smaller ones are scaled
+ *    in a kernel Worker of this process; audio passed through). 720p30 source →
  *    one transcoder to 640x360 30 fps H.264, then three more (480x270, 320x180, 256x144) on
  *    the same source. CPU of a phase = this process + all its descendants over a window,
  *    minus the same window with only the source playing (its own cost is not the
