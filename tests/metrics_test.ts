@@ -10,7 +10,13 @@ import { run } from "../media/formats/test_fixtures.ts";
 import { startTestServer, testConfig, type TestServer } from "./helpers/test_server.ts";
 import { sdkConnectionObject, WcsClient } from "./helpers/wcs_client.ts";
 import { startHookBackend } from "./helpers/hook_backend.ts";
-import { nextStatus, TestPlayer, TestPublisher, weriftSanitizers } from "./webrtc_helpers.ts";
+import {
+  nextStatus,
+  TestPlayer,
+  TestPublisher,
+  weriftSanitizers,
+  withTwoClients,
+} from "./webrtc_helpers.ts";
 
 /** Runs `promtool check metrics` on `text`; fails naming the package when promtool is missing. */
 async function promtoolCheck(text: string): Promise<void> {
@@ -209,13 +215,10 @@ Deno.test({
     "metrics: a lossy WebRTC player moves sessions, PLI and NACK counters, which outlive the stream",
   ...weriftSanitizers,
   fn: async () => {
-    const server = await startTestServer(testConfig());
-    const { client: pubClient } = await WcsClient.connect(server.wsUrl);
-    const { client: playClient } = await WcsClient.connect(server.wsUrl);
     const publisher = new TestPublisher("VP8");
     // Dropping a tenth of the packets makes the player send NACKs.
     const player = new TestPlayer("VP8", 90);
-    try {
+    await withTwoClients([publisher, player], async (server, pubClient, playClient) => {
       const idle = await scrape(server);
       assert.equal(sample(idle, "mediaserver_sessions"), 2);
       const pubId = crypto.randomUUID();
@@ -248,13 +251,7 @@ Deno.test({
         return sample(text, "mediaserver_streams", labels) === undefined ? text : undefined;
       });
       assert.ok(sample(ended, "mediaserver_webrtc_nacks_total")! >= nacks, "NACKs kept");
-    } finally {
-      await publisher.close();
-      await player.close();
-      await pubClient.close();
-      await playClient.close();
-      await server.stop();
-    }
+    }, () => startTestServer(testConfig()));
   },
 });
 

@@ -19,6 +19,7 @@ import {
   TestPublisher,
   waitFor,
   weriftSanitizers,
+  withTwoClients,
 } from "./webrtc_helpers.ts";
 
 const capKbps = 3000;
@@ -61,13 +62,10 @@ Deno.test({
     "publish REMB: a Web SDK publisher is told the cap or its lower maxBitrate; players nothing",
   ...weriftSanitizers,
   fn: async () => {
-    const s = await server();
-    const { client: pubClient } = await WcsClient.connect(s.wsUrl);
-    const { client: playClient } = await WcsClient.connect(s.wsUrl);
     const publisher = new TestPublisher("H264");
     const limited = new TestPublisher("VP8");
     const player = new TestPlayer("H264");
-    try {
+    await withTwoClients([publisher, limited, player], async (_s, pubClient, playClient) => {
       const pubId = crypto.randomUUID();
       const answer = await publisher.publish(pubClient, { mediaSessionId: pubId, name: "cam" });
       assert.match(section(answer, "video"), /a=rtcp-fb:\d+ goog-remb/);
@@ -109,14 +107,7 @@ Deno.test({
       await waitFor(() => limitedRembs.length >= 2, 5000, "REMBs to the limited publisher");
       assertKbps(limitedRembs.at(-1), 800);
       assert.deepEqual(limitedRembs.at(-1)!.ssrcs, [videoSsrc(limited)]);
-    } finally {
-      await publisher.close();
-      await limited.close();
-      await player.close();
-      await pubClient.close();
-      await playClient.close();
-      await s.stop();
-    }
+    }, server);
     assert.equal(openPeerCount(), 0);
   },
 });

@@ -14,7 +14,8 @@ import {
 import assert from "node:assert/strict";
 import { Buffer } from "node:buffer";
 import { installNoDefaultStun } from "../media/protocols/webrtc/no_default_stun.ts";
-import type { WcsClient } from "./helpers/wcs_client.ts";
+import { startTestServer, type TestServer } from "./helpers/test_server.ts";
+import { WcsClient } from "./helpers/wcs_client.ts";
 
 /**
  * How a test peer reaches the server: "udp", or "tcp" as a client behind a firewall that
@@ -346,6 +347,28 @@ export async function startPlaying(
   await player.play(client, { mediaSessionId: id, ...stream });
   assert.equal((await nextStatus(client, id)).status, "PLAYING");
   return id;
+}
+
+/**
+ * Runs `fn` with a server from `start` (a test server by default) and two signaling clients
+ * (the publisher's and the player's); then closes `peers`, the clients and the server.
+ */
+export async function withTwoClients(
+  peers: { close(): Promise<void> }[],
+  fn: (s: TestServer, pubClient: WcsClient, playClient: WcsClient) => Promise<void>,
+  start: () => Promise<TestServer> = startTestServer,
+): Promise<void> {
+  const s = await start();
+  const { client: pubClient } = await WcsClient.connect(s.wsUrl);
+  const { client: playClient } = await WcsClient.connect(s.wsUrl);
+  try {
+    await fn(s, pubClient, playClient);
+  } finally {
+    for (const peer of peers) await peer.close();
+    await pubClient.close();
+    await playClient.close();
+    await s.stop();
+  }
 }
 
 /** Waits until `check` is true, polling every 50 ms; throws after `timeoutMs`. */

@@ -24,6 +24,7 @@ import {
   TestPublisher,
   waitFor,
   weriftSanitizers,
+  withTwoClients,
 } from "./webrtc_helpers.ts";
 
 const senders = ["ffi", "werift"] as const;
@@ -166,14 +167,11 @@ for (const sendEngine of senders) {
     name: `send engine ${sendEngine}: VP8 publish; a late joiner's PLI yields a keyframe at once`,
     ...weriftSanitizers,
     fn: async () => {
-      const s = await startServer(sendEngine);
-      const { client: pubClient } = await WcsClient.connect(s.wsUrl);
-      const { client: playClient } = await WcsClient.connect(s.wsUrl);
       // Keyframes every 2 s unless asked for.
       const publisher = new TestPublisher("VP8");
       const early = new TestPlayer("VP8");
       const late = new TestPlayer("VP8");
-      try {
+      await withTwoClients([publisher, early, late], async (s, pubClient, playClient) => {
         const pubId = crypto.randomUUID();
         await publisher.publish(pubClient, { mediaSessionId: pubId, name: "vp8" });
         publisher.start();
@@ -202,14 +200,7 @@ for (const sendEngine of senders) {
         );
         const stats = await engineStats(s);
         assert.equal(stats.length, sendEngine === "ffi" ? 4 : 0);
-      } finally {
-        await publisher.close();
-        await early.close();
-        await late.close();
-        await pubClient.close();
-        await playClient.close();
-        await s.stop();
-      }
+      }, () => startServer(sendEngine));
     },
   });
 

@@ -19,6 +19,7 @@ import {
   TestPublisher,
   waitFor,
   weriftSanitizers,
+  withTwoClients,
 } from "./webrtc_helpers.ts";
 
 /** The media port range of these tests (TCP ports for ICE-TCP peers). */
@@ -128,13 +129,10 @@ Deno.test({
   ...weriftSanitizers,
   fn: async () => {
     const listenersBefore = mediaListeners().length;
-    const s = await server({ iceMux: "on", sendEngine: "ffi", sendWorkers: 1 });
-    const { client: pubClient } = await WcsClient.connect(s.wsUrl);
-    const { client: playClient } = await WcsClient.connect(s.wsUrl);
     const publisher = new TestPublisher("VP8", 2, "tcp");
     const tcpPlayer = new TestPlayer("VP8", undefined, "tcp");
     const udpPlayer = new TestPlayer("VP8");
-    try {
+    await withTwoClients([publisher, tcpPlayer, udpPlayer], async (s, pubClient, playClient) => {
       const pubId = crypto.randomUUID();
       const pubSdp = await publisher.publish(pubClient, {
         mediaSessionId: pubId,
@@ -204,14 +202,7 @@ Deno.test({
         2000,
         "the listening sockets closed",
       );
-    } finally {
-      await publisher.close();
-      await tcpPlayer.close();
-      await udpPlayer.close();
-      await pubClient.close();
-      await playClient.close();
-      await s.stop();
-    }
+    }, () => server({ iceMux: "on", sendEngine: "ffi", sendWorkers: 1 }));
   },
 });
 

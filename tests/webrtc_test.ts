@@ -18,33 +18,13 @@ import {
   type TestVideoCodec,
   waitFor,
   weriftSanitizers,
+  withTwoClients,
 } from "./webrtc_helpers.ts";
 
 async function findStreams(s: TestServer, filter: Record<string, unknown>) {
   const res = await s.post("/stream/find", filter);
   assert.equal(res.status, 200);
   return await res.json() as Record<string, unknown>[];
-}
-
-/**
- * Runs `fn` with a server and two signaling clients (the publisher's and the player's); then
- * closes `peers`, the clients and the server.
- */
-async function withTwoClients(
-  peers: { close(): Promise<void> }[],
-  fn: (s: TestServer, pubClient: WcsClient, playClient: WcsClient) => Promise<void>,
-): Promise<void> {
-  const s = await startTestServer();
-  const { client: pubClient } = await WcsClient.connect(s.wsUrl);
-  const { client: playClient } = await WcsClient.connect(s.wsUrl);
-  try {
-    await fn(s, pubClient, playClient);
-  } finally {
-    for (const peer of peers) await peer.close();
-    await pubClient.close();
-    await playClient.close();
-    await s.stop();
-  }
 }
 
 for (const codec of ["VP8", "H264"] as TestVideoCodec[]) {
