@@ -96,6 +96,13 @@ function threadNames(pid: number): string {
   return String(names);
 }
 
+/** CPU time this process (the bench's clients) has used, in ms (/proc/self/stat, 100 Hz). */
+function benchCpuMs(): number {
+  const fields = Deno.readTextFileSync("/proc/self/stat").split(") ")[1].split(" ");
+  // utime and stime are fields 14 and 15 of stat, 12 and 13 after the command's name.
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
+
 function peakOf(a: Usage, b: Usage): Usage {
   return {
     rssMiB: Math.max(a.rssMiB, b.rssMiB),
@@ -305,6 +312,8 @@ interface RoundResult {
   /** The server's event loop during the load: ms on a core and ms waiting for one. */
   loopRunMs: number;
   loopWaitMs: number;
+  /** CPU time the bench itself used during the load, in ms. */
+  benchCpuMs: number;
   /** Readings of the event loop's times during the load: [ms since the start, run, wait]. */
   loopSamples: [number, number, number][];
   peak: Usage;
@@ -349,10 +358,12 @@ async function round(): Promise<RoundResult> {
     engineQueued: 0,
     loopRunMs: 0,
     loopWaitMs: 0,
+    benchCpuMs: 0,
     loopSamples: [],
     peak: usageOf(server.pid),
   };
   const loopStart = mainThreadTimes(server.pid);
+  const benchCpuStart = benchCpuMs();
   result.loopSamples.push([0, loopStart.runMs, loopStart.waitMs]);
 
   let next = 0;
@@ -444,6 +455,7 @@ async function round(): Promise<RoundResult> {
     const loopEnd = mainThreadTimes(server.pid);
     result.loopRunMs = loopEnd.runMs - loopStart.runMs;
     result.loopWaitMs = loopEnd.waitMs - loopStart.waitMs;
+    result.benchCpuMs = benchCpuMs() - benchCpuStart;
   }
   loading = false;
   probe.postMessage("stop");
@@ -536,7 +548,9 @@ for (const [i, r] of results.entries()) {
   console.log(
     `  server event loop: ${fmt(r.loopRunMs)} ms on a core, ${
       fmt(r.loopWaitMs)
-    } ms runnable waiting for one, in ${fmt(r.loadMs)} ms of load`,
+    } ms runnable waiting for one, in ${fmt(r.loadMs)} ms of load (the bench's clients used ${
+      fmt(r.benchCpuMs)
+    } ms of CPU)`,
   );
 }
 if (finalHealth) {
