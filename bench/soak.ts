@@ -201,7 +201,8 @@ const serverFlags = (Deno.env.get("SOAK_DENO_FLAGS") ?? "").split(" ").filter(Bo
  * The server runs with its V8 inspector on a loopback port, and the bench has V8 collect all
  * garbage before each reading (what is left is what the server holds); `SOAK_GC=0` runs the
  * server without the inspector and reads without collecting.
- * `SOAK_HEAP=1` (with SOAK_GC) also prints what grew in the heap by constructor, from heap
+ * The inspector costs the server some 7 MiB of RSS and a few threads, in every reading alike.
+ * `SOAK_HEAP=1` (not with SOAK_GC=0) also prints what grew in the heap by constructor, from heap
  * snapshots taken after the readings; a snapshot costs the server tens of MiB of C heap it
  * keeps for a while, so the RSS figures of such a run are not comparable. Neither is the
  * server's code: it has no GC hook.
