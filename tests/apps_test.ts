@@ -10,7 +10,7 @@ import { silentLogger } from "../core/log.ts";
 import { type HookBackend, startHookBackend } from "./helpers/hook_backend.ts";
 import { startTestServer, testConfig, type TestServer } from "./helpers/test_server.ts";
 import { sdkConnectionObject, WcsClient } from "./helpers/wcs_client.ts";
-import { nextStatus, TestPublisher, waitFor, weriftSanitizers } from "./webrtc_helpers.ts";
+import { startPublishing, TestPublisher, waitFor, weriftSanitizers } from "./webrtc_helpers.ts";
 
 /** Hooks a session makes from connect to PUBLISHING, sorted. */
 const sessionHooks = [
@@ -33,10 +33,7 @@ async function publishAs(
     sdkConnectionObject({ appKey }),
   );
   assert.equal((await client.sendData({ from: appKey })).status, "ACCEPTED");
-  const mediaSessionId = crypto.randomUUID();
-  await publisher.publish(client, { mediaSessionId, name });
-  publisher.start();
-  assert.equal((await nextStatus(client, mediaSessionId)).status, "PUBLISHING");
+  await startPublishing(publisher, client, { name });
   return { client, sessionId: userData.sessionId as string };
 }
 

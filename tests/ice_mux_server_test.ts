@@ -11,6 +11,7 @@ import { startTestServer, testConfig } from "./helpers/test_server.ts";
 import { WcsClient } from "./helpers/wcs_client.ts";
 import {
   nextStatus,
+  startPlaying,
   TestPlayer,
   TestPublisher,
   waitFor,
@@ -53,9 +54,7 @@ Deno.test({
       assert.deepEqual(candidatePorts(answer), [port]);
       publisher.start();
       assert.equal((await nextStatus(pubClient, pubId)).status, "PUBLISHING");
-      const playId = crypto.randomUUID();
-      await player.play(playClient, { mediaSessionId: playId, name: "cam" });
-      assert.equal((await nextStatus(playClient, playId)).status, "PLAYING");
+      await startPlaying(player, playClient, { name: "cam" });
       await waitFor(
         () => player.received.video > 50 && player.received.audio > 50,
         10_000,

@@ -11,7 +11,8 @@ import { startTestServer, testConfig, type TestServer } from "./helpers/test_ser
 import { sdkConnectionObject, WcsClient } from "./helpers/wcs_client.ts";
 import { startHookBackend } from "./helpers/hook_backend.ts";
 import {
-  nextStatus,
+  startPlaying,
+  startPublishing,
   TestPlayer,
   TestPublisher,
   weriftSanitizers,
@@ -221,13 +222,8 @@ Deno.test({
     await withTwoClients([publisher, player], async (server, pubClient, playClient) => {
       const idle = await scrape(server);
       assert.equal(sample(idle, "mediaserver_sessions"), 2);
-      const pubId = crypto.randomUUID();
-      await publisher.publish(pubClient, { mediaSessionId: pubId, name: "cam" });
-      publisher.start();
-      assert.equal((await nextStatus(pubClient, pubId)).status, "PUBLISHING");
-      const playId = crypto.randomUUID();
-      await player.play(playClient, { mediaSessionId: playId, name: "cam" });
-      assert.equal((await nextStatus(playClient, playId)).status, "PLAYING");
+      const pubId = await startPublishing(publisher, pubClient, { name: "cam" });
+      await startPlaying(player, playClient, { name: "cam" });
       // The first NACK and PLI can come before 50 packets arrived (a loss early on).
       const playing = await waitFor("NACKs, a PLI and 50 packets in", async () => {
         const text = await scrape(server);

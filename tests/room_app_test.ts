@@ -9,7 +9,7 @@ import { maxRoomsPerSession } from "../core/room_registry.ts";
 import { startHookBackend } from "./helpers/hook_backend.ts";
 import { startTestServer, testConfig, type TestServer } from "./helpers/test_server.ts";
 import { sdkConnectionObject, WcsClient } from "./helpers/wcs_client.ts";
-import { nextStatus, TestPublisher, waitFor, weriftSanitizers } from "./webrtc_helpers.ts";
+import { startPublishing, TestPublisher, waitFor, weriftSanitizers } from "./webrtc_helpers.ts";
 
 /** What a room event's payload holds. */
 interface RoomPayload {
@@ -67,10 +67,10 @@ Deno.test("roomApp: join, publish, messages, leave and session end", weriftSanit
 
     // alice publishes as room.publish() does: `<room>-<login>-<4 hex>`, custom {name: room}.
     const streamName = "room1-alice-1f2e";
-    const mediaSessionId = crypto.randomUUID();
-    await publisher.publish(alice, { mediaSessionId, name: streamName, custom: { name: "room1" } });
-    publisher.start();
-    assert.equal((await nextStatus(alice, mediaSessionId)).status, "PUBLISHING");
+    const mediaSessionId = await startPublishing(publisher, alice, {
+      name: streamName,
+      custom: { name: "room1" },
+    });
     assert.deepEqual(await nextEvent(bob), {
       roomName: "room1",
       name: "PUBLISHED",

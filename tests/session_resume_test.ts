@@ -12,6 +12,8 @@ import { startTestServer, testConfig, type TestServer } from "./helpers/test_ser
 import { sdkConnectionObject, WcsClient } from "./helpers/wcs_client.ts";
 import {
   nextStatus,
+  startPlaying,
+  startPublishing,
   TestPlayer,
   TestPublisher,
   waitFor,
@@ -48,16 +50,9 @@ Deno.test({
       clients.push(first.client);
       const { sessionId, authToken } = first.userData as { sessionId: string; authToken: string };
 
-      const pubId = crypto.randomUUID();
-      await publisher.publish(first.client, { mediaSessionId: pubId, name: "kept" });
-      publisher.start();
-      assert.equal((await nextStatus(first.client, pubId)).status, "PUBLISHING");
-      const playId = crypto.randomUUID();
-      await player.play(first.client, { mediaSessionId: playId, name: "kept" });
-      assert.equal((await nextStatus(first.client, playId)).status, "PLAYING");
-      const endedId = crypto.randomUUID();
-      await ended.play(first.client, { mediaSessionId: endedId, name: "kept" });
-      assert.equal((await nextStatus(first.client, endedId)).status, "PLAYING");
+      const pubId = await startPublishing(publisher, first.client, { name: "kept" });
+      const playId = await startPlaying(player, first.client, { name: "kept" });
+      const endedId = await startPlaying(ended, first.client, { name: "kept" });
 
       await cutServerConnections(server.wsPort);
       // A reset, not a closing handshake (Deno reports code 0 or 1006 for it).
@@ -124,10 +119,7 @@ Deno.test({
       const first = await WcsClient.connect(server.wsUrl, sdkConnectionObject({ keepAlive: true }));
       clients.push(first.client);
       const { sessionId, authToken } = first.userData as { sessionId: string; authToken: string };
-      const pubId = crypto.randomUUID();
-      await publisher.publish(first.client, { mediaSessionId: pubId, name: "gone" });
-      publisher.start();
-      assert.equal((await nextStatus(first.client, pubId)).status, "PUBLISHING");
+      await startPublishing(publisher, first.client, { name: "gone" });
 
       await cutServerConnections(server.wsPort);
       await first.client.closed;

@@ -19,7 +19,7 @@ import {
 } from "./helpers/simulcast_publisher.ts";
 import { startTestServer, testConfig, type TestServer } from "./helpers/test_server.ts";
 import { sdkConnectionObject, WcsClient } from "./helpers/wcs_client.ts";
-import { nextStatus, TestPlayer, weriftSanitizers } from "./webrtc_helpers.ts";
+import { nextStatus, startPlaying, TestPlayer, weriftSanitizers } from "./webrtc_helpers.ts";
 
 type StreamRecord = {
   name: string;
@@ -79,9 +79,7 @@ Deno.test({
       // A Web SDK player of pub's video gets the 640x360 layer as one decodable stream.
       const received = new H264Receiver(player.pc);
       webSdk = (await WcsClient.connect(server.wsUrl, sdkConnectionObject())).client;
-      const playId = crypto.randomUUID();
-      await player.play(webSdk, { mediaSessionId: playId, name: "br-pub-VIDEO" });
-      assert.equal((await nextStatus(webSdk, playId)).status, "PLAYING");
+      const playId = await startPlaying(player, webSdk, { name: "br-pub-VIDEO" });
       await waitFor(
         "50 frames played",
         () => received.annexB.length >= 50 ? true : undefined,

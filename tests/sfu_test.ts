@@ -12,7 +12,13 @@ import { openPeerCount } from "../media/protocols/webrtc/peer.ts";
 import { SfuClient, type SfuEvent } from "./helpers/sfu_client.ts";
 import { startTestServer, testConfig, type TestServer } from "./helpers/test_server.ts";
 import { sdkConnectionObject, WcsClient } from "./helpers/wcs_client.ts";
-import { nextStatus, TestPlayer, TestPublisher, weriftSanitizers } from "./webrtc_helpers.ts";
+import {
+  startPlaying,
+  startPublishing,
+  TestPlayer,
+  TestPublisher,
+  weriftSanitizers,
+} from "./webrtc_helpers.ts";
 import { waitFor } from "./helpers/media_fixtures.ts";
 import { H264Receiver } from "./helpers/h264_check.ts";
 import {
@@ -279,10 +285,7 @@ Deno.test({
       // A Web SDK publish and play of "cam".
       const { client: pubClient } = await WcsClient.connect(server.wsUrl, sdkConnectionObject());
       webSdk.push(pubClient);
-      const mediaSessionId = crypto.randomUUID();
-      await publisher.publish(pubClient, { mediaSessionId, name: "cam" });
-      publisher.start();
-      assert.equal((await nextStatus(pubClient, mediaSessionId)).status, "PUBLISHING");
+      await startPublishing(publisher, pubClient, { name: "cam" });
       // The SFU room next to it.
       for (const nickname of ["alice", "bob"]) {
         const client = await SfuClient.connect(server.wsUrl, nickname, "side");
@@ -295,9 +298,7 @@ Deno.test({
       await receives(alice, await announced(alice, "bob"));
       const { client: playClient } = await WcsClient.connect(server.wsUrl, sdkConnectionObject());
       webSdk.push(playClient);
-      const playId = crypto.randomUUID();
-      await player.play(playClient, { mediaSessionId: playId, name: "cam" });
-      assert.equal((await nextStatus(playClient, playId)).status, "PLAYING");
+      await startPlaying(player, playClient, { name: "cam" });
       await waitFor(
         "the Web SDK player's media",
         () => player.received.video > 20 && player.received.audio > 20 ? true : undefined,

@@ -9,7 +9,13 @@ import { RTCPeerConnection, RTCRtpCodecParameters } from "werift";
 import { makeClip } from "./helpers/media_fixtures.ts";
 import { startTestServer, testConfig } from "./helpers/test_server.ts";
 import { WcsClient } from "./helpers/wcs_client.ts";
-import { nextStatus, TestPlayer, TestPublisher, weriftSanitizers } from "./webrtc_helpers.ts";
+import {
+  nextStatus,
+  startPublishing,
+  TestPlayer,
+  TestPublisher,
+  weriftSanitizers,
+} from "./webrtc_helpers.ts";
 
 Deno.test({
   name: "event/send reaches the Web SDK player of a VOD stream; 409 without a player, 404 unknown",
@@ -109,10 +115,7 @@ Deno.test({
     const players = [new TestPlayer("H264"), new TestPlayer("H264"), new TestPlayer("H264")];
     try {
       const pubClient = await connect();
-      const pubId = crypto.randomUUID();
-      await publisher.publish(pubClient, { mediaSessionId: pubId, name: "cam" });
-      publisher.start();
-      assert.equal((await nextStatus(pubClient, pubId)).status, "PUBLISHING");
+      const pubId = await startPublishing(publisher, pubClient, { name: "cam" });
       // One player of the forwarded RTP, one asking a smaller picture (a rendition).
       const plays = [{}, { width: 320, height: 240 }];
       const played: { client: WcsClient; id: string }[] = [];

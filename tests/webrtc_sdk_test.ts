@@ -11,7 +11,7 @@ import { createEngine } from "../media/engine/select.ts";
 import { run } from "../media/formats/test_fixtures.ts";
 import { takeSnapshot } from "../media/publishers/snapshot.ts";
 import { Stream } from "../media/stream.ts";
-import { nextStatus, TestPublisher, weriftSanitizers } from "./webrtc_helpers.ts";
+import { nextStatus, startPublishing, TestPublisher, weriftSanitizers } from "./webrtc_helpers.ts";
 
 /** The next frame named `message` whose data[0] has this mediaSessionId. */
 async function nextOf(
@@ -89,10 +89,7 @@ for (const codec of ["H264", "VP8"] as const) {
         const { client } = await WcsClient.connect(server.wsUrl);
         const publisher = new TestPublisher(codec);
         try {
-          const id = crypto.randomUUID();
-          await publisher.publish(client, { mediaSessionId: id, name: "cam", record: true });
-          publisher.start();
-          assert.equal((await nextStatus(client, id)).status, "PUBLISHING");
+          const id = await startPublishing(publisher, client, { name: "cam", record: true });
           await new Promise((r) => setTimeout(r, 2500));
           client.send("unPublishStream", { mediaSessionId: id, name: "cam" });
           const final = await nextStatus(client, id);

@@ -20,6 +20,8 @@ import { WcsClient } from "./helpers/wcs_client.ts";
 import { ClipPublisher, makeH264OpusClip } from "./helpers/webrtc_clip_publisher.ts";
 import {
   nextStatus,
+  startPlaying,
+  startPublishing,
   TestPlayer,
   TestPublisher,
   waitFor,
@@ -172,20 +174,13 @@ for (const sendEngine of senders) {
       const early = new TestPlayer("VP8");
       const late = new TestPlayer("VP8");
       await withTwoClients([publisher, early, late], async (s, pubClient, playClient) => {
-        const pubId = crypto.randomUUID();
-        await publisher.publish(pubClient, { mediaSessionId: pubId, name: "vp8" });
-        publisher.start();
-        assert.equal((await nextStatus(pubClient, pubId)).status, "PUBLISHING");
-        const earlyId = crypto.randomUUID();
-        await early.play(playClient, { mediaSessionId: earlyId, name: "vp8" });
-        assert.equal((await nextStatus(playClient, earlyId)).status, "PLAYING");
+        await startPublishing(publisher, pubClient, { name: "vp8" });
+        await startPlaying(early, playClient, { name: "vp8" });
         await waitFor(() => early.firstKeyframeMs > 0, 10_000, "the first player's keyframe");
         // Join just after a keyframe: the next natural one is about 2 s away.
         await new Promise((r) => setTimeout(r, 700));
         const plis = publisher.plis;
-        const lateId = crypto.randomUUID();
-        await late.play(playClient, { mediaSessionId: lateId, name: "vp8" });
-        assert.equal((await nextStatus(playClient, lateId)).status, "PLAYING");
+        await startPlaying(late, playClient, { name: "vp8" });
         const joinedMs = performance.now();
         await waitFor(() => late.firstKeyframeMs > 0, 5000, "the late joiner's keyframe");
         assert.ok(publisher.plis > plis, "the publisher was asked for a keyframe");
