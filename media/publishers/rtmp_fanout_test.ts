@@ -1,14 +1,13 @@
 import assert from "node:assert/strict";
 import type { MediaFrame, Track } from "../frame.ts";
-import { ChunkReader } from "../protocols/rtmp/chunk_reader.ts";
-import { outChunkBytes, writeChunks } from "../protocols/rtmp/chunk_writer.ts";
 import { RtmpConn } from "../protocols/rtmp/conn.ts";
-import { buildSetChunkSize, MessageType } from "../protocols/rtmp/message.ts";
+import { MessageType } from "../protocols/rtmp/message.ts";
 import { Stream } from "../stream.ts";
 import { readerTally } from "../stream_tally.ts";
 import { playerLagMaxBundles, RtmpFanout } from "./rtmp_fanout.ts";
 import { HeldSocket } from "../../tests/helpers/held_socket.ts";
-import { aacTrack, h264Track } from "../../tests/helpers/media_tracks.ts";
+import { aacFrame, aacTrack, h264Track } from "../../tests/helpers/media_tracks.ts";
+import { playerChunkReader } from "../../tests/helpers/rtmp_player_reader.ts";
 
 const tracks = (): Track[] => [h264Track({ width: 320, height: 240 }), aacTrack(1)];
 
@@ -20,14 +19,7 @@ const video = (ms: number, key: boolean): MediaFrame => ({
   keyframe: key,
   data: new Uint8Array([0, 0, 0, 1, key ? 0x65 : 0x41, ms & 0xff]),
 });
-const audio = (ms: number): MediaFrame => ({
-  trackId: 1,
-  codec: "AAC",
-  pts: ms * 48,
-  dts: ms * 48,
-  keyframe: true,
-  data: new Uint8Array([0x21, ms & 0xff]),
-});
+const audio = aacFrame;
 
 function player(hold: boolean): { socket: HeldSocket; conn: RtmpConn } {
   const socket = new HeldSocket(hold);
@@ -36,13 +28,7 @@ function player(hold: boolean): { socket: HeldSocket; conn: RtmpConn } {
 
 /** The video messages in `bytes` as [timestamp, keyframe]. */
 function videoMessages(bytes: Uint8Array[]): Array<[number, boolean]> {
-  const reader = new ChunkReader();
-  reader.push(writeChunks(2, {
-    type: MessageType.setChunkSize,
-    streamId: 0,
-    timestamp: 0,
-    payload: buildSetChunkSize(outChunkBytes),
-  }, 128));
+  const reader = playerChunkReader();
   return bytes.flatMap((b) => reader.push(b))
     .filter((m) => m.type === MessageType.video)
     .map((m) => [m.timestamp, m.payload[0] >> 4 === 1]);

@@ -1,10 +1,9 @@
 import assert from "node:assert/strict";
 import type { MediaFrame, Track } from "../frame.ts";
-import { ChunkReader } from "../protocols/rtmp/chunk_reader.ts";
-import { outChunkBytes, writeChunks } from "../protocols/rtmp/chunk_writer.ts";
-import { buildSetChunkSize, MessageType, type RtmpMessage } from "../protocols/rtmp/message.ts";
+import { MessageType, type RtmpMessage } from "../protocols/rtmp/message.ts";
 import { RtmpPackager } from "./rtmp_packager.ts";
-import { aacTrack, h264Track } from "../../tests/helpers/media_tracks.ts";
+import { aacFrame, aacTrack, h264Track } from "../../tests/helpers/media_tracks.ts";
+import { playerChunkReader } from "../../tests/helpers/rtmp_player_reader.ts";
 
 const tracks: Track[] = [h264Track({ width: 320, height: 240 }), aacTrack(1)];
 
@@ -16,25 +15,11 @@ const video = (ms: number, key = false): MediaFrame => ({
   keyframe: key,
   data: new Uint8Array([0, 0, 0, 1, key ? 0x65 : 0x41]),
 });
-const audio = (ms: number): MediaFrame => ({
-  trackId: 1,
-  codec: "AAC",
-  pts: ms * 48,
-  dts: ms * 48,
-  keyframe: true,
-  data: new Uint8Array([0x21, ms & 0xff]),
-});
+const audio = aacFrame;
 
 /** The messages a player receives from these bytes, as [type, timestamp] pairs. */
 function messages(bytes: Uint8Array[]): Array<[string, number]> {
-  const reader = new ChunkReader();
-  // A real player is told the chunk size first.
-  reader.push(writeChunks(2, {
-    type: MessageType.setChunkSize,
-    streamId: 0,
-    timestamp: 0,
-    payload: buildSetChunkSize(outChunkBytes),
-  }, 128));
+  const reader = playerChunkReader();
   return bytes.flatMap((b) => reader.push(b)).map((m: RtmpMessage) => [
     m.type === MessageType.video ? "video" : "audio",
     m.timestamp,

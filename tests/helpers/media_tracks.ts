@@ -1,6 +1,6 @@
-/** Track descriptions of the unit tests' streams: H.264 video and AAC audio. */
+/** Tracks and frames of the unit tests' streams: H.264 video and AAC audio. */
 import { buildAsc } from "../../media/codecs/aac.ts";
-import type { Track } from "../../media/frame.ts";
+import type { MediaFrame, Track } from "../../media/frame.ts";
 
 /** An H.264 video track, id 0, 90 kHz; `extra` adds its picture size or parameter sets. */
 export function h264Track(extra: Partial<Track> = {}): Track {
@@ -22,5 +22,17 @@ export function aacTrack(channels: number): Track {
     sampleRate: 48000,
     channels,
     config: { codec: "AAC", asc: buildAsc(2, 48000, channels) },
+  };
+}
+
+/** A two-byte AAC frame of track 1 at `ms` (in 48 kHz ticks); its last byte is `ms`'s low byte. */
+export function aacFrame(ms: number): MediaFrame {
+  return {
+    trackId: 1,
+    codec: "AAC",
+    pts: ms * 48,
+    dts: ms * 48,
+    keyframe: true,
+    data: new Uint8Array([0x21, ms & 0xff]),
   };
 }
