@@ -97,6 +97,20 @@ function sendMic(track: MediaStreamTrack): () => void {
   return () => clearInterval(timer);
 }
 
+/**
+ * Sends the browser's mic until ten of its frames came out of the call peer's stream and
+ * `heard` (the far end's packets at the browser) resolved.
+ */
+async function talk(peer: WebRtcCallPeer, mic: MediaStreamTrack, heard: Promise<void>) {
+  const stopMic = sendMic(mic);
+  try {
+    assert.equal(await framesOf(peer.received!, 10), 10);
+    await heard;
+  } finally {
+    stopMic();
+  }
+}
+
 /** The first frames of `stream` (read from now on). */
 async function framesOf(stream: Stream, count: number): Promise<number> {
   const reader = stream.reader();
@@ -126,13 +140,7 @@ Deno.test("call peer answering the browser's offer: the mic becomes a stream, th
     assert.equal(peer.hasVideo, false);
     // Played before the connection: sending starts once connected.
     peer.play(far.stream);
-    const stopMic = sendMic(mic);
-    try {
-      assert.equal(await framesOf(peer.received!, 10), 10);
-      await heard;
-    } finally {
-      stopMic();
-    }
+    await talk(peer, mic, heard);
     assert.equal(peer.connected, true);
   } finally {
     far.stop();
@@ -160,13 +168,7 @@ Deno.test("call peer offering (incoming call): the browser's answer connects bot
     await browser.setLocalDescription(await browser.createAnswer());
     await peer.acceptAnswer(browser.localDescription!.sdp);
     peer.play(far.stream);
-    const stopMic = sendMic(mic);
-    try {
-      assert.equal(await framesOf(peer.received!, 10), 10);
-      await heard;
-    } finally {
-      stopMic();
-    }
+    await talk(peer, mic, heard);
   } finally {
     far.stop();
     await peer.close();
