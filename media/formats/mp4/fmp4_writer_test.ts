@@ -33,6 +33,18 @@ function concat(chunks: Uint8Array[]): Uint8Array {
   return out;
 }
 
+/** The chunks an Fmp4Writer of `tracks` gives for `frames`, its finishing chunk last. */
+function writeAll(tracks: Track[], frames: MediaFrame[]): Uint8Array[] {
+  const writer = new Fmp4Writer({ tracks });
+  const chunks: Uint8Array[] = [];
+  for (const frame of frames) {
+    const out = writer.push(frame);
+    if (out) chunks.push(out);
+  }
+  chunks.push(writer.finish()!);
+  return chunks;
+}
+
 const codecNames: Record<string, string> = {
   H264: "h264",
   H265: "hevc",
@@ -43,13 +55,7 @@ const codecNames: Record<string, string> = {
 for (const name of ["h264_aac", "h264_opus", "h265_aac"] as const) {
   Deno.test(`Fmp4Writer round trip of ${name}: ffprobe and ffmpeg agree`, async () => {
     const { tracks, frames } = await demux(name);
-    const writer = new Fmp4Writer({ tracks });
-    const chunks: Uint8Array[] = [];
-    for (const frame of frames) {
-      const out = writer.push(frame);
-      if (out) chunks.push(out);
-    }
-    chunks.push(writer.finish()!);
+    const chunks = writeAll(tracks, frames);
     assert.ok(chunks.length >= 3, "a fragment at least every second");
     const path = await tempPath(`${name}-ours.mp4`);
     const bytes = concat(chunks);
@@ -130,19 +136,12 @@ Deno.test("Fmp4Writer puts two streams (4 tracks) in one file that ffprobe accep
   const a = await demux("h264_aac");
   const b = await demux("h265_aac");
   const tracks = [...a.tracks, ...b.tracks.map((t) => ({ ...t, id: t.id + 2 }))];
-  const writer = new Fmp4Writer({ tracks });
   const frames = [
     ...a.frames,
     ...b.frames.map((f) => ({ ...f, trackId: f.trackId + 2 })),
   ].sort((x, y) => x.dts / tracks[x.trackId].clockRate - y.dts / tracks[y.trackId].clockRate);
-  const chunks: Uint8Array[] = [];
-  for (const frame of frames) {
-    const out = writer.push(frame);
-    if (out) chunks.push(out);
-  }
-  chunks.push(writer.finish()!);
   const path = await tempPath("multi.mp4");
-  await Deno.writeFile(path, concat(chunks));
+  await Deno.writeFile(path, concat(writeAll(tracks, frames)));
   const streams = await probeStreams(path);
   assert.deepEqual(streams.map((s) => s.codec_name), ["h264", "aac", "hevc", "aac"]);
   assert.deepEqual(streams.map((s) => s.nb_read_packets), ["50", "95", "50", "95"]);
@@ -201,15 +200,8 @@ Deno.test("Fmp4Writer writes VP8 (vp08 + vpcC) with Opus: ffprobe and ffmpeg dec
     ...video,
     ...opus.frames.filter((f) => f.trackId === audioTrack.id).map((f) => ({ ...f, trackId: 1 })),
   ].sort((x, y) => x.dts / tracks[x.trackId].clockRate - y.dts / tracks[y.trackId].clockRate);
-  const writer = new Fmp4Writer({ tracks });
-  const chunks: Uint8Array[] = [];
-  for (const frame of frames) {
-    const out = writer.push(frame);
-    if (out) chunks.push(out);
-  }
-  chunks.push(writer.finish()!);
   const path = await tempPath("vp8_opus.mp4");
-  await Deno.writeFile(path, concat(chunks));
+  await Deno.writeFile(path, concat(writeAll(tracks, frames)));
   const streams = await probeStreams(path);
   assert.deepEqual(streams.map((s) => s.codec_name), ["vp8", "opus"]);
   assert.deepEqual([streams[0].width, streams[0].height], [320, 240]);
