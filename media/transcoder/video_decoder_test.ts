@@ -144,6 +144,17 @@ const clipSpan = 2 * 90000;
  */
 const followingFrames = 6;
 
+/** The clip's frames, then followingFrames of the next clip (see there). */
+function withFollowing(frames: MediaFrame[]): MediaFrame[] {
+  return [...frames, ...shifted(frames, clipSpan).slice(0, followingFrames)];
+}
+
+/** Asserts that every picture of the clip's second GOP (from 1 s) is among `pictures`. */
+function assertSecondGopWhole(source: Clip, pictures: RawVideoFrame[]): void {
+  const secondGop = presentationPts(source.frames).filter((pts) => pts >= 90000);
+  assert.deepEqual(pictures.filter((p) => p.pts >= 90000).map((p) => p.pts), secondGop);
+}
+
 /**
  * Pushes `frames` (paced: ten times their real rate for the native engine, about their rate
  * for ffmpeg.wasm, which decodes a GOP at a time) and returns the pictures before `until`
@@ -254,10 +265,7 @@ for (const [name, makeEngine] of engines) {
       const source = await clip(kind);
       const engine = makeEngine();
       try {
-        const frames = [
-          ...source.frames,
-          ...shifted(source.frames, clipSpan).slice(0, followingFrames),
-        ];
+        const frames = withFollowing(source.frames);
         const { pictures, dropped } = await decode(engine, source.track, frames, clipSpan, 50);
         assertIncreasing(pictures);
         assertPicturesOf(source, pictures, 0);
@@ -303,10 +311,7 @@ for (const [name, makeEngine] of engines) {
     const source = await clip("h264");
     const engine = makeEngine();
     try {
-      const frames = [
-        ...source.frames,
-        ...shifted(source.frames, clipSpan).slice(0, followingFrames),
-      ];
+      const frames = withFollowing(source.frames);
       // Frame 10's first NAL unit claims more bytes than the frame has.
       const damaged = frames[10].data.slice();
       new DataView(damaged.buffer).setUint32(0, damaged.length);
@@ -314,8 +319,7 @@ for (const [name, makeEngine] of engines) {
       const { pictures, dropped } = await decode(engine, source.track, frames, clipSpan, 50);
       assertIncreasing(pictures);
       assertPicturesOf(source, pictures, 0);
-      const secondGop = presentationPts(source.frames).filter((pts) => pts >= 90000);
-      assert.deepEqual(pictures.filter((p) => p.pts >= 90000).map((p) => p.pts), secondGop);
+      assertSecondGopWhole(source, pictures);
       assert.ok(dropped > 0);
       assert.equal(pictures.length + dropped, 50);
     } finally {
@@ -526,16 +530,12 @@ Deno.test("native decoder: when its ffmpeg dies, the next keyframe starts anothe
     };
   });
   try {
-    const frames = [
-      ...source.frames,
-      ...shifted(source.frames, clipSpan).slice(0, followingFrames),
-    ];
+    const frames = withFollowing(source.frames);
     const { pictures, dropped } = await decode(engine, source.track, frames, clipSpan, 50);
     assertIncreasing(pictures);
     assertPicturesOf(source, pictures, 0);
     // The second GOP (from 1 s) decodes whole on the new ffmpeg.
-    const secondGop = presentationPts(source.frames).filter((pts) => pts >= 90000);
-    assert.deepEqual(pictures.filter((p) => p.pts >= 90000).map((p) => p.pts), secondGop);
+    assertSecondGopWhole(source, pictures);
     assert.equal(pictures.length + dropped, 50);
   } finally {
     await engine.close();
@@ -628,8 +628,10 @@ Deno.test("native decoder: B-frames without VUI reorder depth still give every p
     ...source.track,
     config: { ...config, sps: config.codec === "H264" ? config.sps.map(withoutVui) : [] },
   };
-  const frames = [...source.frames, ...shifted(source.frames, clipSpan).slice(0, followingFrames)]
-    .map((f) => ({ ...f, data: f.keyframe ? strip(f.data) : f.data }));
+  const frames = withFollowing(source.frames).map((f) => ({
+    ...f,
+    data: f.keyframe ? strip(f.data) : f.data,
+  }));
   const engine = new NativeEngine();
   try {
     assertWholeClip(source, await decode(engine, track, frames, clipSpan, 50));
