@@ -10,7 +10,7 @@ import { openPeerCount } from "../media/protocols/webrtc/peer.ts";
 import { H264Receiver } from "./helpers/h264_check.ts";
 import { decode } from "../media/formats/test_fixtures.ts";
 import { probe, waitFor } from "./helpers/media_fixtures.ts";
-import { SfuClient } from "./helpers/sfu_client.ts";
+import { SfuClient, withSfuServer } from "./helpers/sfu_client.ts";
 import {
   joinAsSimulcastPublisher,
   type LayerShape,
@@ -152,9 +152,7 @@ Deno.test({
   name: "SFU bridge off (the default): a room's tracks are not streams",
   ...weriftSanitizers,
   fn: async () => {
-    const server = await startTestServer();
-    const clients: SfuClient[] = [];
-    try {
+    await withSfuServer(async (server, clients) => {
       for (const nickname of ["alice", "bob"]) {
         const client = await SfuClient.connect(server.wsUrl, nickname, "quiet");
         clients.push(client);
@@ -165,10 +163,6 @@ Deno.test({
       await alice.until(() => [...alice.received.values()].some((n) => n > 10), "alice receives");
       await bob.until(() => [...bob.received.values()].some((n) => n > 10), "bob receives");
       assert.deepEqual(await streamNames(server), []);
-    } finally {
-      await Promise.allSettled(clients.map((c) => c.close()));
-      await server.stop();
-    }
-    await waitFor("every server peer closed", () => openPeerCount() === 0 ? true : undefined);
+    });
   },
 });

@@ -15,7 +15,7 @@ import {
   type RTCRtpTransceiver,
 } from "werift";
 import { openPeerCount } from "../media/protocols/webrtc/peer.ts";
-import { SfuClient } from "./helpers/sfu_client.ts";
+import { SfuClient, withSfuServer } from "./helpers/sfu_client.ts";
 import { startTestServer, testConfig, type TestServer } from "./helpers/test_server.ts";
 import { weriftSanitizers } from "./webrtc_helpers.ts";
 import { waitFor } from "./helpers/media_fixtures.ts";
@@ -192,9 +192,7 @@ Deno.test({
   name: "SFU: m-lines of withdrawn tracks are rejected and reused, 5 joins and leaves stay bounded",
   ...weriftSanitizers,
   fn: async () => {
-    const server = await startTestServer();
-    const clients: SfuClient[] = [];
-    try {
+    await withSfuServer(async (server, clients) => {
       const alice = await SfuClient.connect(server.wsUrl, "alice", "churn");
       clients.push(alice);
       alice.addMedia();
@@ -271,11 +269,7 @@ Deno.test({
       // A client offer carrying the rejected m-lines is answered.
       await alice.result(await alice.updateState(), "ACK");
       await alice.until(() => alice.pc.signalingState === "stable", "alice's offer answered");
-    } finally {
-      await Promise.allSettled(clients.map((c) => c.close()));
-      await server.stop();
-    }
-    await waitFor("every server peer closed", () => openPeerCount() === 0 ? true : undefined);
+    });
   },
 });
 

@@ -9,7 +9,7 @@
 import assert from "node:assert/strict";
 import { RtcpReceiverInfo, RtcpRrPacket } from "werift";
 import { openPeerCount } from "../media/protocols/webrtc/peer.ts";
-import { SfuClient, type SfuEvent } from "./helpers/sfu_client.ts";
+import { SfuClient, type SfuEvent, withSfuServer } from "./helpers/sfu_client.ts";
 import { startTestServer, testConfig, type TestServer } from "./helpers/test_server.ts";
 import { sdkConnectionObject, WcsClient } from "./helpers/wcs_client.ts";
 import {
@@ -345,9 +345,7 @@ Deno.test({
   name: "SFU glare: a client offer crossing the server's offer is resolved as the SDK expects",
   ...weriftSanitizers,
   fn: async () => {
-    const server = await startTestServer();
-    const clients: SfuClient[] = [];
-    try {
+    await withSfuServer(async (server, clients) => {
       const alice = await SfuClient.connect(server.wsUrl, "alice", "glare");
       const bob = await SfuClient.connect(server.wsUrl, "bob", "glare");
       clients.push(alice, bob);
@@ -397,11 +395,7 @@ Deno.test({
         operation: "MUTE_TRACKS",
         error: "Track not found",
       });
-    } finally {
-      await Promise.allSettled(clients.map((c) => c.close()));
-      await server.stop();
-    }
-    await waitFor("every server peer closed", () => openPeerCount() === 0 ? true : undefined);
+    });
   },
 });
 
@@ -410,9 +404,7 @@ Deno.test({
   ...weriftSanitizers,
   fn: async () => {
     const keepAlive = { intervalMs: 200, probes: 3 };
-    const server = await startTestServer(testConfig({ keepAlive }));
-    const clients: SfuClient[] = [];
-    try {
+    await withSfuServer(async (server, clients) => {
       const alice = await SfuClient.connect(server.wsUrl, "alice", "silent");
       const mallory = await SfuClient.connect(server.wsUrl, "mallory", "silent", {
         autoPong: false,
@@ -438,11 +430,7 @@ Deno.test({
         (await stats(server, "silent")).participants.map((p) => p.nickName),
         ["alice"],
       );
-    } finally {
-      await Promise.allSettled(clients.map((c) => c.close()));
-      await server.stop();
-    }
-    await waitFor("every server peer closed", () => openPeerCount() === 0 ? true : undefined);
+    }, testConfig({ keepAlive }));
   },
 });
 
@@ -573,9 +561,7 @@ Deno.test({
   name: "SFU leaseTrack: a recvonly transceiver of the client receives the track it leases",
   ...weriftSanitizers,
   fn: async () => {
-    const server = await startTestServer();
-    const clients: SfuClient[] = [];
-    try {
+    await withSfuServer(async (server, clients) => {
       const alice = await SfuClient.connect(server.wsUrl, "alice", "lease");
       const bob = await SfuClient.connect(server.wsUrl, "bob", "lease");
       clients.push(alice, bob);
@@ -616,10 +602,6 @@ Deno.test({
         { operation: "LEASE_TRACK", error: "No free transceiver for the track" },
         { operation: "LEASE_TRACK", error: "No free transceiver for the track" },
       ]);
-    } finally {
-      await Promise.allSettled(clients.map((c) => c.close()));
-      await server.stop();
-    }
-    await waitFor("every server peer closed", () => openPeerCount() === 0 ? true : undefined);
+    });
   },
 });

@@ -17,6 +17,10 @@ import {
   useSdesRTPStreamId,
 } from "werift";
 import { Buffer } from "node:buffer";
+import type { Config } from "../../config.ts";
+import { openPeerCount } from "../../media/protocols/webrtc/peer.ts";
+import { waitFor } from "./media_fixtures.ts";
+import { startTestServer, type TestServer } from "./test_server.ts";
 import { WcsClient } from "./wcs_client.ts";
 
 const sps = [0x67, 0x42, 0xc0, 0x1e, 0xda, 0x02, 0x80, 0xf6, 0x40];
@@ -344,4 +348,23 @@ export class SfuClient {
       tid: this.#localTid,
     });
   }
+}
+
+/**
+ * Runs `fn` with a server (of `config`, else a test config) and a list for its SFU
+ * participants; closes them and the server after, then waits until no server peer is left.
+ */
+export async function withSfuServer(
+  fn: (server: TestServer, clients: SfuClient[]) => Promise<void>,
+  config?: Config,
+): Promise<void> {
+  const server = await startTestServer(config);
+  const clients: SfuClient[] = [];
+  try {
+    await fn(server, clients);
+  } finally {
+    await Promise.allSettled(clients.map((c) => c.close()));
+    await server.stop();
+  }
+  await waitFor("every server peer closed", () => openPeerCount() === 0 ? true : undefined);
 }
