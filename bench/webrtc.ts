@@ -300,6 +300,7 @@ async function receivers(connect: Connect, pool?: SrtpReceiverPool): Promise<voi
         failed: counts?.failed ?? 0,
         gaps: counts?.gaps ?? 0,
         waiting: counts?.waiting ?? 0,
+        silent: counts?.silent ?? 0,
         latencies: latencies.concat(counts?.latencies ?? []),
       };
       latencies = [];
@@ -434,6 +435,8 @@ interface StepResult {
   authFailed: number;
   /** Sequence numbers the receivers never got. */
   seqGaps: number;
+  /** Subscribers that received nothing during the window (each loses every packet). */
+  silent: number;
   /** Server CPU (ms per s) and RSS (KB) per subscriber above the publisher-only idle. */
   cpuPerSubMs?: number;
   rssPerSubKb?: number;
@@ -594,22 +597,26 @@ async function measure(target: Target): Promise<StepResult[]> {
   const receiverStats = () => Promise.all(children.map((c) => c.ask<ReceiverStats>("stats")));
   const window = async (n: number): Promise<StepResult> => {
     await new Promise((r) => setTimeout(r, warmupMs));
-    const before = usage(target.pid);
+    // Packets are counted from one answer of the receivers to the next (a busy receiver child
+    // answers late), the server's CPU over its own interval.
     const countsBefore = await receiverStats();
-    const droppedBefore = await target.engineDropped();
     const sentBefore = publisher.sent;
+    const countedFrom = performance.now();
+    const droppedBefore = await target.engineDropped();
+    const before = usage(target.pid);
     const t0 = performance.now();
     await new Promise((r) => setTimeout(r, measureMs));
-    const seconds = (performance.now() - t0) / 1000;
-    const sent = publisher.sent - sentBefore;
     const after = usage(target.pid);
+    const cpuSeconds = (performance.now() - t0) / 1000;
     const stats = await receiverStats();
+    const sent = publisher.sent - sentBefore;
+    const seconds = (performance.now() - countedFrom) / 1000;
     const total = (all: ReceiverStats[], key: "received" | "failed" | "gaps") =>
       all.reduce((s, r) => s + r[key], 0);
     const received = total(stats, "received") - total(countsBefore, "received");
     const engineDropped = await target.engineDropped();
     const latencies = stats.flatMap((r) => r.latencies).sort((a, b) => a - b);
-    const cores = (after.cpuSeconds - before.cpuSeconds) / seconds;
+    const cores = (after.cpuSeconds - before.cpuSeconds) / cpuSeconds;
     return {
       n,
       inRate: sent / seconds,
@@ -622,6 +629,7 @@ async function measure(target: Target): Promise<StepResult[]> {
       engineDropped: engineDropped - droppedBefore,
       authFailed: total(stats, "failed") - total(countsBefore, "failed"),
       seqGaps: total(stats, "gaps") - total(countsBefore, "gaps"),
+      silent: stats.reduce((s, r) => s + r.silent, 0),
     };
   };
 
@@ -629,7 +637,7 @@ async function measure(target: Target): Promise<StepResult[]> {
   const results: StepResult[] = [];
   console.log(`\n${target.label}:`);
   console.log(
-    "subscribers  in-pkts/s  server-cores  subs/core  delivered/core-s  loss    engine-drops  auth-fail  seq-gaps  cpu/sub(ms/s)  rss/sub(KB)  latency p50/p99 (ms)  load",
+    "subscribers  in-pkts/s  server-cores  subs/core  delivered/core-s  loss    engine-drops  auth-fail  seq-gaps  silent  cpu/sub(ms/s)  rss/sub(KB)  latency p50/p99 (ms)  load",
   );
   for (const n of steps) {
     if (performance.now() - started > budgetMs) {
@@ -665,11 +673,11 @@ async function measure(target: Target): Promise<StepResult[]> {
         Math.round(r.deliveredPerCore).toString().padStart(16)
       }  ${(r.loss * 100).toFixed(2).padStart(5)}%  ${String(r.engineDropped).padStart(12)}  ${
         String(r.authFailed).padStart(9)
-      }  ${String(r.seqGaps).padStart(8)}  ${r.cpuPerSubMs.toFixed(2).padStart(13)}  ${
-        Math.round(r.rssPerSubKb).toString().padStart(11)
-      }  ${`${r.p50.toFixed(2)} / ${r.p99.toFixed(2)}`.padEnd(20)}  ${
-        Deno.loadavg()[0].toFixed(2)
-      }`,
+      }  ${String(r.seqGaps).padStart(8)}  ${String(r.silent).padStart(6)}  ${
+        r.cpuPerSubMs.toFixed(2).padStart(13)
+      }  ${Math.round(r.rssPerSubKb).toString().padStart(11)}  ${
+        `${r.p50.toFixed(2)} / ${r.p99.toFixed(2)}`.padEnd(20)
+      }  ${Deno.loadavg()[0].toFixed(2)}`,
     );
     if (r.loss >= maxLoss) break;
   }

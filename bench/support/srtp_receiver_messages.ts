@@ -29,6 +29,8 @@ export interface ReceiverCounts {
   gaps: number;
   /** SRTP packets that came before their subscriber's keys (not counted either way). */
   waiting: number;
+  /** Subscribers with keys that received nothing since the previous stats. */
+  silent: number;
   /** Publisher → subscriber latencies of sampled packets, in ms. */
   latencies: number[];
 }

@@ -44,6 +44,9 @@ interface Receiver {
   unprotector?: SrtpUnprotector;
   /** Last sequence number of each SSRC. */
   last: Map<number, number>;
+  /** Packets that passed authentication, and their number at the previous stats. */
+  received: number;
+  receivedAtStats: number;
 }
 
 const { libc, error } = libcUdp();
@@ -122,6 +125,7 @@ function handle(fd: number, receiver: Receiver, i: number): void {
     return;
   }
   received++;
+  receiver.received++;
   const sequence = (packet[2] << 8) | packet[3];
   const ssrc = dataView.getUint32(offset + 8);
   const last = receiver.last.get(ssrc);
@@ -177,7 +181,7 @@ self.onmessage = (event: MessageEvent<ReceiverRequest>) => {
       stampOffset = request.stampOffset;
       break;
     case "add":
-      receivers.set(request.fd, { last: new Map() });
+      receivers.set(request.fd, { last: new Map(), received: 0, receivedAtStats: 0 });
       setInterest(epollCtlAdd, request.fd);
       break;
     case "keys": {
@@ -195,10 +199,16 @@ self.onmessage = (event: MessageEvent<ReceiverRequest>) => {
       receivers.delete(request.fd);
       setInterest(epollCtlDel, request.fd);
       break;
-    case "stats":
-      post({ type: "stats", id: request.id, received, failed, gaps, waiting, latencies });
+    case "stats": {
+      let silent = 0;
+      for (const receiver of receivers.values()) {
+        if (receiver.unprotector && receiver.received === receiver.receivedAtStats) silent++;
+        receiver.receivedAtStats = receiver.received;
+      }
+      post({ type: "stats", id: request.id, received, failed, gaps, waiting, silent, latencies });
       latencies = [];
       break;
+    }
     case "stop":
       stopping = true;
       break;

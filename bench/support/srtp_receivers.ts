@@ -222,6 +222,7 @@ export class SrtpReceiverPool {
       failed: all.reduce((n, c) => n + c.failed, 0),
       gaps: all.reduce((n, c) => n + c.gaps, 0),
       waiting: all.reduce((n, c) => n + c.waiting, 0),
+      silent: all.reduce((n, c) => n + c.silent, 0),
       latencies: all.flatMap((c) => c.latencies),
     };
   }
