@@ -13,10 +13,12 @@
  * player, on a UDP socket that `WEBRTC_BENCH_RECEIVER_WORKERS` Workers per child (default 1)
  * read with recvmmsg (bench/support/srtp_receivers.ts): once DTLS is done, werift's SRTP
  * keys for what it receives go to the socket's Worker, which authenticates and decrypts every
- * SRTP packet with libcrypto over FFI. Only packets that pass count as received, so loss
- * includes anything sent wrong (`auth-fail` counts those, `seq-gaps` the sequence numbers
- * that never came). werift's own JS SRTP would saturate the machine's cores long before the
- * server. Janus's subscribers stay plain werift peers (werift decrypts). The publisher
+ * SRTP packet with libcrypto over FFI. Only packets that pass count as received; loss is
+ * what never came or failed: sequence gaps (`seq-gaps`), failed tags (`auth-fail`) and every
+ * packet of a subscriber that got nothing in the window (`silent`), over all packets. werift's
+ * own JS SRTP would saturate the machine's cores long before the server. Janus's subscribers
+ * stay plain werift peers (werift decrypts; loss there is the shortfall against what was
+ * sent). The publisher
  * runs in this process and stamps each packet's payload with its send time (epoch ms, one
  * clock for every process of the machine); receivers take the difference at arrival:
  * latency publisher → server → subscriber over loopback, p50/p99.
@@ -124,6 +126,8 @@ async function serve(sender: Sender): Promise<void> {
 /** What a receiver child answers to "stats" (counts are monotonic). */
 interface ReceiverStats extends ReceiverCounts {
   players: number;
+  /** Whether the counts come from verifying receivers that track sequence gaps. */
+  verified: boolean;
 }
 
 /** A subscriber of a receiver child. */
@@ -296,6 +300,7 @@ async function receivers(connect: Connect, pool?: SrtpReceiverPool): Promise<voi
       const counts = pool ? await pool.counts() : undefined;
       const stats: ReceiverStats = {
         players: players.length,
+        verified: pool !== undefined,
         received: players.reduce((n, p) => n + p.received(), counts?.received ?? 0),
         failed: counts?.failed ?? 0,
         gaps: counts?.gaps ?? 0,
@@ -614,6 +619,16 @@ async function measure(target: Target): Promise<StepResult[]> {
     const total = (all: ReceiverStats[], key: "received" | "failed" | "gaps") =>
       all.reduce((s, r) => s + r[key], 0);
     const received = total(stats, "received") - total(countsBefore, "received");
+    const failed = total(stats, "failed") - total(countsBefore, "failed");
+    const gaps = total(stats, "gaps") - total(countsBefore, "gaps");
+    const silent = stats.reduce((s, r) => s + r.silent, 0);
+    // Verifying receivers know which packets never came (sequence gaps, failed tags, silent
+    // subscribers): packets still queued at the window's end are not lost. werift's receivers
+    // (Janus's side) only count, so there the shortfall against what was sent is the loss.
+    const lost = gaps + failed + silent * sent;
+    const loss = stats.every((r) => r.verified)
+      ? lost / Math.max(1, received + lost)
+      : 1 - received / (sent * n);
     const engineDropped = await target.engineDropped();
     const latencies = stats.flatMap((r) => r.latencies).sort((a, b) => a - b);
     const cores = (after.cpuSeconds - before.cpuSeconds) / cpuSeconds;
@@ -622,14 +637,14 @@ async function measure(target: Target): Promise<StepResult[]> {
       inRate: sent / seconds,
       cores,
       rssKb: after.rssKb,
-      loss: n === 0 ? 0 : Math.max(0, 1 - received / (sent * n)),
+      loss: n === 0 ? 0 : Math.max(0, loss),
       deliveredPerCore: cores > 0 ? received / seconds / cores : 0,
       p50: percentile(latencies, 0.5),
       p99: percentile(latencies, 0.99),
       engineDropped: engineDropped - droppedBefore,
-      authFailed: total(stats, "failed") - total(countsBefore, "failed"),
-      seqGaps: total(stats, "gaps") - total(countsBefore, "gaps"),
-      silent: stats.reduce((s, r) => s + r.silent, 0),
+      authFailed: failed,
+      seqGaps: gaps,
+      silent,
     };
   };
 
