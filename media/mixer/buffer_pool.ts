@@ -11,15 +11,25 @@ const defaultPooledPerSize = 8;
 export class BufferPool {
   readonly #free = new Map<number, ArrayBuffer[]>();
   readonly #maxPerSize: number;
+  readonly #maxBytes: number;
+  /** Bytes of the buffers kept. */
+  #bytes = 0;
 
-  /** @param maxPerSize buffers kept per byte size; more are left to the garbage collector. */
-  constructor(maxPerSize = defaultPooledPerSize) {
+  /**
+   * @param maxPerSize buffers kept per byte size; more are left to the garbage collector.
+   * @param maxBytes bytes kept in all: what an idle pool may hold on to.
+   */
+  constructor(maxPerSize = defaultPooledPerSize, maxBytes = Infinity) {
     this.#maxPerSize = maxPerSize;
+    this.#maxBytes = maxBytes;
   }
 
   /** A buffer of exactly `bytes` bytes, reused when one is free (contents undefined). */
   take(bytes: number): ArrayBuffer {
-    return this.#free.get(bytes)?.pop() ?? new ArrayBuffer(bytes);
+    const buffer = this.#free.get(bytes)?.pop();
+    if (!buffer) return new ArrayBuffer(bytes);
+    this.#bytes -= bytes;
+    return buffer;
   }
 
   /** Gives a buffer back for reuse; detached (transferred) buffers are ignored. */
@@ -30,13 +40,17 @@ export class BufferPool {
       list = [];
       this.#free.set(buffer.byteLength, list);
     }
+    if (list.length >= this.#maxPerSize || this.#bytes + buffer.byteLength > this.#maxBytes) return;
     // Given twice, it would be handed to two users at once.
-    if (list.length < this.#maxPerSize && !list.includes(buffer)) list.push(buffer);
+    if (list.includes(buffer)) return;
+    list.push(buffer);
+    this.#bytes += buffer.byteLength;
   }
 
   /** Drops every pooled buffer. */
   clear(): void {
     this.#free.clear();
+    this.#bytes = 0;
   }
 }
 
@@ -44,6 +58,6 @@ export class BufferPool {
  * The pictures' pool of the process: video decoders read pictures into its buffers, and the
  * composers that are handed them move them to their Worker uncopied and give them back
  * here, so decoding at 30 fps allocates (and zeroes) no picture buffers. Room for a few
- * pictures in flight per input of a few mixers.
+ * pictures in flight per input of a few mixers; at most 64 MiB kept once they stop.
  */
-export const pictureBuffers = new BufferPool(32);
+export const pictureBuffers = new BufferPool(32, 64 * 1024 * 1024);
