@@ -14,9 +14,8 @@ import {
   RtcpTransportLayerFeedback,
   type RTCRtpTransceiver,
 } from "werift";
-import { openPeerCount } from "../media/protocols/webrtc/peer.ts";
 import { SfuClient, withSfuServer } from "./helpers/sfu_client.ts";
-import { startTestServer, testConfig, type TestServer } from "./helpers/test_server.ts";
+import { testConfig, type TestServer } from "./helpers/test_server.ts";
 import { weriftSanitizers } from "./webrtc_helpers.ts";
 import { waitFor } from "./helpers/media_fixtures.ts";
 
@@ -67,16 +66,12 @@ Deno.test({
   name: "SFU rename, lock, caps and tid: what the others see, refusals leave the room as it was",
   ...weriftSanitizers,
   fn: async () => {
-    const server = await startTestServer(
-      testConfig({ sfu: { maxRooms: 1, maxParticipantsPerRoom: 2 } }),
-    );
-    const clients: SfuClient[] = [];
-    const connect = async (nickname: string) => {
-      const client = await SfuClient.connect(server.wsUrl, nickname, "ops");
-      clients.push(client);
-      return client;
-    };
-    try {
+    await withSfuServer(async (server, clients) => {
+      const connect = async (nickname: string) => {
+        const client = await SfuClient.connect(server.wsUrl, nickname, "ops");
+        clients.push(client);
+        return client;
+      };
       const alice = await connect("alice");
       const aliceId = (await alice.join("ops", "1")).userId as string;
       const bob = await connect("bob");
@@ -180,11 +175,7 @@ Deno.test({
         error: "Tid mismatch",
       });
       assert.deepEqual(await nicknames(server, "ops"), ["alice", "frank"]);
-    } finally {
-      await Promise.allSettled(clients.map((c) => c.close()));
-      await server.stop();
-    }
-    await waitFor("every server peer closed", () => openPeerCount() === 0 ? true : undefined);
+    }, testConfig({ sfu: { maxRooms: 1, maxParticipantsPerRoom: 2 } }));
   },
 });
 
@@ -278,9 +269,7 @@ Deno.test({
     "SFU /sfu/stats feedbackStats count the NACKs, PLIs and receiver reports a subscriber sends",
   ...weriftSanitizers,
   fn: async () => {
-    const server = await startTestServer();
-    const clients: SfuClient[] = [];
-    try {
+    await withSfuServer(async (server, clients) => {
       const alice = await SfuClient.connect(server.wsUrl, "alice", "fb");
       const bob = await SfuClient.connect(server.wsUrl, "bob", "fb");
       clients.push(alice, bob);
@@ -363,10 +352,6 @@ Deno.test({
       // The PLIs made the server ask the publisher for keyframes.
       assert.ok(now.track.sentPLI > start.track.sentPLI, JSON.stringify(now.track));
       assert.ok(now.track.retransmitted > 0, JSON.stringify(now.track));
-    } finally {
-      await Promise.allSettled(clients.map((c) => c.close()));
-      await server.stop();
-    }
-    await waitFor("every server peer closed", () => openPeerCount() === 0 ? true : undefined);
+    });
   },
 });

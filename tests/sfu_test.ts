@@ -100,14 +100,12 @@ Deno.test({
   name: "SFU room: join, tracks delivered both ways with RTP, refusals, chat, drop, leave, stats",
   ...weriftSanitizers,
   fn: async () => {
-    const server = await startTestServer();
-    const clients: SfuClient[] = [];
-    const connect = async (nickname: string) => {
-      const client = await SfuClient.connect(server.wsUrl, nickname, "room1");
-      clients.push(client);
-      return client;
-    };
-    try {
+    await withSfuServer(async (server, clients) => {
+      const connect = async (nickname: string) => {
+        const client = await SfuClient.connect(server.wsUrl, nickname, "room1");
+        clients.push(client);
+        return client;
+      };
       // Alice creates the room with its pin.
       const alice = await connect("alice");
       alice.addMedia();
@@ -264,11 +262,7 @@ Deno.test({
       assert.equal((await server.post("/sfu/stats", { roomName: "room1" })).status, 404);
       assert.equal(server.services.sendPaths.size, 0, "every delivered track off the engine");
       assert.equal(server.services.sendPaths.engine!.groupCount, 0);
-    } finally {
-      await Promise.allSettled(clients.map((c) => c.close()));
-      await server.stop();
-    }
-    await waitFor("every server peer closed", () => openPeerCount() === 0 ? true : undefined);
+    });
   },
 });
 
