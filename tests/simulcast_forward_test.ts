@@ -11,7 +11,6 @@ import { Buffer } from "node:buffer";
 import {
   RTCPeerConnection,
   RtcpPayloadSpecificFeedback,
-  RTCRtpCodecParameters,
   type RTCRtpTransceiver,
   RtpHeader,
   useSdesMid,
@@ -26,7 +25,7 @@ import { LayerChoice, orderRids } from "../media/rtp/layer_choice.ts";
 import { LayerMonitor } from "../media/rtp/layer_monitor.ts";
 import { SimulcastSwitch } from "../media/rtp/simulcast_switch.ts";
 import { type Clip, makeH264OpusClip } from "./helpers/webrtc_clip_publisher.ts";
-import { loopbackIce, weriftSanitizers } from "./webrtc_helpers.ts";
+import { h264Codec, loopbackIce, weriftSanitizers } from "./webrtc_helpers.ts";
 
 /** Layers the publisher sends, in its offer's order. */
 const rids = ["h", "m", "l"];
@@ -43,14 +42,7 @@ function peer(simulcast: boolean): RTCPeerConnection {
   return new RTCPeerConnection({
     ...loopbackIce(),
     codecs: {
-      video: [
-        new RTCRtpCodecParameters({
-          mimeType: "video/H264",
-          clockRate: 90000,
-          rtcpFeedback: [{ type: "nack" }, { type: "nack", parameter: "pli" }],
-          parameters: "level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42e01f",
-        }),
-      ],
+      video: [h264Codec()],
     },
     // The rid header extension is what routes a simulcast layer to its rid track.
     headerExtensions: { video: simulcast ? [useSdesMid(), useSdesRTPStreamId()] : [], audio: [] },

@@ -84,6 +84,21 @@ function loopbackPeer(
 /** Video codecs a test peer can offer. */
 export type TestVideoCodec = "VP8" | "H264" | "VP9";
 
+/** H.264 (Constrained Baseline, packetization mode 1) for a werift peer, with `rtcpFeedback`. */
+export function h264Codec(
+  rtcpFeedback: { type: string; parameter?: string }[] = [
+    { type: "nack" },
+    { type: "nack", parameter: "pli" },
+  ],
+): RTCRtpCodecParameters {
+  return new RTCRtpCodecParameters({
+    mimeType: "video/H264",
+    clockRate: 90000,
+    rtcpFeedback,
+    parameters: "level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42e01f",
+  });
+}
+
 /** `remb`: offer goog-remb on video, as browsers do when they publish. */
 function codecList(video: TestVideoCodec, remb = false) {
   const fb = [
@@ -93,18 +108,11 @@ function codecList(video: TestVideoCodec, remb = false) {
   ];
   return {
     video: [
-      video === "H264"
-        ? new RTCRtpCodecParameters({
-          mimeType: "video/H264",
-          clockRate: 90000,
-          rtcpFeedback: fb,
-          parameters: "level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42e01f",
-        })
-        : new RTCRtpCodecParameters({
-          mimeType: `video/${video}`,
-          clockRate: 90000,
-          rtcpFeedback: fb,
-        }),
+      video === "H264" ? h264Codec(fb) : new RTCRtpCodecParameters({
+        mimeType: `video/${video}`,
+        clockRate: 90000,
+        rtcpFeedback: fb,
+      }),
     ],
     audio: [new RTCRtpCodecParameters({ mimeType: "audio/opus", clockRate: 48000, channels: 2 })],
   };

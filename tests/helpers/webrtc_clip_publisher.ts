@@ -20,7 +20,7 @@ import { FramePacketizer } from "../../media/rtp/frame_packetizer.ts";
 import { H264Packetizer } from "../../media/rtp/h264_packetizer.ts";
 import type { Packetizer } from "../../media/rtp/packetizer.ts";
 import { ntpUnixOffsetSec } from "../../media/rtp/sender_report.ts";
-import { loopbackIce } from "../webrtc_helpers.ts";
+import { h264Codec, loopbackIce } from "../webrtc_helpers.ts";
 
 /** A demuxed clip: its tracks and frames (video first), and its length in seconds. */
 export interface Clip {
@@ -111,14 +111,7 @@ export class ClipPublisher {
   readonly pc = new RTCPeerConnection({
     ...loopbackIce(),
     codecs: {
-      video: [
-        new RTCRtpCodecParameters({
-          mimeType: "video/H264",
-          clockRate: 90000,
-          rtcpFeedback: [{ type: "nack" }, { type: "nack", parameter: "pli" }],
-          parameters: "level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42e01f",
-        }),
-      ],
+      video: [h264Codec()],
       audio: [new RTCRtpCodecParameters({ mimeType: "audio/opus", clockRate: 48000, channels: 2 })],
     },
   });
