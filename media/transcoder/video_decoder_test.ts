@@ -155,6 +155,22 @@ function assertSecondGopWhole(source: Clip, pictures: RawVideoFrame[]): void {
   assert.deepEqual(pictures.filter((p) => p.pts >= 90000).map((p) => p.pts), secondGop);
 }
 
+/** A decoder of `track` on `engine` whose pictures go to `pictures` (scaled into `box`). */
+function collectingDecoder(
+  engine: CodecEngine,
+  track: Track,
+  pictures: RawVideoFrame[],
+  box?: PictureSize,
+): ReturnType<typeof createVideoDecoder> {
+  return createVideoDecoder({
+    engine,
+    track,
+    log: silentLogger,
+    box,
+    onPicture: (p) => pictures.push(p),
+  });
+}
+
 /**
  * Pushes `frames` (paced: ten times their real rate for the native engine, about their rate
  * for ffmpeg.wasm, which decodes a GOP at a time) and returns the pictures before `until`
@@ -169,13 +185,7 @@ async function decode(
   box?: PictureSize,
 ): Promise<{ pictures: RawVideoFrame[]; dropped: number }> {
   const pictures: RawVideoFrame[] = [];
-  const decoder = createVideoDecoder({
-    engine,
-    track,
-    log: silentLogger,
-    box,
-    onPicture: (p) => pictures.push(p),
-  });
+  const decoder = collectingDecoder(engine, track, pictures, box);
   try {
     const paceMs = engine.kind === "native" ? 4 : 30;
     for (const [i, frame] of frames.entries()) {
@@ -350,12 +360,7 @@ for (const [name, makeEngine] of engines) {
     const source = await clip("h264");
     const engine = makeEngine();
     const pictures: RawVideoFrame[] = [];
-    const decoder = createVideoDecoder({
-      engine,
-      track: source.track,
-      log: silentLogger,
-      onPicture: (p) => pictures.push(p),
-    });
+    const decoder = collectingDecoder(engine, source.track, pictures);
     // Two GOPs and a keyframe: the chunked decoder has a run in flight, the streaming one
     // pictures in its pipes.
     for (const frame of source.frames.slice(0, 45)) decoder.push(frame);
@@ -404,12 +409,7 @@ Deno.test("native decoder: input it cannot take is dropped up to a keyframe, nev
     // Four clips at once: more than the decoder's pending writes, so some are refused.
     const burst = [0, 1, 2, 3].flatMap((i) => shifted(source.frames, i * clipSpan));
     const pictures: RawVideoFrame[] = [];
-    const decoder = createVideoDecoder({
-      engine,
-      track: source.track,
-      log: silentLogger,
-      onPicture: (p) => pictures.push(p),
-    });
+    const decoder = collectingDecoder(engine, source.track, pictures);
     for (const frame of burst) decoder.push(frame);
     assert.ok(decoder.dropped > 0, "the burst overflowed the pending writes");
     // Until ffmpeg has decoded what it took of the burst (no picture for 1 s: with 300 ms a
@@ -547,12 +547,7 @@ for (const kind of ["h264-baseline", "h265-no-bframes", "vp8"] as const) {
     const source = await clip(kind);
     const engine = new NativeEngine();
     const pictures: RawVideoFrame[] = [];
-    const decoder = createVideoDecoder({
-      engine,
-      track: source.track,
-      log: silentLogger,
-      onPicture: (p) => pictures.push(p),
-    });
+    const decoder = collectingDecoder(engine, source.track, pictures);
     try {
       for (const [i, frame] of source.frames.entries()) {
         decoder.push(frame);
