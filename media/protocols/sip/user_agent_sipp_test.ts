@@ -100,21 +100,17 @@ async function startSipp(args: string[]) {
   };
 }
 
+/** sipp as the digest registrar of alice, whose password is `password`. */
+function startRegistrar(password: string) {
+  return startSipp(["-sf", registrarScenario, "-key", "user", "alice", "-key", "pass", password]);
+}
+
 function startAgent(): Promise<SipUserAgent> {
   return SipUserAgent.start({ hostname: "127.0.0.1", port: 0, log: silentLogger });
 }
 
 Deno.test("REGISTER answers sipp's digest challenge, is registered, and unregisters on close", async () => {
-  const sipp = await startSipp([
-    "-sf",
-    registrarScenario,
-    "-key",
-    "user",
-    "alice",
-    "-key",
-    "pass",
-    "s3cret",
-  ]);
+  const sipp = await startRegistrar("s3cret");
   const ua = await startAgent();
   try {
     let registration!: SipRegistration;
@@ -138,16 +134,7 @@ Deno.test("REGISTER answers sipp's digest challenge, is registered, and unregist
 });
 
 Deno.test("REGISTER with a wrong password is reported refused (403), not registered", async () => {
-  const sipp = await startSipp([
-    "-sf",
-    registrarScenario,
-    "-key",
-    "user",
-    "alice",
-    "-key",
-    "pass",
-    "right",
-  ]);
+  const sipp = await startRegistrar("right");
   const ua = await startAgent();
   try {
     const status = await new Promise<SipRegistrationStatus>((resolve) =>
