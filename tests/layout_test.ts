@@ -13,7 +13,8 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
  * logger), ids (identifiers), paths (containing a path in a folder), redact (hiding
  * secrets in URIs and text, used by log), limits (capped counters), metrics (the Prometheus
  * counters media updates), accept_loop (a TCP accept loop no accept error ends, shared by
- * the signaling and RTMP listeners) with the descriptor guard it asks (fd_guard, fd_limit,
+ * the signaling and RTMP listeners, and capped_listener, the RTMP and RTSP listeners' caps
+ * around it) with the descriptor guard it asks (fd_guard, fd_limit,
  * libc) and the TLS handshake deadline and socket shutdown it uses (tls_handshake,
  * socket_shutdown) import no registry.
  */
@@ -26,6 +27,7 @@ const coreLeaves = new Set([
   "redact.ts",
   "limits.ts",
   "accept_loop.ts",
+  "capped_listener.ts",
   "fd_guard.ts",
   "fd_limit.ts",
   "libc.ts",
