@@ -21,6 +21,14 @@ import { netnsEnv } from "./netns.ts";
 import { nft } from "./nft.ts";
 import { call, type InboundStats, type OutboundStats, type SelectedPair } from "./webrtc_driver.ts";
 
+/** `page`'s inbound stats of stream `name` now and `watchMs` later, to see what advanced. */
+async function statsOver(page: Page, name: string, watchMs = 2000) {
+  const before = await call<InboundStats>(page, "inboundStats", name);
+  await new Promise((r) => setTimeout(r, watchMs));
+  const after = await call<InboundStats>(page, "inboundStats", name);
+  return { before, after };
+}
+
 /** POSTs to the REST API and asserts 200 (reading the body, so no response is left open). */
 async function postOk(server: TestServer, path: string, body: unknown): Promise<void> {
   const res = await server.post(path, body);
@@ -166,9 +174,7 @@ Deno.test("WebRTC publish and play with the Web SDK in Chromium", async (t) => {
           );
           const firstFrameMs = Date.now() - playingMs;
           assert.ok(firstFrameMs < 1000, `first frame decoded ${firstFrameMs} ms after PLAYING`);
-          const before = await call<InboundStats>(b, "inboundStats", name);
-          await new Promise((r) => setTimeout(r, 2000));
-          const after = await call<InboundStats>(b, "inboundStats", name);
+          const { before, after } = await statsOver(b, name);
           assert.ok(
             after.framesDecoded > before.framesDecoded + 10,
             JSON.stringify({ before, after }),
@@ -527,9 +533,7 @@ Deno.test("WebRTC publish and play with the Web SDK in Chromium", async (t) => {
           assert.ok(Math.max(...ratesKbps) > 1000, figures);
           assert.ok(estimateKbps >= 2000 && estimateKbps <= 2500, figures);
           // The player keeps decoding at that rate.
-          const before = await call<InboundStats>(player, "inboundStats", name);
-          await new Promise((r) => setTimeout(r, 2000));
-          const after = await call<InboundStats>(player, "inboundStats", name);
+          const { before, after } = await statsOver(player, name);
           assert.ok(
             after.framesDecoded > before.framesDecoded + 30,
             JSON.stringify({ before, after }),
@@ -620,9 +624,7 @@ Deno.test("WebRTC publish and play with the Web SDK in Chromium", async (t) => {
           assert.deepEqual(records.map((r) => r.transport), ["TCP", "TCP"]);
           // The TCP player sends through werift, not the UDP send engine.
           assert.equal(server.services.sendPaths.size, 0);
-          const before = await call<InboundStats>(b, "inboundStats", name);
-          await new Promise((r) => setTimeout(r, 2000));
-          const after = await call<InboundStats>(b, "inboundStats", name);
+          const { before, after } = await statsOver(b, name);
           assert.ok(
             after.framesDecoded > before.framesDecoded + 20,
             JSON.stringify({ before, after }),
@@ -669,9 +671,7 @@ Deno.test("WebRTC publish and play with the Web SDK in Chromium", async (t) => {
         "the first decoded frame",
         async () => (await call<InboundStats>(b, "inboundStats", name)).framesDecoded > 0,
       );
-      const before = await call<InboundStats>(b, "inboundStats", name);
-      await new Promise((r) => setTimeout(r, 2000));
-      const after = await call<InboundStats>(b, "inboundStats", name);
+      const { before, after } = await statsOver(b, name);
       const stats = JSON.stringify({ before, after });
       assert.ok(after.framesDecoded > before.framesDecoded + 25, stats);
       assert.deepEqual([after.frameWidth, after.frameHeight], size);
