@@ -28,6 +28,12 @@ interface Subscriber {
   failed: number;
 }
 
+/**
+ * Packets after a member's first one in a group within which a late packet from before that
+ * one may still come (reordering); past it the check ends, before the numbers wrap.
+ */
+const lateWindowPackets = 0x1000;
+
 /** Bytes of the slab copies are protected in before they are sent. */
 const slabBytes = 512 * 1024;
 
@@ -90,6 +96,30 @@ export class Fanout {
       if (!members) this.#groups.set(group.group, members = []);
       members.push(subscriber);
     }
+  }
+
+  /**
+   * Puts a subscriber into a group, or changes its rewrite there: packets of the group taken
+   * from now on (the batches after this message) reach it rewritten so.
+   */
+  join(handle: number, membership: GroupMembership): void {
+    const subscriber = this.#subscribers.get(handle);
+    if (!subscriber) return;
+    if (!subscriber.groups.has(membership.group)) {
+      let members = this.#groups.get(membership.group);
+      if (!members) this.#groups.set(membership.group, members = []);
+      members.push(subscriber);
+    }
+    subscriber.groups.set(membership.group, membership);
+  }
+
+  /** Takes a subscriber out of a group: later packets of the group do not reach it. */
+  leave(handle: number, group: number): void {
+    const subscriber = this.#subscribers.get(handle);
+    if (!subscriber?.groups.delete(group)) return;
+    const members = this.#groups.get(group)!;
+    members.splice(members.indexOf(subscriber), 1);
+    if (members.length === 0) this.#groups.delete(group);
   }
 
   /** Removes a subscriber: nothing more is sent to it. */
@@ -171,10 +201,18 @@ export class Fanout {
       this.sender.flush();
       this.#dataUsed = 0;
     }
+    const rewrite = subscriber.groups.get(group)!;
+    const batch = this.#batch;
+    if (rewrite.startSequence !== undefined) {
+      const since = ((batch[offset + 2] << 8 | batch[offset + 3]) - rewrite.startSequence) & 0xffff;
+      // Before its first packet here: a late one of a frame it never got.
+      if (since >= 0x8000) return;
+      // Well past it: no late packet from before is still on its way.
+      if (since >= lateWindowPackets) rewrite.startSequence = undefined;
+    }
     const at = this.#dataUsed;
     const data = this.#data;
-    data.set(this.#batch.subarray(offset, offset + length), at);
-    const rewrite = subscriber.groups.get(group)!;
+    data.set(batch.subarray(offset, offset + length), at);
     if (rewrite.payloadType !== undefined) {
       data[at + 1] = (data[at + 1] & 0x80) | rewrite.payloadType;
     }
@@ -183,6 +221,20 @@ export class Fanout {
       data[at + 9] = (rewrite.ssrc >>> 16) & 0xff;
       data[at + 10] = (rewrite.ssrc >>> 8) & 0xff;
       data[at + 11] = rewrite.ssrc & 0xff;
+    }
+    if (rewrite.sequenceOffset) {
+      const sequence = ((data[at + 2] << 8 | data[at + 3]) + rewrite.sequenceOffset) & 0xffff;
+      data[at + 2] = sequence >>> 8;
+      data[at + 3] = sequence & 0xff;
+    }
+    if (rewrite.timestampOffset) {
+      const timestamp =
+        ((data[at + 4] << 24 | data[at + 5] << 16 | data[at + 6] << 8 | data[at + 7]) +
+          rewrite.timestampOffset) >>> 0;
+      data[at + 4] = timestamp >>> 24;
+      data[at + 5] = (timestamp >>> 16) & 0xff;
+      data[at + 6] = (timestamp >>> 8) & 0xff;
+      data[at + 7] = timestamp & 0xff;
     }
     let protectedBytes: number;
     try {

@@ -14,7 +14,13 @@ import {
   srtpProfileSizes,
 } from "../rtp/srtp/srtp_profile.ts";
 import { BatchWriter } from "./send_batch.ts";
-import type { FromWorker, StatsTriples, ToWorker, WorkerSettings } from "./send_messages.ts";
+import type {
+  FromWorker,
+  GroupMembership,
+  StatsTriples,
+  ToWorker,
+  WorkerSettings,
+} from "./send_messages.ts";
 import { writeSockaddr } from "./sockaddr.ts";
 
 /** Options of SendEngine.start. */
@@ -48,8 +54,13 @@ export interface SubscriberSpec {
   /** The negotiated DTLS-SRTP profile and the server's (sending side's) master key and salt. */
   profile: SrtpProfile;
   keys: SrtpMasterKeys;
-  /** Fan-out groups it receives (e.g. a stream's video), each with its SSRC/PT rewrite. */
-  groups: { group: string; ssrc?: number; payloadType?: number }[];
+  /** Fan-out groups it receives (e.g. a stream's video), each with its rewrite. */
+  groups: GroupSpec[];
+}
+
+/** A group a subscriber receives, by name, and how its copies are rewritten for it. */
+export interface GroupSpec extends Omit<GroupMembership, "group"> {
+  group: string;
 }
 
 /** Counters of one subscriber. */
@@ -257,6 +268,52 @@ export class SendEngine {
         groups,
       },
     });
+  }
+
+  /**
+   * Puts subscriber `id` into `spec.group` with its rewrite, or changes the rewrite when it
+   * is there already: packets published from now on reach it so, those published before do
+   * not (the message follows them to its Worker). False for an unknown subscriber.
+   */
+  join(id: string, spec: GroupSpec): boolean {
+    this.#assertOpen();
+    const subscriber = this.#subscribers.get(id);
+    if (!subscriber) return false;
+    const slot = this.#slots[subscriber.worker];
+    let number = this.#groups.get(spec.group)?.number;
+    if (number === undefined || !subscriber.groups.includes(number)) {
+      number = this.#joinGroup(spec.group);
+      subscriber.groupNames.push(spec.group);
+      subscriber.groups.push(number);
+      slot.groups.set(number, (slot.groups.get(number) ?? 0) + 1);
+    }
+    this.#send(slot, {
+      type: "join",
+      handle: subscriber.handle,
+      membership: { ...spec, group: number },
+    });
+    return true;
+  }
+
+  /**
+   * Takes subscriber `id` out of `group`: packets published from now on no longer reach it
+   * there. False when it was not in it.
+   */
+  leave(id: string, group: string): boolean {
+    const subscriber = this.#subscribers.get(id);
+    if (!subscriber || this.#closed) return false;
+    const at = subscriber.groupNames.indexOf(group);
+    if (at < 0) return false;
+    const number = subscriber.groups[at];
+    subscriber.groupNames.splice(at, 1);
+    subscriber.groups.splice(at, 1);
+    const slot = this.#slots[subscriber.worker];
+    const left = slot.groups.get(number)! - 1;
+    if (left === 0) slot.groups.delete(number);
+    else slot.groups.set(number, left);
+    this.#leaveGroup(group);
+    this.#send(slot, { type: "leave", handle: subscriber.handle, group: number });
+    return true;
   }
 
   /** Removes a subscriber: packets published from now on no longer reach it. */

@@ -238,3 +238,106 @@ Deno.test("send engine: with socketFd every Worker sends from that socket's port
   assert.equal(SendEngine.liveWorkers, workersBefore);
   assert.equal(await settledSocketCount(socketsBefore), socketsBefore);
 });
+
+Deno.test("send engine: members of one group get their own sequence and timestamp offsets; a move to another group at its keyframe keeps each one's numbering continuous", async () => {
+  const [a, b] = await Promise.all([udpCollector(), udpCollector()]);
+  const engine = await SendEngine.start({ workers: 2, bindHost: "127.0.0.1" });
+  try {
+    const keyA = { masterKey: randomBytes(16), masterSalt: randomBytes(14) };
+    const keyB = { masterKey: randomBytes(16), masterSalt: randomBytes(14) };
+    // Each subscriber has a group of its own (what it alone gets), and shares layer "l0".
+    for (
+      const [id, port, keys, ssrc] of [["a", a.port, keyA, 0xa0], [
+        "b",
+        b.port,
+        keyB,
+        0xb0,
+      ]] as const
+    ) {
+      engine.addSubscriber({
+        id,
+        host: "127.0.0.1",
+        port,
+        profile: "AES_CM_128_HMAC_SHA1_80",
+        keys,
+        groups: [{ group: `own-${id}`, ssrc, payloadType: 102 }],
+      });
+    }
+    assert.equal(
+      engine.join("a", {
+        group: "l0",
+        ssrc: 0xa0,
+        payloadType: 102,
+        sequenceOffset: 100,
+        timestampOffset: 1000,
+      }),
+      true,
+    );
+    assert.equal(
+      engine.join("b", {
+        group: "l0",
+        ssrc: 0xb0,
+        payloadType: 102,
+        sequenceOffset: 65000,
+        timestampOffset: 0xffffff00,
+      }),
+      true,
+    );
+    assert.equal(engine.join("nobody", { group: "l0" }), false);
+    assert.equal(engine.groupCount, 3, "one shared group, two of one");
+    const l0 = Array.from({ length: 4 }, (_, i) => rtpPacket(500 + i, 0x1111, 400));
+    for (const packet of l0) engine.publish("l0", packet);
+    // "a" moves to layer "l1" just before its keyframe (sequence 7000): continuing from
+    // 603 and timestamp 1000 + 503 * 3000 + 3000.
+    const l1 = Array.from({ length: 3 }, (_, i) => rtpPacket(7000 + i, 0x2222, 300));
+    const seqOffset = (604 - 7000) & 0xffff;
+    const tsOffset = (1000 + 504 * 3000 - 7000 * 3000) >>> 0;
+    engine.leave("a", "l0");
+    engine.join("a", {
+      group: "l1",
+      ssrc: 0xa0,
+      payloadType: 102,
+      sequenceOffset: seqOffset,
+      timestampOffset: tsOffset,
+      startSequence: 7000,
+    });
+    // A late l1 packet from before the keyframe: not for "a", whose numbering it would break.
+    engine.publish("l1", rtpPacket(6999, 0x2222, 300));
+    for (const packet of l1) engine.publish("l1", packet);
+    engine.publish("l0", rtpPacket(504, 0x1111, 400));
+    await until(() => a.got.length === 7 && b.got.length === 5);
+    await delay(100);
+    assert.equal(a.got.length, 7, "nothing of l0 after the move, nothing late of l1");
+    const srtpA = weriftReceiver(1, keyA.masterKey, keyA.masterSalt);
+    const srtpB = weriftReceiver(1, keyB.masterKey, keyB.masterSalt);
+    const header = (s: SrtpSession, d: Uint8Array) => {
+      const clear = new DataView(new Uint8Array(s.decrypt(Buffer.from(d))).buffer);
+      return [clear.getUint16(2), clear.getUint32(4), clear.getUint32(8), clear.getUint8(1) & 0x7f];
+    };
+    assert.deepEqual(a.got.map((d) => header(srtpA, d)), [
+      ...[0, 1, 2, 3].map((i) => [600 + i, 1000 + (500 + i) * 3000, 0xa0, 102]),
+      ...[0, 1, 2].map((i) => [604 + i, 1000 + (504 + i) * 3000, 0xa0, 102]),
+    ]);
+    assert.deepEqual(
+      b.got.map((d) => header(srtpB, d)),
+      [0, 1, 2, 3, 4].map((i) => [
+        (65500 + i) & 0xffff,
+        ((500 + i) * 3000 - 256) >>> 0,
+        0xb0,
+        102,
+      ]),
+    );
+    // Payloads untouched.
+    const clearA = new Uint8Array(srtpA.decrypt(Buffer.from(a.got[4])));
+    assert.deepEqual(clearA.subarray(12), l1[0].subarray(12));
+    assert.equal(engine.leave("a", "l1"), true);
+    assert.equal(engine.leave("a", "l1"), false);
+    assert.equal(engine.groupCount, 3, "l1 let go with its last member");
+    const stats = await engine.stats();
+    assert.equal(stats.get("a")?.sent, 7);
+    assert.equal(stats.get("b")?.sent, 5);
+  } finally {
+    await engine.close();
+    await Promise.all([a.close(), b.close()]);
+  }
+});

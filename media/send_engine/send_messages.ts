@@ -14,6 +14,19 @@ export interface GroupMembership {
   ssrc?: number;
   /** Payload type written into this subscriber's copies (default: the publisher's). */
   payloadType?: number;
+  /**
+   * Added (mod 2^16) to the sequence number of this subscriber's copies: an SFU subscriber
+   * sharing a simulcast layer's group keeps its own continuous numbering (default 0).
+   */
+  sequenceOffset?: number;
+  /** Added (mod 2^32) to the RTP timestamp of this subscriber's copies (default 0). */
+  timestampOffset?: number;
+  /**
+   * The group's sequence number (before the offset) of the first packet this subscriber gets
+   * there (the keyframe it joined at): a late packet from before it is not sent to it, whose
+   * offset would give it a number it already had from its previous layer.
+   */
+  startSequence?: number;
 }
 
 /** A subscriber as a Worker gets it. */
@@ -41,6 +54,8 @@ export type ToWorker =
   | { type: "start"; settings: WorkerSettings }
   | { type: "add"; subscriber: WorkerSubscriber }
   | { type: "remove"; handle: number }
+  | { type: "join"; handle: number; membership: GroupMembership }
+  | { type: "leave"; handle: number; group: number }
   | { type: "batch"; buffer: ArrayBuffer }
   | { type: "stats"; request: number }
   | { type: "close" };

@@ -39,6 +39,12 @@ self.onmessage = (event: MessageEvent<ToWorker>) => {
     case "remove":
       fanout?.remove(message.handle);
       return;
+    case "join":
+      fanout?.join(message.handle, message.membership);
+      return;
+    case "leave":
+      fanout?.leave(message.handle, message.group);
+      return;
     case "batch":
       fanout?.send(new Uint8Array(message.buffer));
       return;
