@@ -59,13 +59,17 @@ export class WebRtcPlayer implements RegisteredStream {
     this.#peer = new Peer(options.address, options.codecs);
   }
 
-  /** Answers the offer; forwarding and the PLAYING status start once the browser connects. */
+  /**
+   * Answers the offer; forwarding and the PLAYING status start once the peer's media is ready
+   * (DTLS connected: the keys the send engine takes exist, so a player on the engine always
+   * gets the engine's path).
+   */
   async answer(): Promise<string> {
     const pc = this.#peer.pc;
     this.publisher.addPlayer(this);
+    this.#peer.onMediaReady(() => this.#connected());
     pc.connectionStateChange.subscribe((state) => {
-      if (state === "connected") this.#connected();
-      else if (state === "failed") {
+      if (state === "failed") {
         void this.terminate(
           this.#status === "PLAYING" ? "Failed by ICE keep alive" : "Failed by ICE error",
         );
@@ -168,8 +172,8 @@ export class WebRtcPlayer implements RegisteredStream {
     const sender: RTCRtpSender = transceiver.sender;
     const codec = sender.codec;
     if (!codec) return;
-    // After the DTLS handshake (the peer is connected) the keys are known: the engine takes
-    // the media when it runs; werift keeps RTCP either way.
+    // After the DTLS handshake (the peer's media is ready) the keys are known: the engine
+    // takes the media when it runs; werift keeps RTCP either way.
     const group = this.publisher.engineGroup(kind);
     const path: RtpSendPath =
       (group && this.#options.sendPaths?.open(sender, codec.payloadType, group)) ||

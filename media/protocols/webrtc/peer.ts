@@ -75,6 +75,8 @@ export class Peer {
   readonly #dtlsFilters: DtlsRetransmitFilter[] = [];
   /** Transports already watched (a renegotiation describes the same ones again). */
   readonly #watched = new WeakSet<object>();
+  /** Callers of `onMediaReady` not yet called. */
+  #mediaReady: (() => void)[] = [];
   #closed = false;
 
   /**
@@ -212,6 +214,9 @@ export class Peer {
         this.#rtpDecrypted = true;
         sub.unSubscribe();
       });
+      transport.onStateChange.subscribe((state) => {
+        if (state === "connected") this.#checkMediaReady();
+      });
     }
     const bound = new Set(
       this.pc.dtlsTransports.flatMap((t) =>
@@ -251,6 +256,32 @@ export class Peer {
         throw new ParseError(`candidate refused: ${(err as Error).message}`, { cause: err });
       }
     }
+  }
+
+  /**
+   * Calls `ready` once, when every DTLS transport of the peer is connected: the SRTP keys
+   * exist, so media can be protected, on werift's path or the send engine's (which takes the
+   * keys and gets none before). werift's `connected` connection state is not that moment in
+   * every case (an ICE-connected transport makes its connect() return without waiting for
+   * DTLS, and the SFU attaches tracks outside it), so media is started from here. Never
+   * called after `close`.
+   */
+  onMediaReady(ready: () => void): void {
+    this.#mediaReady.push(ready);
+    this.#checkMediaReady();
+  }
+
+  /** True when every DTLS transport is connected (SRTP started before werift says so). */
+  get mediaReady(): boolean {
+    const transports = this.pc.dtlsTransports;
+    return transports.length > 0 && transports.every((t) => t.state === "connected");
+  }
+
+  #checkMediaReady(): void {
+    if (this.#closed || this.#mediaReady.length === 0 || !this.mediaReady) return;
+    const ready = this.#mediaReady;
+    this.#mediaReady = [];
+    for (const call of ready) call();
   }
 
   /** Gives back the held ports not in `bound`. */
@@ -316,6 +347,7 @@ export class Peer {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    this.#mediaReady = [];
     openPeers--;
     try {
       await this.pc.close();
