@@ -170,7 +170,11 @@ export function sfuCodecs(): NegotiatedCodec[] {
   return [opus, ...video];
 }
 
-/** Numbers the engine groups of delivered tracks: each subscription is a group of its own. */
+/**
+ * Numbers the engine groups of delivered tracks' own: what only that subscriber gets (its
+ * retransmissions, a VP8 simulcast track rewritten for it per packet); the layers it shares
+ * with others are the published track's groups (layer_group.ts).
+ */
 let nextEngineGroup = 1;
 
 /** An SFU participant's peer connection. */

@@ -15,6 +15,8 @@ import type { NegotiatedCodec } from "../protocols/webrtc/codecs.ts";
 import { PacketCache } from "../protocols/webrtc/packet_cache.ts";
 import type { RetransmitBudget } from "../protocols/webrtc/retransmit_budget.ts";
 import type { RtpSendPath } from "../protocols/webrtc/send_path.ts";
+import { EngineGroup, EngineSendPath } from "../protocols/webrtc/engine_send_path.ts";
+import { LayerGroup, type LayerSource, SharedForward } from "./layer_group.ts";
 import { LayerChoice, orderRids } from "../rtp/layer_choice.ts";
 import { LayerMonitor, type LayerReport } from "../rtp/layer_monitor.ts";
 import { ReceptionStats } from "../rtp/receiver_report.ts";
@@ -62,8 +64,18 @@ export interface TrackFeedback {
 export class Subscription {
   readonly path: RtpSendPath;
   readonly #track: PublishedTrack;
-  /** Present for a simulcast track: the subscriber's layer switch and choice. */
+  /**
+   * Present for a simulcast track forwarded packet by packet (off the send engine, or VP8,
+   * whose picture ids are rewritten per subscriber): the subscriber's layer switch.
+   */
   readonly #switch?: SimulcastSwitch;
+  /**
+   * Present on the send engine (but for VP8 simulcast): the subscriber receives its layer's
+   * shared engine group, rewritten for it by the Workers.
+   */
+  readonly #shared?: SharedForward;
+  /** The track has layers to choose between (`#choice` is present). */
+  readonly #layered: boolean;
   readonly #choice?: LayerChoice;
   /** One reused packet for what the switch rewrote (the send path reads it at once). */
   readonly #out = new RtpPacket(new RtpHeader(), Buffer.alloc(0));
@@ -73,7 +85,17 @@ export class Subscription {
     this.#track = track;
     this.path = path;
     const codec = track.codec.codec;
-    if (track.layers.length > 1 && (codec === "H264" || codec === "VP8")) {
+    this.#layered = track.layers.length > 1 && (codec === "H264" || codec === "VP8");
+    if (path instanceof EngineSendPath && !(this.#layered && codec === "VP8")) {
+      this.#shared = new SharedForward(
+        path,
+        track.layerSource,
+        codec,
+        this.#layered,
+        switchKeyframeRetryMs,
+      );
+      if (this.#layered) this.#choice = new LayerChoice(track.layers.length);
+    } else if (this.#layered && (codec === "H264" || codec === "VP8")) {
       this.#switch = new SimulcastSwitch({
         codec,
         ssrc: path.ssrc,
@@ -84,9 +106,20 @@ export class Subscription {
     }
   }
 
+  /** Whether the subscriber receives the track's shared engine groups (not packet by packet). */
+  get shared(): boolean {
+    return this.#shared !== undefined;
+  }
+
+  /** Layer forwarded, -1 before the first one or without layers. */
+  get #forwardedLayer(): number {
+    if (!this.#layered) return -1;
+    return this.#shared ? this.#shared.layer : this.#switch!.layer;
+  }
+
   /** rid of the layer forwarded (null for a track without layers or before the first one). */
   get layer(): string | null {
-    const forwarded = this.#switch?.layer ?? -1;
+    const forwarded = this.#forwardedLayer;
     return forwarded < 0 ? null : this.#track.layers[forwarded];
   }
 
@@ -99,14 +132,15 @@ export class Subscription {
   setMuted(muted: boolean): void {
     if (muted === this.#muted) return;
     this.#muted = muted;
+    this.#shared?.setPaused(muted, performance.now());
     if (muted || this.#track.kind !== "video") return;
     if (this.#switch) this.#switch.restart(performance.now());
-    else this.#track.requestLayerKeyframe(0);
+    else if (!this.#layered) this.#track.requestLayerKeyframe(0);
   }
 
   /** Whether the subscriber gets one of several layers. */
   get switchable(): boolean {
-    return this.#switch !== undefined;
+    return this.#layered;
   }
 
   /** Caps the layer at `rid` (changeQuality); false when the track has no such layer. */
@@ -128,21 +162,24 @@ export class Subscription {
 
   /** Caps VP8 temporal layers at `tid` (changeTid); false without layers. */
   setTemporal(tid: number): boolean {
-    if (!this.#switch) return false;
-    this.#switch.selectTemporal(tid);
+    if (!this.#layered) return false;
+    // H.264 layers on the engine have no temporal layers to drop (VP8 is switched per packet).
+    this.#switch?.selectTemporal(tid);
     return true;
   }
 
   /** Re-chooses the layer from the cap, the feedback and the layers alive now. */
   choose(nowMs: number, alive?: boolean[], kbps?: number[]): void {
-    if (!this.#switch || !this.#choice) return;
+    if (!this.#choice) return;
     const monitor = this.#track.monitor;
     const layer = this.#choice.choose(
       alive ?? monitor.aliveLayers(nowMs),
       kbps ?? monitor.bitratesKbps(nowMs),
       nowMs,
     );
-    if (layer >= 0) this.#switch.select(layer, nowMs);
+    if (layer < 0) return;
+    if (this.#shared) this.#shared.select(layer, nowMs);
+    else this.#switch!.select(layer, nowMs);
   }
 
   /**
@@ -156,7 +193,7 @@ export class Subscription {
   /** Measured bitrate of what is forwarded to the subscriber, in kbit/s (0 when muted). */
   sendingKbps(nowMs: number): number {
     if (this.#muted) return 0;
-    const layer = this.#switch ? this.#switch.layer : 0;
+    const layer = this.#layered ? this.#forwardedLayer : 0;
     return layer < 0 ? 0 : this.#track.monitor.bitratesKbps(nowMs)[layer] ?? 0;
   }
 
@@ -168,6 +205,7 @@ export class Subscription {
   /** The subscriber needs a keyframe (its PLI or FIR, or it unmuted the track). */
   keyframeNeeded(): void {
     if (this.#switch) this.#switch.keyframeNeeded(performance.now());
+    else if (this.#shared && this.#layered) this.#shared.keyframeNeeded(performance.now());
     else this.#track.requestLayerKeyframe(0);
   }
 
@@ -179,6 +217,8 @@ export class Subscription {
     for (const seq of sequenceNumbers) {
       const packet = this.#switch
         ? this.#rewritten(this.#switch.retransmission(seq, (l, s) => track.cached(l, s)))
+        : this.#shared && this.#layered
+        ? this.#sharedResend(seq)
         : track.cached(0, seq);
       if (!packet || !budget.take(nowMs)) continue;
       this.path.send(packet);
@@ -186,7 +226,25 @@ export class Subscription {
     }
   }
 
-  /** Takes one packet of the publisher's `layer`. */
+  /** The packet sent as `sequenceNumber` through a layer group, rewritten as it was sent. */
+  #sharedResend(sequenceNumber: number): RtpPacket | undefined {
+    const from = this.#shared!.resend(sequenceNumber);
+    const packet = from && this.#track.cached(from.layer, from.layerSequence);
+    if (!from || !packet) return undefined;
+    const out = this.#out;
+    out.header.sequenceNumber = sequenceNumber;
+    out.header.timestamp = (packet.header.timestamp + from.timestampOffset) >>> 0;
+    out.header.marker = packet.header.marker;
+    out.payload = packet.payload;
+    return out;
+  }
+
+  /** Ends the subscription: it leaves the track's layer groups. */
+  close(): void {
+    this.#shared?.close();
+  }
+
+  /** Takes one packet of the publisher's `layer` (a subscription forwarded packet by packet). */
   forward(layer: number, packet: RtpPacket, nowMs: number): void {
     if (this.#muted) return;
     if (!this.#switch) {
@@ -204,7 +262,11 @@ export class Subscription {
 
   /** Passes on the publisher's sender report of `layer` when that layer is forwarded. */
   senderReport(layer: number, ntpTimestamp: bigint, rtpTimestamp: number): void {
-    if (!this.#switch) {
+    if (this.#shared && this.#layered) {
+      if (this.#shared.layer !== layer) return;
+      const timestamp = (rtpTimestamp + this.#shared.timestampOffset) >>> 0;
+      this.path.sendSenderReport(ntpTimestamp, timestamp);
+    } else if (!this.#switch) {
       if (layer === 0) this.path.sendSenderReport(ntpTimestamp, rtpTimestamp);
     } else if (this.#switch.layer === layer) {
       const timestamp = (rtpTimestamp + this.#switch.timestampOffset) >>> 0;
@@ -227,6 +289,10 @@ export class Subscription {
   }
 }
 
+/** Numbers published tracks and layer groups, for unique engine group names. */
+let nextTrackSerial = 1;
+let nextGroupSerial = 1;
+
 /** A published track of an SFU participant and its subscribers. */
 export class PublishedTrack {
   readonly info: TrackInfo;
@@ -245,7 +311,13 @@ export class PublishedTrack {
   readonly #reception: (ReceptionStats | undefined)[];
   readonly #lastPliMs: number[];
   readonly #subscriptions: Subscription[] = [];
+  /** Subscriptions forwarded packet by packet (not through layer groups). */
+  readonly #solo: Subscription[] = [];
+  /** Engine groups of the layers, by layer then abs-send-time id (see layer_group.ts). */
+  readonly #groups: Map<number | undefined, LayerGroup>[];
   readonly #transceiver: RTCRtpTransceiver;
+  /** What the track's SharedForwards need of it. */
+  readonly layerSource: LayerSource;
   #closed = false;
 
   constructor(info: TrackInfo, codec: NegotiatedCodec, transceiver: RTCRtpTransceiver) {
@@ -259,7 +331,36 @@ export class PublishedTrack {
     this.#caches = this.layers.map(() => new PacketCache());
     this.#reception = new Array(count).fill(undefined);
     this.#lastPliMs = new Array(count).fill(-Infinity);
+    this.#groups = this.layers.map(() => new Map());
     this.#transceiver = transceiver;
+    const serial = nextTrackSerial++;
+    const simulcast = this.layers.length > 1;
+    this.layerSource = {
+      layerGroup: (layer, absSendTimeId, engine) => {
+        const groups = this.#groups[layer];
+        let group = groups.get(absSendTimeId);
+        if (!group) {
+          // A new name each time: the engine may still hold a let-go one's last leave.
+          const name = `sfu/${serial}/${layer}/${absSendTimeId ?? "-"}/${nextGroupSerial++}`;
+          group = new LayerGroup(
+            layer,
+            new EngineGroup(name, absSendTimeId),
+            engine,
+            codec.params.clockRate,
+            simulcast,
+          );
+          groups.set(absSendTimeId, group);
+        }
+        return group;
+      },
+      releaseGroup: (group) => {
+        const groups = this.#groups[group.layer];
+        if (groups.get(group.group.absSendTimeId) === group) {
+          groups.delete(group.group.absSendTimeId);
+        }
+      },
+      requestKeyframe: (layer) => this.requestLayerKeyframe(layer),
+    };
     // werift may create the remote track while applying the offer, before this runs.
     const listen = (track: MediaStreamTrack) => {
       const layer = Math.max(0, this.layers.indexOf(track.rid ?? null));
@@ -289,6 +390,7 @@ export class PublishedTrack {
   subscribe(path: RtpSendPath): Subscription {
     const subscription = new Subscription(this, path);
     this.#subscriptions.push(subscription);
+    if (!subscription.shared) this.#solo.push(subscription);
     // Chosen now, so the keyframe asked for is of the subscriber's layer.
     if (subscription.switchable) subscription.choose(performance.now());
     else if (this.kind === "video") this.requestLayerKeyframe(0);
@@ -298,7 +400,11 @@ export class PublishedTrack {
   /** Stops forwarding to a subscription. */
   unsubscribe(subscription: Subscription): void {
     const i = this.#subscriptions.indexOf(subscription);
-    if (i >= 0) this.#subscriptions.splice(i, 1);
+    if (i < 0) return;
+    this.#subscriptions.splice(i, 1);
+    const j = this.#solo.indexOf(subscription);
+    if (j >= 0) this.#solo.splice(j, 1);
+    subscription.close();
   }
 
   /**
@@ -356,7 +462,9 @@ export class PublishedTrack {
   /** Stops forwarding to everyone (the publisher left or removed the track). */
   close(): void {
     this.#closed = true;
+    for (const s of this.#subscriptions) s.close();
     this.#subscriptions.length = 0;
+    this.#solo.length = 0;
     for (const cache of this.#caches) cache.clear();
   }
 
@@ -371,8 +479,9 @@ export class PublishedTrack {
     reception.update(sequenceNumber, timestamp, nowMs);
     // Padding-only packets are bandwidth probes: nothing to forward.
     if (packet.payload.length === 0) {
-      const subscriptions = this.#subscriptions;
-      for (let i = 0; i < subscriptions.length; i++) subscriptions[i].skip(layer, packet);
+      const solo = this.#solo;
+      for (let i = 0; i < solo.length; i++) solo[i].skip(layer, packet);
+      for (const group of this.#groups[layer].values()) group.skip(sequenceNumber);
       return;
     }
     this.#ssrcs[layer] = packet.header.ssrc;
@@ -380,8 +489,34 @@ export class PublishedTrack {
     if (this.kind === "video") this.#caches[layer].put(packet);
     // A muted track is not forwarded (the publisher may keep sending black frames).
     if (this.info.mute) return;
-    const subscriptions = this.#subscriptions;
-    for (let i = 0; i < subscriptions.length; i++) subscriptions[i].forward(layer, packet, nowMs);
+    const solo = this.#solo;
+    for (let i = 0; i < solo.length; i++) solo[i].forward(layer, packet, nowMs);
+    this.#publishToGroups(layer, packet, nowMs);
+  }
+
+  /**
+   * Hands a packet of `layer` to its engine groups, once each: subscribers waiting for the
+   * layer move in first when it starts a keyframe (the move reaches the Workers before the
+   * packet does); the others waiting are asked for again, throttled.
+   */
+  #publishToGroups(layer: number, packet: RtpPacket, nowMs: number): void {
+    let keyframe: boolean | undefined;
+    for (const groups of this.#groups) {
+      for (const group of groups.values()) {
+        if (group.waiting.size === 0) continue;
+        if (group.layer === layer) {
+          keyframe ??= group.waiting.values().next().value!.startsKeyframe(packet.payload);
+          if (keyframe) {
+            for (const member of [...group.waiting]) member.switchAt(group, packet, nowMs);
+            continue;
+          }
+        }
+        for (const member of group.waiting) member.maybeRequest(nowMs);
+      }
+    }
+    for (const group of this.#groups[layer].values()) {
+      if (group.members.size > 0) group.publish(packet, nowMs);
+    }
   }
 
   #onRtcp(rtcp: RtcpPacket): void {

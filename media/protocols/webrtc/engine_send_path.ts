@@ -62,6 +62,11 @@ export class EngineSendPaths {
     return this.#paths.size;
   }
 
+  /** The paths on the engine now. */
+  paths(): EngineSendPath[] {
+    return [...this.#paths.values()];
+  }
+
   /** Starts the engine's Workers (`options.socketFd`: the ICE mux's socket). */
   async start(options: SendEngineOptions): Promise<void> {
     if (this.#engine) return;
@@ -98,7 +103,7 @@ export class EngineSendPaths {
       // An address the engine's socket cannot reach (another family): werift sends instead.
       return undefined;
     }
-    const path = new EngineSendPath(this, engine, id, sender, group);
+    const path = new EngineSendPath(this, engine, id, sender, group, payloadType);
     this.#paths.set(id, path);
     this.#timer ??= setInterval(() => void this.#poll(), engineStatsIntervalMs);
     return path;
@@ -164,6 +169,9 @@ export class EngineSendPath implements RtpSendPath {
   dropped = 0;
   readonly #owner: EngineSendPaths;
   readonly #sender: RTCRtpSender;
+  readonly #payloadType: number;
+  /** A group shared with other paths it is in besides its own, and that group's counts then. */
+  #shared?: { group: EngineGroup; basePackets: number; baseOctets: number };
   /** The group's counts when the path joined it. */
   readonly #basePackets: number;
   readonly #baseOctets: number;
@@ -176,8 +184,10 @@ export class EngineSendPath implements RtpSendPath {
     id: string,
     sender: RTCRtpSender,
     group: EngineGroup,
+    payloadType: number,
   ) {
     this.#owner = owner;
+    this.#payloadType = payloadType;
     this.engine = engine;
     this.id = id;
     this.#sender = sender;
@@ -187,13 +197,54 @@ export class EngineSendPath implements RtpSendPath {
     this.#baseOctets = group.octets;
   }
 
-  /** Packets sent to this player: the group's since it joined, plus its own. */
+  /** Packets sent to this player: the groups' since it joined them, plus its own. */
   get packets(): number {
-    return this.group.packets - this.#basePackets + this.#ownPackets;
+    const shared = this.#shared;
+    return this.group.packets - this.#basePackets + this.#ownPackets +
+      (shared ? shared.group.packets - shared.basePackets : 0);
   }
 
   get octets(): number {
-    return this.group.octets - this.#baseOctets + this.#ownOctets;
+    const shared = this.#shared;
+    return this.group.octets - this.#baseOctets + this.#ownOctets +
+      (shared ? shared.group.octets - shared.baseOctets : 0);
+  }
+
+  /** The shared group this path is in besides its own, if any. */
+  get sharedGroup(): EngineGroup | undefined {
+    return this.#shared?.group;
+  }
+
+  /**
+   * Puts this player into `group` (one that other players share, e.g. an SFU track's layer),
+   * leaving the shared group it was in: packets published to `group` from now on reach it
+   * under its SSRC and payload type, with `rewrite`'s offsets added to their sequence numbers
+   * and timestamps; `rewrite.startSequence`: the group's sequence number of the first packet
+   * it is to get (late packets from before it are not sent to it).
+   */
+  joinShared(
+    group: EngineGroup,
+    rewrite: { sequenceOffset: number; timestampOffset: number; startSequence?: number },
+  ): void {
+    if (this.engine.closed) return;
+    if (this.#shared?.group !== group) this.leaveShared();
+    this.engine.join(this.id, {
+      group: group.name,
+      ssrc: this.ssrc,
+      payloadType: this.#payloadType,
+      ...rewrite,
+    });
+    this.#shared ??= { group, basePackets: group.packets, baseOctets: group.octets };
+  }
+
+  /** Leaves the shared group: nothing more published to it reaches this player. */
+  leaveShared(): void {
+    const shared = this.#shared;
+    if (!shared) return;
+    this.#shared = undefined;
+    this.#ownPackets += shared.group.packets - shared.basePackets;
+    this.#ownOctets += shared.group.octets - shared.baseOctets;
+    if (!this.engine.closed) this.engine.leave(this.id, shared.group.name);
   }
 
   /** Sends `packet` to this player only (a retransmission from the packet cache). */
@@ -211,6 +262,7 @@ export class EngineSendPath implements RtpSendPath {
 
   /** Leaves the engine: nothing more is sent to this player. */
   close(): void {
+    this.leaveShared();
     this.#owner.remove(this);
   }
 }
