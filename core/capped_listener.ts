@@ -39,7 +39,9 @@ export interface CappedConnections<C extends { close(): void }> {
 export class CappedListener<C extends { close(): void }> {
   #listener: Deno.Listener | undefined;
   #conns = new Set<C>();
-  #serving = new Set<Promise<void>>();
+  /** Connections being served, and what `close()` waits on for them to end. */
+  #serving = 0;
+  #allServed: PromiseWithResolvers<void> | undefined;
   #accepting: Promise<void> | undefined;
   #closing = false;
   #lastRefusalLogMs = -Infinity;
@@ -99,17 +101,30 @@ export class CappedListener<C extends { close(): void }> {
     }
     const conn = this.#protocol.wrap(tcp);
     this.#conns.add(conn);
-    // A handler's bug costs its connection, never the process.
-    const serving = Promise.resolve().then(() => this.#protocol.serve(conn)).catch((err) =>
-      this.#log.error(`${this.#protocol.protocol} connection failed`, { address, err })
-    ).finally(() => {
+    this.#serving++;
+    void this.#serveOne(conn, address);
+  }
+
+  /**
+   * Serves one admitted connection and frees its slots however serving ends. One async frame
+   * per connection: a chain of then/catch/finally held three closures and four promises for
+   * each idle player for the connection's life.
+   */
+  async #serveOne(conn: C, address: string): Promise<void> {
+    // Served from the next tick, as the accept loop expects of a handler.
+    await undefined;
+    try {
+      await this.#protocol.serve(conn);
+    } catch (err) {
+      // A handler's bug costs its connection, never the process.
+      this.#log.error(`${this.#protocol.protocol} connection failed`, { address, err });
+    } finally {
       conn.close();
-      connections.release();
-      perAddress.release(address);
+      this.#caps.connections.release();
+      this.#caps.perAddress.release(address);
       this.#conns.delete(conn);
-      this.#serving.delete(serving);
-    });
-    this.#serving.add(serving);
+      if (--this.#serving === 0) this.#allServed?.resolve();
+    }
   }
 
   #logRefusal(reason: string, address: string): void {
@@ -134,6 +149,8 @@ export class CappedListener<C extends { close(): void }> {
     }
     await this.#accepting;
     for (const conn of this.#conns) conn.close();
-    await Promise.allSettled([...this.#serving]);
+    if (this.#serving === 0) return;
+    this.#allServed ??= Promise.withResolvers();
+    await this.#allServed.promise;
   }
 }

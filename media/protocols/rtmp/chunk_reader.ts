@@ -37,11 +37,14 @@ interface ChunkStream {
   received: number;
 }
 
+/** What a reader keeps between pushes when they end on a chunk boundary: one shared empty view. */
+const noBytes = new Uint8Array(0);
+
 /** Reassembles RTMP messages from the bytes of a connection. */
 export class ChunkReader {
   #chunkBytes = defaultChunkBytes;
   #streams = new Map<number, ChunkStream>();
-  #rest: Uint8Array = new Uint8Array(0);
+  #rest: Uint8Array = noBytes;
   #pendingBytes = 0;
   /** Bytes consumed since the start, for acknowledgements (grows past 2^32; callers wrap). */
   bytesReceived = 0;
@@ -71,7 +74,7 @@ export class ChunkReader {
       pos += used;
     }
     // Kept as a copy: the caller reuses its read buffer.
-    this.#rest = pos === input.length ? new Uint8Array(0) : input.slice(pos);
+    this.#rest = pos === input.length ? noBytes : input.slice(pos);
     return out;
   }
 

@@ -2,8 +2,8 @@
  * One RTMP connection over a Deno TCP connection: handshake, the read loop that reassembles
  * messages and answers protocol control (acknowledgements, pings), and ordered writes with a
  * timeout so a peer that stops reading is dropped instead of holding its writer forever.
- * Writes issued while one is in flight go out together as one write, and one lazily armed
- * timer per connection watches them, so a player costs one write and no timer per frame.
+ * Writes issued while one is in flight go out together as one write, and one interval timer
+ * shared by every connection watches them, so a player costs one write and no timer per frame.
  */
 import { ParseError, TruncatedError } from "../../../core/errors.ts";
 import { ChunkReader } from "./chunk_reader.ts";
@@ -29,14 +29,21 @@ import {
 } from "./message.ts";
 
 /**
- * Size of the buffer a connection first reads into, in bytes: enough for the handshake and
- * for what a player sends, so idle players stay small.
+ * Size of the buffer a connection first reads messages into, in bytes: what a player sends
+ * (commands, acknowledgements, pings) takes a read or a few, and the buffer stays pinned
+ * under the pending read for the connection's life, so players stay small. The handshake
+ * reads into buffers of its own.
  */
-export const readBufferMinBytes = 2 * 1024;
+export const readBufferMinBytes = 256;
 /** Size the read buffer doubles up to while reads fill it (publishers), in bytes. */
 export const readBufferMaxBytes = 64 * 1024;
 /** Longest a single write may wait for the peer to take bytes, in milliseconds. */
 export const writeTimeoutMs = 10_000;
+/**
+ * How often the connections with a write in flight are checked against their write timeout,
+ * in milliseconds: a write is cut between its timeout and this much later.
+ */
+export const writeCheckIntervalMs = 500;
 /** Window acknowledgement size announced to peers, in bytes (what nginx-rtmp announces). */
 export const windowAckBytes = 5_000_000;
 
@@ -53,19 +60,43 @@ export class RtmpClosedError extends Error {
 /** Called once bytes are written, or with the error that closed the connection. */
 export type WriteDone = (err?: RtmpClosedError) => void;
 
+/** Options of an RtmpConn. */
+export interface RtmpConnOptions {
+  /** Longest a write may wait for the peer to take bytes, in milliseconds (`writeTimeoutMs`). */
+  readonly writeTimeoutMs?: number;
+}
+
 /** An RTMP connection: bytes in, messages out; messages in, chunks out. */
 export class RtmpConn {
+  /**
+   * Open connections that have written: one interval timer checks all their writes. A timer
+   * of each connection's own (re-armed while it wrote) held about half a KiB per idle player.
+   */
+  static #watched = new Set<RtmpConn>();
+  static #checker: ReturnType<typeof setInterval> | undefined;
+
+  /** Closes the watched connections whose write has waited longer than their timeout. */
+  static #checkWrites = (): void => {
+    const now = performance.now();
+    for (const conn of RtmpConn.#watched) {
+      if (conn.#writeStartMs >= 0 && now - conn.#writeStartMs >= conn.#writeTimeoutMs) conn.close();
+    }
+  };
+
   readonly #conn: Deno.Conn;
   readonly #reader = new ChunkReader();
   #buf = new Uint8Array(readBufferMinBytes);
-  #pending = noBytes;
   #peerWindowBytes = 0;
   #lastAckBytes = 0;
   /** Start of the write in flight (performance.now() ms), or -1 when none is. */
   #writeStartMs = -1;
-  /** Bytes given while a write was in flight, sent next as one write, and their callbacks. */
-  #queued: Uint8Array[] = [];
-  #queuedDone: WriteDone[] = [];
+  readonly #writeTimeoutMs: number;
+  /**
+   * Bytes given while a write was in flight, sent next as one write, and their callbacks;
+   * made when first needed (players rarely queue).
+   */
+  #queued: Uint8Array[] | undefined;
+  #queuedDone: WriteDone[] | undefined;
   /** Bytes of the write in flight, and how many of them the socket has taken. */
   #inFlight = noBytes;
   #inFlightOffset = 0;
@@ -75,11 +106,11 @@ export class RtmpConn {
    */
   #inFlightDone: WriteDone | undefined;
   #inFlightJoined: WriteDone[] | undefined;
-  #watchdog: ReturnType<typeof setTimeout> | undefined;
   #closed = false;
 
-  constructor(conn: Deno.Conn) {
+  constructor(conn: Deno.Conn, options: RtmpConnOptions = {}) {
     this.#conn = conn;
+    this.#writeTimeoutMs = options.writeTimeoutMs ?? writeTimeoutMs;
   }
 
   /** True once `close()` ran or the peer went away. */
@@ -132,7 +163,6 @@ export class RtmpConn {
    * ParseError.
    */
   async *messages(): AsyncGenerator<RtmpMessage> {
-    yield* this.#handle(this.#takePending());
     for (;;) {
       let n: number | null;
       try {
@@ -145,10 +175,7 @@ export class RtmpConn {
         this.close();
         return;
       }
-      // The chunk reader copies what it keeps, so a full buffer can be swapped for a larger one.
-      const bytes = this.#buf.subarray(0, n);
-      if (n === this.#buf.length && n < readBufferMaxBytes) this.#buf = new Uint8Array(2 * n);
-      yield* this.#handle(this.#reader.push(bytes));
+      yield* this.#handle(this.#take(n));
       const received = this.#reader.bytesReceived;
       if (this.#peerWindowBytes > 0 && received - this.#lastAckBytes >= this.#peerWindowBytes) {
         this.#lastAckBytes = received;
@@ -163,14 +190,14 @@ export class RtmpConn {
   }
 
   /**
-   * The messages in the bytes read past the handshake. The handshake's buffer is let go (not
-   * held in this generator's frame either): an empty view of it kept its 1.5 KiB for the
-   * connection's life.
+   * The messages completed by the `n` bytes just read. A view of the read buffer made here is
+   * not held in the message loop's frame while it waits for the next read.
    */
-  #takePending(): RtmpMessage[] {
-    const pending = this.#pending;
-    this.#pending = noBytes;
-    return pending.length > 0 ? this.#reader.push(pending) : [];
+  #take(n: number): RtmpMessage[] {
+    const bytes = this.#buf.subarray(0, n);
+    // The chunk reader copies what it keeps, so a full buffer can be swapped for a larger one.
+    if (n === this.#buf.length && n < readBufferMaxBytes) this.#buf = new Uint8Array(2 * n);
+    return this.#reader.push(bytes);
   }
 
   *#handle(messages: RtmpMessage[]): Generator<RtmpMessage> {
@@ -218,8 +245,8 @@ export class RtmpConn {
       return;
     }
     if (this.#writeStartMs >= 0) {
-      this.#queued.push(bytes);
-      this.#queuedDone.push(done);
+      (this.#queued ??= []).push(bytes);
+      (this.#queuedDone ??= []).push(done);
       return;
     }
     this.#inFlightDone = done;
@@ -230,7 +257,10 @@ export class RtmpConn {
   // dozens of times a second, and each call's closures and frames were garbage to collect.
   #write(bytes: Uint8Array): void {
     this.#writeStartMs = performance.now();
-    this.#watchdog ??= setTimeout(this.#checkWrite, writeTimeoutMs);
+    if (!RtmpConn.#watched.has(this)) {
+      RtmpConn.#watched.add(this);
+      RtmpConn.#checker ??= setInterval(RtmpConn.#checkWrites, writeCheckIntervalMs);
+    }
     this.#inFlight = bytes;
     this.#inFlightOffset = 0;
     this.#conn.write(bytes).then(this.#wrote, this.#writeFailed);
@@ -266,11 +296,11 @@ export class RtmpConn {
     this.#inFlightDone = undefined;
     this.#inFlightJoined = undefined;
     let failed: WriteDone[] | undefined;
-    if (this.#queued.length > 0) {
-      const queued = this.#queued;
-      const queuedDone = this.#queuedDone;
-      this.#queued = [];
-      this.#queuedDone = [];
+    const queued = this.#queued;
+    const queuedDone = this.#queuedDone;
+    if (queued && queuedDone) {
+      this.#queued = undefined;
+      this.#queuedDone = undefined;
       if (this.#closed) failed = queuedDone;
       else {
         this.#inFlightJoined = queuedDone;
@@ -282,21 +312,14 @@ export class RtmpConn {
     if (failed) { for (const d of failed) d(err ?? new RtmpClosedError()); }
   }
 
-  /** Closes a connection whose write has waited `writeTimeoutMs`; rests while none is in flight. */
-  #checkWrite = (): void => {
-    this.#watchdog = undefined;
-    if (this.#writeStartMs < 0) return;
-    const waitedMs = performance.now() - this.#writeStartMs;
-    if (waitedMs >= writeTimeoutMs) this.close();
-    else this.#watchdog = setTimeout(this.#checkWrite, writeTimeoutMs - waitedMs);
-  };
-
   /** Closes the socket; pending reads end and pending writes fail. Idempotent. */
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
-    clearTimeout(this.#watchdog);
-    this.#watchdog = undefined;
+    if (RtmpConn.#watched.delete(this) && RtmpConn.#watched.size === 0) {
+      clearInterval(RtmpConn.#checker);
+      RtmpConn.#checker = undefined;
+    }
     try {
       this.#conn.close();
     } catch {
@@ -304,17 +327,17 @@ export class RtmpConn {
     }
   }
 
+  /**
+   * Exactly `bytes` bytes, read straight into a buffer of that size: nothing past the
+   * handshake is read here, so no leftover of it is kept for the message loop.
+   */
   async #readExact(bytes: number): Promise<Uint8Array> {
-    while (this.#pending.length < bytes) {
-      const n = await this.#conn.read(this.#buf);
+    const out = new Uint8Array(bytes);
+    for (let filled = 0; filled < bytes;) {
+      const n = await this.#conn.read(out.subarray(filled));
       if (n === null) throw new TruncatedError("RTMP peer closed during the handshake");
-      const merged = new Uint8Array(this.#pending.length + n);
-      merged.set(this.#pending);
-      merged.set(this.#buf.subarray(0, n), this.#pending.length);
-      this.#pending = merged;
+      filled += n;
     }
-    const out = this.#pending.subarray(0, bytes);
-    this.#pending = this.#pending.subarray(bytes);
     return out;
   }
 

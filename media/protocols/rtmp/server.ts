@@ -142,7 +142,6 @@ export class RtmpServer {
   }
 
   async #serve(conn: RtmpConn): Promise<void> {
-    const log = this.#log.child({ remote: conn.remote });
     const setupTimeoutMs = this.#options.setupTimeoutMs ?? sessionSetupTimeoutMs;
     let session: RtmpSession | undefined;
     let sink: PublishSink | undefined;
@@ -157,6 +156,11 @@ export class RtmpServer {
         if (!sink && !playing) conn.close();
       }, setupTimeoutMs);
     };
+    // A cleared timer still held here would stay for the connection's life.
+    const disarmSetupTimer = () => {
+      clearTimeout(setupTimer);
+      setupTimer = undefined;
+    };
     armSetupTimer();
     // After a refusal, what the client still sends is ignored until it hangs up or the grace
     // time ends.
@@ -164,7 +168,7 @@ export class RtmpServer {
     let graceTimer: ReturnType<typeof setTimeout> | undefined;
     const hangUpSoon = () => {
       refused = true;
-      clearTimeout(setupTimer);
+      disarmSetupTimer();
       graceTimer ??= setTimeout(() => conn.close(), refusalGraceMs);
     };
     try {
@@ -195,7 +199,10 @@ export class RtmpServer {
                     description: err.message,
                   }),
                 );
-                log.info("rtmp connect refused", { app: request.app, reason: err.message });
+                this.#logOf(conn).info("rtmp connect refused", {
+                  app: request.app,
+                  reason: err.message,
+                });
                 hangUpSoon();
                 break;
               }
@@ -217,7 +224,12 @@ export class RtmpServer {
               break;
             case "publish": {
               if (!session) {
-                await refuseBeforeConnect(conn, command, StatusCode.publishFailed, log);
+                await refuseBeforeConnect(
+                  conn,
+                  command,
+                  StatusCode.publishFailed,
+                  this.#logOf(conn),
+                );
                 hangUpSoon();
                 break;
               }
@@ -231,25 +243,28 @@ export class RtmpServer {
                   ? StatusCode.publishBadName
                   : StatusCode.publishFailed;
                 await sendStatus(conn, "error", code, err.message);
-                log.info("rtmp publish refused", { stream: name, reason: err.message });
+                this.#logOf(conn).info("rtmp publish refused", {
+                  stream: name,
+                  reason: err.message,
+                });
                 hangUpSoon();
                 break;
               }
-              clearTimeout(setupTimer);
+              disarmSetupTimer();
               await conn.send(ChunkStreamId.control, userControl(UserControlEvent.streamBegin));
               await sendStatus(conn, "status", StatusCode.publishStart, `${name} is now published`);
-              log.info("rtmp publish", { stream: name });
+              this.#logOf(conn).info("rtmp publish", { stream: name });
               break;
             }
             case "play": {
               if (!session) {
-                await refuseBeforeConnect(conn, command, StatusCode.playFailed, log);
+                await refuseBeforeConnect(conn, command, StatusCode.playFailed, this.#logOf(conn));
                 hangUpSoon();
                 break;
               }
               if (sink || playing) throw new ParseError("second publish/play on one connection");
               const { name, query } = streamNameArg(command);
-              clearTimeout(setupTimer);
+              disarmSetupTimer();
               await conn.send(ChunkStreamId.control, userControl(UserControlEvent.streamBegin));
               playing = session.play(name, query, { conn, ended: ended.promise }).then(
                 () => conn.close(),
@@ -260,13 +275,16 @@ export class RtmpServer {
                       : StatusCode.playFailed;
                     await sendStatus(conn, "error", code, err.message).catch(() => {});
                     if (!(err instanceof NotFoundError)) {
-                      log.info("rtmp play refused", { stream: name, reason: err.message });
+                      this.#logOf(conn).info("rtmp play refused", {
+                        stream: name,
+                        reason: err.message,
+                      });
                     }
                     hangUpSoon();
                     return;
                   }
                   if (!(err instanceof RtmpClosedError)) {
-                    log.warn("rtmp play failed", { stream: name, err });
+                    this.#logOf(conn).warn("rtmp play failed", { stream: name, err });
                   }
                   conn.close();
                 },
@@ -306,7 +324,7 @@ export class RtmpServer {
       }
     } catch (err) {
       if (!(err instanceof RtmpClosedError) && !conn.closed) {
-        log.info("rtmp connection dropped", {
+        this.#logOf(conn).info("rtmp connection dropped", {
           reason: err instanceof ParseError || err instanceof MediaServerError
             ? err.message
             : String(err),
@@ -321,6 +339,14 @@ export class RtmpServer {
       await playing;
       session?.close();
     }
+  }
+
+  /**
+   * The logger of `conn`'s lines, made when a line is written: connections log rarely, and a
+   * child logger held per connection was a dozen closures for each idle player.
+   */
+  #logOf(conn: RtmpConn): Logger {
+    return this.#log.child({ remote: conn.remote });
   }
 
   async #acceptConnect(conn: RtmpConn, command: RtmpCommand): Promise<void> {
