@@ -12,6 +12,7 @@ import { ffiSrtpAvailable } from "../rtp/srtp/srtp_ffi.ts";
 import { readBatch, type Uint32ArrayLike } from "./send_batch.ts";
 import type { GroupMembership, StatsTriples, WorkerSubscriber } from "./send_messages.ts";
 import { UdpBatchSender, type UdpBatchSenderOptions } from "./udp_batch_sender.ts";
+import { readVp8, rtpPayloadStart, shiftVp8, vp8Fields } from "./vp8_descriptor.ts";
 
 /** One subscriber inside a Worker. */
 interface Subscriber {
@@ -55,6 +56,8 @@ export class Fanout {
   /** Subscribers with copies pending in the batch being processed. */
   readonly #touched: Subscriber[] = [];
   #batch: Uint8Array = new Uint8Array(0);
+  /** VP8 descriptor fields of the copy being rewritten (reused). */
+  readonly #vp8 = vp8Fields();
 
   /** Opens the Worker's socket. */
   constructor(options: FanoutOptions = {}) {
@@ -235,6 +238,13 @@ export class Fanout {
       data[at + 5] = (timestamp >>> 16) & 0xff;
       data[at + 6] = (timestamp >>> 8) & 0xff;
       data[at + 7] = timestamp & 0xff;
+    }
+    if (rewrite.vp8PictureIdOffset || rewrite.vp8Tl0PicIdxOffset) {
+      const payloadAt = rtpPayloadStart(data, at, at + length);
+      if (payloadAt >= 0) {
+        const fields = readVp8(data, payloadAt, at + length, this.#vp8);
+        shiftVp8(data, fields, rewrite.vp8PictureIdOffset ?? 0, rewrite.vp8Tl0PicIdxOffset ?? 0);
+      }
     }
     let protectedBytes: number;
     try {

@@ -341,3 +341,75 @@ Deno.test("send engine: members of one group get their own sequence and timestam
     await Promise.all([a.close(), b.close()]);
   }
 });
+
+Deno.test("send engine: a member's VP8 picture ID and TL0PICIDX offsets are applied to its copies only, behind a header extension", async () => {
+  const [a, b] = await Promise.all([udpCollector(), udpCollector()]);
+  const engine = await SendEngine.start({ workers: 1, bindHost: "127.0.0.1" });
+  try {
+    const keys = { masterKey: randomBytes(16), masterSalt: randomBytes(14) };
+    for (const [id, port] of [["a", a.port], ["b", b.port]] as const) {
+      engine.addSubscriber({
+        id,
+        host: "127.0.0.1",
+        port,
+        profile: "AES_CM_128_HMAC_SHA1_80",
+        keys,
+        groups: [],
+      });
+    }
+    engine.join("a", { group: "vp8", vp8PictureIdOffset: 0x7ffe, vp8Tl0PicIdxOffset: 250 });
+    engine.join("b", { group: "vp8" });
+    // RTP with a one-byte extension block (abs-send-time), then a VP8 descriptor: X, S,
+    // partition 0; I, L, T; 15-bit picture ID 0x0105; TL0PICIDX 10; TID 1, Y; then a P frame.
+    const packet = new Uint8Array([
+      0x90,
+      96,
+      0,
+      1,
+      0,
+      0,
+      0,
+      9,
+      0,
+      0,
+      0,
+      7,
+      0xbe,
+      0xde,
+      0,
+      1,
+      0x32,
+      1,
+      2,
+      3,
+      0x90,
+      0xe0,
+      0x81,
+      0x05,
+      10,
+      0x60,
+      0x01,
+      0xaa,
+      0xbb,
+    ]);
+    // A packet without a picture ID (X clear): left as it is.
+    const plain = new Uint8Array([0x80, 96, 0, 2, 0, 0, 0, 9, 0, 0, 0, 7, 0x10, 0x01, 0xcc]);
+    engine.publish("vp8", packet);
+    engine.publish("vp8", plain);
+    await until(() => a.got.length === 2 && b.got.length === 2);
+    const srtp = weriftReceiver(1, keys.masterKey, keys.masterSalt);
+    const clear = (d: Uint8Array) => [...new Uint8Array(srtp.decrypt(Buffer.from(d)))];
+    const [a1, a2] = a.got.map(clear);
+    const srtpB = weriftReceiver(1, keys.masterKey, keys.masterSalt);
+    const [b1, b2] = b.got.map((d) => [...new Uint8Array(srtpB.decrypt(Buffer.from(d)))]);
+    assert.deepEqual(b1, [...packet], "b's copy untouched");
+    assert.deepEqual(b2, [...plain]);
+    // 0x0105 + 0x7ffe = 0x8103 → mod 2^15 0x0103, with the M bit; 10 + 250 = 260 → 4.
+    assert.deepEqual(a1.slice(20), [0x90, 0xe0, 0x81, 0x03, 4, 0x60, 0x01, 0xaa, 0xbb]);
+    assert.deepEqual(a1.slice(0, 20), [...packet.subarray(0, 20)]);
+    assert.deepEqual(a2, [...plain]);
+  } finally {
+    await engine.close();
+    await Promise.all([a.close(), b.close()]);
+  }
+});

@@ -27,6 +27,13 @@ export interface GroupMembership {
    * offset would give it a number it already had from its previous layer.
    */
   startSequence?: number;
+  /**
+   * Added to the VP8 picture ID (mod 2^7 or 2^15) and TL0PICIDX (mod 2^8) of this
+   * subscriber's copies (RFC 7741 §4.2), which its decoder checks for gaps across a layer
+   * switch (default 0: the payload is not read).
+   */
+  vp8PictureIdOffset?: number;
+  vp8Tl0PicIdxOffset?: number;
 }
 
 /** A subscriber as a Worker gets it. */
