@@ -13,6 +13,7 @@ import type { TrickleCandidate } from "../protocols/webrtc/sdpfrag.ts";
 import { RetransmitBudget } from "../protocols/webrtc/retransmit_budget.ts";
 import { type RtpSendPath, WeriftSendPath } from "../protocols/webrtc/send_path.ts";
 import { EngineSendPath, type EngineSendPaths } from "../protocols/webrtc/engine_send_path.ts";
+import { dropRtpProtection } from "../protocols/webrtc/werift_trim.ts";
 import type { WebRtcPublisher } from "../providers/webrtc_publisher.ts";
 
 /** Time the browser has to connect, in milliseconds. */
@@ -163,6 +164,11 @@ export class WebRtcPlayer implements RegisteredStream {
     if (this.#status !== "PENDING") return;
     clearTimeout(this.#timer);
     for (const transceiver of this.#peer.pc.getTransceivers()) this.#attach(transceiver);
+    // With every track on the engine werift protects no RTP for this player: its SRTP
+    // session (not SRTCP) is memory nothing uses.
+    if (this.#paths.length > 0 && this.#paths.every(({ path }) => path instanceof EngineSendPath)) {
+      for (const transport of this.#peer.pc.dtlsTransports) dropRtpProtection(transport);
+    }
     this.#status = "PLAYING";
     this.#options.client.status("PLAYING", "", this.#muteFields());
   }

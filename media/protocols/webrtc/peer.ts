@@ -27,6 +27,7 @@ import { portPoolOf, type UdpPortPool } from "./port_pool.ts";
 import { installNoDefaultStun } from "./no_default_stun.ts";
 import { installUdpBindRetry } from "./udp_bind.ts";
 import type { TrickleCandidate } from "./sdpfrag.ts";
+import { dropUnusedSrtpAuth, leanEvents } from "./werift_trim.ts";
 
 /** Where the media sockets of a peer bind and what their candidates announce. */
 export interface PeerAddress {
@@ -77,6 +78,8 @@ export class Peer {
   readonly #watched = new WeakSet<object>();
   /** Callers of `onMediaReady` not yet called. */
   #mediaReady: (() => void)[] = [];
+  /** What werift made for the handshake was trimmed (werift_trim.ts). */
+  #trimmed = false;
   #closed = false;
 
   /**
@@ -218,6 +221,8 @@ export class Peer {
         if (state === "connected") this.#checkMediaReady();
       });
     }
+    // After the filters above took what they wrap: the events they left alone are made lean.
+    leanEvents(this.pc);
     const bound = new Set(
       this.pc.dtlsTransports.flatMap((t) =>
         t.iceTransport.connection.localCandidates.map((c) => c.port)
@@ -278,7 +283,14 @@ export class Peer {
   }
 
   #checkMediaReady(): void {
-    if (this.#closed || this.#mediaReady.length === 0 || !this.mediaReady) return;
+    if (this.#closed || !this.mediaReady) return;
+    if (!this.#trimmed) {
+      this.#trimmed = true;
+      // The handshake made the DTLS and SRTP objects: their events and unused HMACs go.
+      leanEvents(this.pc);
+      for (const transport of this.pc.dtlsTransports) dropUnusedSrtpAuth(transport);
+    }
+    if (this.#mediaReady.length === 0) return;
     const ready = this.#mediaReady;
     this.#mediaReady = [];
     for (const call of ready) call();

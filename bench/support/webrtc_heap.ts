@@ -1,0 +1,224 @@
+/**
+ * What a WebRTC subscriber costs in the server's heap: the server (send engine `ffi` or
+ * `werift`, ICE mux on) runs in a child with its V8 inspector open; this process publishes a
+ * synthetic VP8 + Opus stream (tests/webrtc_helpers.ts TestPublisher) and connects N Web SDK
+ * players (werift peers whose SRTP a Worker verifies off the main thread:
+ * srtp_receivers.ts). After a full garbage collection with the publisher alone and again with
+ * the N players playing, it prints the server's RSS, heap and external memory per subscriber
+ * and the constructors whose live objects grew most, per subscriber.
+ *
+ * `deno run -A bench/support/webrtc_heap.ts [N=100] [ffi|werift]` (not part of `deno task
+ * bench`: it is a probe for finding what to cut, not a figure of the README).
+ */
+import { configSchema } from "../../config.ts";
+import { silentLogger } from "../../core/log.ts";
+import { startServer } from "../../server.ts";
+import { WcsClient } from "../../tests/helpers/wcs_client.ts";
+import { nextStatus, TestPlayer, TestPublisher } from "../../tests/webrtc_helpers.ts";
+import { type HeapCount, Inspector } from "./inspector.ts";
+import { lines } from "./lines.ts";
+import { SrtpReceiverPool } from "./srtp_receivers.ts";
+
+/** Time the players play before the second reading, in milliseconds. */
+const settleMs = 3_000;
+/** Players that play before the first reading (see `probe`). */
+const warmPlayers = 10;
+/** Players connected at once. */
+const connectBatch = 10;
+/** Longest wait for a player's SRTP keys after PLAYING, in milliseconds. */
+const keysTimeoutMs = 10_000;
+/** Offset of the send-time stamp the receivers read (unused here, but the pool needs one). */
+const stampOffset = 16;
+
+/** Child mode: the server, printing its WebSocket URL, until stdin closes. */
+async function serve(sendEngine: "ffi" | "werift"): Promise<void> {
+  const config = configSchema.parse({
+    ports: { rest: 0, ws: 0, wss: 0, hls: 0, rtmp: 0, rtsp: 0, srt: 0, sip: 0 },
+    media: { iceMux: "on", sendEngine },
+    limits: { connectionsPerAddress: 100_000 },
+  });
+  const server = await startServer(config, silentLogger);
+  console.log(JSON.stringify({ ws: `ws://127.0.0.1:${server.wsPort}` }));
+  for await (const _ of lines(Deno.stdin.readable)) {
+    // Only the end of stdin matters.
+  }
+  await server.stop();
+}
+
+/** VmRSS of `pid`, in KB. */
+async function rssKb(pid: number): Promise<number> {
+  const status = await Deno.readTextFile(`/proc/${pid}/status`);
+  return Number(status.match(/VmRSS:\s+(\d+)/)?.[1] ?? 0);
+}
+
+/** A free TCP port on 127.0.0.1 for the inspector. */
+function freePort(): number {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (listener.addr as Deno.NetAddr).port;
+  listener.close();
+  return port;
+}
+
+async function probe(n: number, sendEngine: "ffi" | "werift"): Promise<void> {
+  const inspectPort = freePort();
+  const child = new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "-A",
+      `--inspect=127.0.0.1:${inspectPort}`,
+      new URL(import.meta.url).pathname,
+      "--serve",
+      sendEngine,
+    ],
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "null",
+  }).spawn();
+  const out = lines(child.stdout)[Symbol.asyncIterator]();
+  const first = await out.next();
+  const { ws } = JSON.parse(first.value as string) as { ws: string };
+  const pool = new SrtpReceiverPool(1, stampOffset);
+  pool.install();
+  const inspector = await Inspector.connect(inspectPort);
+  inspectorPorts.set(inspector, inspectPort);
+  const publisher = new TestPublisher("VP8", 4);
+  const { client: pubClient } = await WcsClient.connect(ws);
+  const players: { player: TestPlayer; client: WcsClient }[] = [];
+  const connect = async (count: number) => {
+    for (let i = 0; i < count; i += connectBatch) {
+      await Promise.all(
+        Array.from({ length: Math.min(connectBatch, count - i) }, async () => {
+          const player = new TestPlayer("VP8");
+          const { client } = await WcsClient.connect(ws);
+          players.push({ player, client });
+          const id = crypto.randomUUID();
+          await player.play(client, { mediaSessionId: id, name: "heap" });
+          const status = await nextStatus(client, id, 30_000);
+          if (status.status !== "PLAYING") throw new Error(`PLAYING got ${status.status}`);
+          const deadline = Date.now() + keysTimeoutMs;
+          while (!pool.useKeys(player.pc)) {
+            if (Date.now() > deadline) throw new Error("no SRTP keys after PLAYING");
+            await new Promise((r) => setTimeout(r, 20));
+          }
+        }),
+      );
+    }
+  };
+  try {
+    await publisher.publish(pubClient, { mediaSessionId: crypto.randomUUID(), name: "heap" });
+    publisher.start();
+    // The first players compile code and fill caches every later one shares: they play
+    // before the first reading, so what is counted is what each further player adds.
+    await connect(warmPlayers);
+    await new Promise((r) => setTimeout(r, settleMs));
+    const before = await reading(inspector, child.pid);
+    await connect(n);
+    await new Promise((r) => setTimeout(r, settleMs));
+    const after = await reading(inspector, child.pid);
+    const counts = await pool.counts();
+    console.log(
+      `${n} subscribers (${sendEngine}), load ${(await Deno.readTextFile("/proc/loadavg")).trim()}`,
+    );
+    console.log(
+      `receivers: ${counts.received} packets verified, ${counts.failed} failed, ${counts.gaps} gaps`,
+    );
+    const per = (a: number, b: number) => ((a - b) / n / 1024).toFixed(1);
+    console.log(
+      `per subscriber: RSS ${per(after.rssKb * 1024, before.rssKb * 1024)} KB, heap used ${
+        per(after.memory.heapUsed, before.memory.heapUsed)
+      } KB, external ${per(after.memory.external, before.memory.external)} KB, heap total ${
+        per(after.memory.heapTotal, before.memory.heapTotal)
+      } KB`,
+    );
+    console.log("constructors grown, per subscriber: objects, bytes (self size)");
+    for (const row of growth(before.heap, after.heap, n)) console.log(row);
+  } finally {
+    await inspector.close();
+    for (const { player, client } of players) {
+      await player.close();
+      await client.close();
+    }
+    await publisher.close();
+    await pubClient.close();
+    await pool.close();
+    await child.stdin.close();
+    await child.status;
+  }
+}
+
+interface Reading {
+  rssKb: number;
+  memory: Deno.MemoryUsage;
+  heap: Map<string, HeapCount>;
+}
+
+async function reading(inspector: Inspector, pid: number): Promise<Reading> {
+  await inspector.collectGarbage();
+  // RSS and memory usage before the snapshots, whose own allocations would count.
+  const rss = await rssKb(pid);
+  const memory = await inspector.memoryUsage();
+  const dir = Deno.env.get("HEAP_SNAPSHOT_DIR");
+  if (dir) await saveSnapshot(inspector, `${dir}/${Date.now()}.heapsnapshot`);
+  const heap = await inspector.heapCounts();
+  return { rssKb: rss, memory, heap };
+}
+
+/**
+ * Saves a heap snapshot of the inspected process to `file` (for tools that walk retainers);
+ * a second session on the inspector, as Inspector keeps the chunks to itself.
+ */
+async function saveSnapshot(inspector: Inspector, file: string): Promise<void> {
+  const port = inspectorPort(inspector);
+  const targets = await (await fetch(`http://127.0.0.1:${port}/json/list`)).json();
+  const ws = new WebSocket(targets[0].webSocketDebuggerUrl);
+  await new Promise((resolve, reject) => {
+    ws.onopen = resolve;
+    ws.onerror = reject;
+  });
+  const chunks: string[] = [];
+  const done = new Promise<void>((resolve) => {
+    ws.onmessage = (e) => {
+      const message = JSON.parse(e.data);
+      if (message.method === "HeapProfiler.addHeapSnapshotChunk") chunks.push(message.params.chunk);
+      else if (message.id === 2) resolve();
+    };
+  });
+  ws.send(JSON.stringify({ id: 1, method: "HeapProfiler.enable" }));
+  ws.send(JSON.stringify({ id: 2, method: "HeapProfiler.takeHeapSnapshot", params: {} }));
+  await done;
+  await Deno.writeTextFile(file, chunks.join(""));
+  const closed = new Promise((resolve) => ws.onclose = resolve);
+  ws.close();
+  await closed;
+}
+
+const inspectorPorts = new WeakMap<Inspector, number>();
+
+function inspectorPort(inspector: Inspector): number {
+  const port = inspectorPorts.get(inspector);
+  if (port === undefined) throw new Error("inspector of unknown port");
+  return port;
+}
+
+/** The constructors that grew most in bytes, per subscriber (`HEAP_ROWS`, default 40). */
+function growth(before: Map<string, HeapCount>, after: Map<string, HeapCount>, n: number) {
+  const rows: [string, number, number][] = [];
+  for (const [key, a] of after) {
+    const b = before.get(key) ?? { count: 0, bytes: 0 };
+    rows.push([key, (a.count - b.count) / n, (a.bytes - b.bytes) / n]);
+  }
+  const total = rows.reduce((s, r) => s + r[2], 0);
+  const top = rows.sort((x, y) => y[2] - x[2]).slice(0, Number(Deno.env.get("HEAP_ROWS") ?? 40));
+  return [
+    `  total ${(total / 1024).toFixed(1)} KB`,
+    ...top.map(([key, count, bytes]) =>
+      `  ${count.toFixed(1).padStart(8)} ${(bytes / 1024).toFixed(2).padStart(8)} KB  ${key}`
+    ),
+  ];
+}
+
+if (Deno.args[0] === "--serve") {
+  await serve(Deno.args[1] as "ffi" | "werift");
+} else {
+  await probe(Number(Deno.args[0] ?? 100), (Deno.args[1] ?? "ffi") as "ffi" | "werift");
+}
