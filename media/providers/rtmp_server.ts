@@ -16,6 +16,7 @@ import {
   type RtmpSession,
 } from "../protocols/rtmp/server.ts";
 import type { RtmpConn } from "../protocols/rtmp/conn.ts";
+import type { RtmpMessage } from "../protocols/rtmp/message.ts";
 import { playRtmp } from "../publishers/rtmp_play.ts";
 import type { ViewerDirectory } from "../stream_record.ts";
 import { RtmpIngest, rtmpMediaProvider } from "./rtmp_ingest.ts";
@@ -113,27 +114,70 @@ async function connectSession(
   request: RtmpConnectRequest,
   log: Logger,
 ): Promise<RtmpSession> {
-  const context = {
+  const context: SessionContext = {
     nodeId: deps.nodeId,
     appKey: defaultAppPaths.has(request.app) ? rtmpDefaultAppKey : request.app,
     sessionId: `/${request.remote}-${crypto.randomUUID()}`,
   };
   const answer = await deps.hooks.connect({ ...context, custom: request.query });
   if (!answer.ok) throw new ForbiddenError(`connection refused by the backend: ${answer.reason}`);
-  const { restClientConfig, body: connection } = answer;
+  const session = new HookSession(deps, ingest, request, log, context, answer);
+  session.notify("ConnectionStatusEvent", answer.body, "ESTABLISHED");
+  return session;
+}
+
+/** The fields of every hook body of one RTMP client. */
+interface SessionContext {
+  nodeId: string;
+  appKey: string;
+  sessionId: string;
+}
+
+/**
+ * One admitted client. A class rather than closures over the connect call: its methods are
+ * shared by every client, where closures were five functions and a context for each idle
+ * player.
+ */
+class HookSession implements RtmpSession {
+  readonly #deps: RtmpServerDeps;
+  readonly #ingest: RtmpIngest;
+  readonly #request: RtmpConnectRequest;
+  readonly #log: Logger;
+  readonly #context: SessionContext;
+  /** The `connect` hook's answer: the connection object of the events, its restClientConfig. */
+  readonly #connection: Record<string, unknown>;
+  readonly #restClientConfig: unknown;
+
+  constructor(
+    deps: RtmpServerDeps,
+    ingest: RtmpIngest,
+    request: RtmpConnectRequest,
+    log: Logger,
+    context: SessionContext,
+    answer: { body: Record<string, unknown>; restClientConfig?: unknown },
+  ) {
+    this.#deps = deps;
+    this.#ingest = ingest;
+    this.#request = request;
+    this.#log = log;
+    this.#context = context;
+    this.#connection = answer.body;
+    this.#restClientConfig = answer.restClientConfig;
+  }
+
   /** An event hook: a notification, its failure only logged by the hook client. */
-  const notify = (hook: string, body: Record<string, unknown>, status: string) =>
-    void deps.hooks.invoke(hook, { ...body, status }, restClientConfig);
-  notify("ConnectionStatusEvent", connection, "ESTABLISHED");
+  notify(hook: string, body: Record<string, unknown>, status: string): void {
+    void this.#deps.hooks.invoke(hook, { ...body, status }, this.#restClientConfig);
+  }
 
   /** The stream hook; resolves with the stream object to go on with (renamed, maybe). */
-  const admit = async (
+  async #admit(
     hook: "publishStream" | "playStream",
     name: string,
     query: Record<string, string>,
-  ): Promise<{ name: string; stream: Record<string, unknown> }> => {
-    const outcome = await deps.hooks.invoke(hook, {
-      ...context,
+  ): Promise<{ name: string; stream: Record<string, unknown> }> {
+    const outcome = await this.#deps.hooks.invoke(hook, {
+      ...this.#context,
       mediaSessionId: crypto.randomUUID(),
       name,
       published: hook === "publishStream",
@@ -142,10 +186,10 @@ async function connectSession(
       status: "PENDING",
       record: false,
       mediaProvider: rtmpMediaProvider,
-      custom: { ...request.query, ...query },
-    }, restClientConfig);
+      custom: { ...this.#request.query, ...query },
+    }, this.#restClientConfig);
     if (!outcome.ok) {
-      log.info("rtmp stream refused by the backend", {
+      this.#log.info("rtmp stream refused by the backend", {
         hook,
         stream: name,
         reason: outcome.reason,
@@ -155,44 +199,53 @@ async function connectSession(
     const renamed = outcome.body.name;
     const admitted = typeof renamed === "string" && renamed !== "" ? renamed : name;
     return { name: admitted, stream: { ...outcome.body, name: admitted } };
-  };
+  }
 
-  return {
-    async publish(name: string, query: Record<string, string>, conn: RtmpConn) {
-      const admitted = await admit("publishStream", name, query);
-      const sink = ingest.publish(admitted.name, conn, String(admitted.stream.mediaSessionId));
-      notify("StreamStatusEvent", admitted.stream, "PUBLISHING");
-      let ended = false;
-      return {
-        message: (message) => sink.message(message),
-        close(reason) {
-          sink.close(reason);
-          if (ended) return;
-          ended = true;
-          notify("StreamStatusEvent", admitted.stream, "UNPUBLISHED");
-        },
-      };
-    },
-    async play(name: string, query: Record<string, string>, target: PlayTarget) {
-      const admitted = await admit("playStream", name, query);
-      const key = { ...request.query, ...query }[deps.config.cdn.aclPropertyName];
-      // Through the CDN's gate: the viewer's key checked, a stream of another node pulled here.
-      const exists = await deps.streams.open(admitted.name, key) !== undefined;
-      // PLAYING only for a stream there is: a missing one is answered StreamNotFound.
-      if (exists) notify("StreamStatusEvent", admitted.stream, "PLAYING");
-      const unwatch = deps.streams.watchViewer(admitted.name, key, (info) => {
-        log.info("rtmp player stopped", { stream: admitted.name, reason: info });
-        target.conn.close();
-      });
-      try {
-        await playRtmp({ streams: deps.streams, engine: deps.engine, log }, admitted.name, target);
-      } finally {
-        unwatch();
-        if (exists) notify("StreamStatusEvent", admitted.stream, "STOPPED");
-      }
-    },
-    close() {
-      notify("ConnectionStatusEvent", connection, "DISCONNECTED");
-    },
-  };
+  async publish(name: string, query: Record<string, string>, conn: RtmpConn) {
+    const admitted = await this.#admit("publishStream", name, query);
+    const sink = this.#ingest.publish(
+      admitted.name,
+      conn,
+      String(admitted.stream.mediaSessionId),
+    );
+    this.notify("StreamStatusEvent", admitted.stream, "PUBLISHING");
+    let ended = false;
+    return {
+      message: (message: RtmpMessage) => sink.message(message),
+      close: (reason: string) => {
+        sink.close(reason);
+        if (ended) return;
+        ended = true;
+        this.notify("StreamStatusEvent", admitted.stream, "UNPUBLISHED");
+      },
+    };
+  }
+
+  async play(name: string, query: Record<string, string>, target: PlayTarget) {
+    const deps = this.#deps;
+    const admitted = await this.#admit("playStream", name, query);
+    const key = { ...this.#request.query, ...query }[deps.config.cdn.aclPropertyName];
+    // Through the CDN's gate: the viewer's key checked, a stream of another node pulled here.
+    const exists = await deps.streams.open(admitted.name, key) !== undefined;
+    // PLAYING only for a stream there is: a missing one is answered StreamNotFound.
+    if (exists) this.notify("StreamStatusEvent", admitted.stream, "PLAYING");
+    const unwatch = deps.streams.watchViewer(admitted.name, key, (info) => {
+      this.#log.info("rtmp player stopped", { stream: admitted.name, reason: info });
+      target.conn.close();
+    });
+    try {
+      await playRtmp(
+        { streams: deps.streams, engine: deps.engine, log: this.#log },
+        admitted.name,
+        target,
+      );
+    } finally {
+      unwatch();
+      if (exists) this.notify("StreamStatusEvent", admitted.stream, "STOPPED");
+    }
+  }
+
+  close(): void {
+    this.notify("ConnectionStatusEvent", this.#connection, "DISCONNECTED");
+  }
 }
