@@ -7,7 +7,10 @@
  * (lowest sampled in the window) of the serving process, idle and at each step. Per player figures are the least-squares slope
  * from idle through the steps every player kept up with, so no single window decides them.
  * A step keeps up when every player received at least 95% of the source's bytes over the
- * window. Anchors: SRS reports 4,000 players per core, nginx-rtmp 2,400.
+ * window. Memory is also given as the slope over the steps with players alone ("from the first
+ * step"): what one more player costs, without the costs of having any player at all (the
+ * stream's shared ring, compiled code), which the fit from idle spreads over the players.
+ * Anchors: SRS reports 4,000 players per core, nginx-rtmp 2,400.
  *
  * `RTMP_BENCH_PLAYERS` sets the steps, comma-separated (default 50,200,500); steps the open
  * file limit cannot hold are left out.
@@ -97,7 +100,9 @@ try {
   console.log(
     `ratio ours/nginx per player: CPU ${b.cpu > 0 ? (a.cpu / b.cpu).toFixed(2) : "n/a"}, memory ${
       (a.memKb / Math.max(1, b.memKb)).toFixed(2)
-    } (anchors: SRS 4,000 players/core, nginx-rtmp 2,400)`,
+    } (from the first step: ${
+      (a.memKbMarginal / Math.max(1, b.memKbMarginal)).toFixed(2)
+    }) (anchors: SRS 4,000 players/core, nginx-rtmp 2,400)`,
   );
 } finally {
   await Deno.remove(source);

@@ -273,7 +273,13 @@ function slope(points: [number, number][]): number {
   return den > 0 ? num / den : 0;
 }
 
-/** Per player cost from idle through the steps every player kept up with. */
+/**
+ * Per player cost from idle through the steps every player kept up with. `memKbMarginal` is
+ * the memory slope over those steps alone (from the first step with players, when two or more
+ * kept up): what one more player costs, without what having any player costs once (the
+ * stream's shared ring of chunked messages, the code compiled for the path), which the fit
+ * from idle spreads over the players.
+ */
 export function perPlayer(r: Result) {
   const good = r.steps.filter((s) => s.keptUp === s.players);
   const used = good.length > 0 ? good : r.steps;
@@ -285,9 +291,13 @@ export function perPlayer(r: Result) {
     0,
     slope([[0, r.idle.rssKb], ...used.map((s) => [s.players, s.window.rssKb] as [number, number])]),
   );
+  const memKbMarginal = used.length >= 2
+    ? Math.max(0, slope(used.map((s) => [s.players, s.window.rssKb] as [number, number])))
+    : memKb;
   return {
     cpu,
     memKb,
+    memKbMarginal,
     perCore: cpu > 0 ? (1 / cpu).toFixed(0) : "n/a",
     largestKeptUp: good.at(-1)?.players ?? 0,
     fitTo: used.at(-1)!.players,
@@ -314,7 +324,9 @@ export function fanOutLines(r: Result): string[] {
   out.push(
     `${"".padEnd(12)} per player ${(p.cpu * 100).toFixed(4)}% CPU ${
       p.memKb.toFixed(0)
-    } KiB (fit 0..${p.fitTo}) | ~${p.perCore} players/core | largest N all kept up: ${p.largestKeptUp}`,
+    } KiB (fit 0..${p.fitTo}; ${
+      p.memKbMarginal.toFixed(0)
+    } KiB from the first step) | ~${p.perCore} players/core | largest N all kept up: ${p.largestKeptUp}`,
   );
   return out;
 }
