@@ -13,7 +13,8 @@ import { Buffer } from "node:buffer";
 import { RtpHeader, RtpPacket } from "werift";
 import type { EngineGroup, EngineSendPath } from "../protocols/webrtc/engine_send_path.ts";
 import { h264FrameType, vp8FrameType } from "../protocols/webrtc/video_payload.ts";
-import { defaultFrameTicks, originSegments } from "../rtp/simulcast_switch.ts";
+import { allTemporalLayers, defaultFrameTicks, originSegments } from "../rtp/simulcast_switch.ts";
+import { readVp8, shiftVp8, type Vp8Fields, vp8Fields } from "../send_engine/vp8_descriptor.ts";
 
 /** Where a sent packet came from: the layer and its sequence number there. */
 export interface LayerOrigin {
@@ -68,13 +69,27 @@ class Segments {
 /**
  * One layer of a published track as an engine group, shared by the subscribers forwarding it.
  * A simulcast layer closes up the gaps padding-only packets (bandwidth probes, not forwarded)
- * would leave: its group numbers its packets without them.
+ * would leave: its group numbers its packets without them. A VP8 layer's group may forward
+ * only the temporal layers up to a cap (`changeTid`): it drops the frames above, numbering
+ * packets and picture IDs without them, so subscribers with the same cap share it.
  */
 export class LayerGroup {
   /** Subscribers receiving the layer from this group now. */
   readonly members = new Set<SharedForward>();
   /** Subscribers that chose the layer and wait for its keyframe. */
   readonly waiting = new Set<SharedForward>();
+  /** Members that chose another temporal cap, moving at a frame that allows it. */
+  readonly movers = new Set<SharedForward>();
+  /** VP8: the group's picture ID (-1 before one), its size in bits, and TL0PICIDX, last sent. */
+  lastPicId = -1;
+  lastPicIdBits = 7;
+  lastTl0 = -1;
+  /** VP8: subtracted from picture IDs for the frames dropped (mod 2^15). */
+  #picIdOffset = 0;
+  /** VP8: timestamp of the frame being dropped, -1 when none is. */
+  #dropTs = -1;
+  readonly #fields = vp8Fields();
+  #scratch = new Uint8Array(1500);
   /** Smoothed frame interval of the layer, in RTP ticks. */
   frameTicks = defaultFrameTicks;
   /** The group's sequence number, timestamp and time (ms) of the latest packet published. */
@@ -96,7 +111,23 @@ export class LayerGroup {
     readonly clockRate: number,
     /** Close up padding gaps (a simulcast layer); else sequence numbers pass unchanged. */
     readonly closesGaps: boolean,
+    /** The track is VP8: picture IDs are tracked (and renumbered under a temporal cap). */
+    readonly vp8 = false,
+    /** VP8: the highest temporal layer forwarded. */
+    readonly tidCap = allTemporalLayers,
+    /** The group's key in its track (for releasing it). */
+    readonly key = "",
   ) {}
+
+  /** The group's picture ID for a frame of the layer (read into `f`). */
+  picIdOf(f: Vp8Fields): number {
+    return (f.picId + this.#picIdOffset) & ((1 << f.picIdBits) - 1);
+  }
+
+  /** VP8: added (mod 2^15) to the layer's picture IDs in what the group publishes. */
+  get picIdOffset(): number {
+    return this.#picIdOffset;
+  }
 
   /** The group's sequence number for a layer packet's. */
   sequenceOf(layerSequence: number): number {
@@ -113,6 +144,32 @@ export class LayerGroup {
   /** Publishes a layer packet to the members, numbered by the group. */
   publish(packet: RtpPacket, nowMs: number): void {
     const { sequenceNumber, timestamp } = packet.header;
+    let payload: Uint8Array = packet.payload;
+    if (this.vp8) {
+      const f = readVp8(payload, 0, payload.length, this.#fields);
+      if (f.starts) this.#dropTs = f.tid > this.tidCap ? timestamp : -1;
+      if (this.#dropTs >= 0 && timestamp === this.#dropTs) {
+        // Not sent, and no gap left: later packets and pictures move down by one.
+        this.#sequenceOffset = (this.#sequenceOffset - 1) & 0xffff;
+        if (f.starts && f.picIdAt >= 0) this.#picIdOffset = (this.#picIdOffset - 1) & 0x7fff;
+        return;
+      }
+      if (f.starts && f.picIdAt >= 0) {
+        this.lastPicId = this.picIdOf(f);
+        this.lastPicIdBits = f.picIdBits;
+      }
+      if (f.starts && f.tl0At >= 0) this.lastTl0 = f.tl0;
+      if (this.#picIdOffset !== 0 && f.picIdAt >= 0) {
+        // The publisher's payload is shared with other groups: renumber a copy.
+        if (this.#scratch.length < payload.length) {
+          this.#scratch = new Uint8Array(payload.length);
+        }
+        const copy = this.#scratch.subarray(0, payload.length);
+        copy.set(payload);
+        shiftVp8(copy, f, this.#picIdOffset, 0);
+        payload = copy;
+      }
+    }
     const sequence = this.sequenceOf(sequenceNumber);
     if (timestamp !== this.#frameTs) {
       const ticks = (timestamp - this.#frameTs) >>> 0;
@@ -129,14 +186,17 @@ export class LayerGroup {
     this.sent = true;
     if (this.closesGaps) this.#segments.note(sequence, this.#sequenceOffset, undefined);
     let out = packet;
-    if (sequence !== sequenceNumber) {
+    if (sequence !== sequenceNumber || payload !== packet.payload) {
       out = this.#out;
       out.header.sequenceNumber = sequence;
       out.header.timestamp = timestamp;
       out.header.marker = packet.header.marker;
       out.header.payloadType = packet.header.payloadType;
       out.header.ssrc = packet.header.ssrc;
-      out.payload = packet.payload;
+      // rtpBytes copies the payload at once: a view of the scratch buffer will do.
+      out.payload = payload === packet.payload
+        ? packet.payload
+        : Buffer.from(payload.buffer, payload.byteOffset, payload.length);
     }
     this.group.publish(this.engine, out);
   }
@@ -160,6 +220,7 @@ export interface LayerSource {
     layer: number,
     absSendTimeId: number | undefined,
     engine: EngineSendPath["engine"],
+    tidCap: number,
   ): LayerGroup;
   /** Forgets a group without members or waiters. */
   releaseGroup(group: LayerGroup): void;
@@ -172,6 +233,9 @@ export interface Resend {
   layerSequence: number;
   sequenceNumber: number;
   timestampOffset: number;
+  /** VP8: added to the cached packet's picture ID (mod 2^15) and TL0PICIDX (mod 2^8). */
+  picIdOffset: number;
+  tl0Offset: number;
 }
 
 /**
@@ -204,6 +268,15 @@ export class SharedForward {
   #lastTimestamp = 0;
   #lastAtMs = 0;
   #frameTicks = defaultFrameTicks;
+  /** VP8: the temporal cap chosen (changeTid); its group's is the one in force. */
+  #tidTarget = allTemporalLayers;
+  /** VP8: added to the group's picture IDs (mod 2^15) and TL0PICIDX (mod 2^8). */
+  #picIdOffset = 0;
+  #tl0Offset = 0;
+  /** VP8: the picture ID (-1 before one) and TL0PICIDX the subscriber got last. */
+  #lastPicId = -1;
+  #lastTl0 = -1;
+  readonly #fields = vp8Fields();
   /** Outgoing → group sequence numbers, tagged with the group. */
   readonly #segments = new Segments();
 
@@ -239,6 +312,42 @@ export class SharedForward {
   /** Added (mod 2^32) to the forwarded layer's timestamps: maps its sender reports. */
   get timestampOffset(): number {
     return this.#timestampOffset;
+  }
+
+  /** VP8: the temporal cap chosen. */
+  get temporalTarget(): number {
+    return this.#tidTarget;
+  }
+
+  /**
+   * VP8: caps the temporal layers at `tid` (0 = base only). The subscriber moves to the group
+   * of its layer with that cap at a frame that allows it: the next one when lowering, one
+   * decodable without the frames dropped so far (layer sync or keyframe) when raising.
+   */
+  selectTemporal(tid: number): void {
+    if (!this.#simulcast || this.#codec !== "VP8") return;
+    this.#tidTarget = Math.max(0, Math.min(allTemporalLayers, tid));
+    const group = this.#group;
+    if (group) {
+      if (group.tidCap !== this.#tidTarget) group.movers.add(this);
+      else group.movers.delete(this);
+    }
+    if (this.#waitingIn) this.#wait(this.#target);
+  }
+
+  /**
+   * VP8: moves the subscriber to `group` (its layer, another temporal cap) just before
+   * `packet`, which starts a frame: numbering goes on from the last packet and picture it got.
+   */
+  moveAt(group: LayerGroup, packet: RtpPacket): void {
+    const sequence = group.sequenceOf(packet.header.sequenceNumber);
+    this.#leave();
+    this.#sequenceOffset = (this.#lastSequence + 1 - sequence) & 0xffff;
+    const f = readVp8(packet.payload, 0, packet.payload.length, this.#fields);
+    if (f.picIdAt >= 0 && this.#lastPicId >= 0) {
+      this.#picIdOffset = (this.#lastPicId + 1 - group.picIdOf(f)) & 0x7fff;
+    }
+    this.#enter(group, sequence);
   }
 
   /** Chooses the layer to forward; a new one starts at its next keyframe, asked for now. */
@@ -311,11 +420,26 @@ export class SharedForward {
       const elapsedTicks = Math.round((nowMs - this.#lastAtMs) * group.clockRate / 1000);
       const gap = Math.max(Math.round(this.#frameTicks), elapsedTicks);
       this.#timestampOffset = (this.#lastTimestamp + gap - timestamp) >>> 0;
+      if (group.vp8) {
+        const f = readVp8(packet.payload, 0, packet.payload.length, this.#fields);
+        if (f.picIdAt >= 0 && this.#lastPicId >= 0) {
+          this.#picIdOffset = (this.#lastPicId + 1 - group.picIdOf(f)) & 0x7fff;
+        }
+        if (f.tl0At >= 0 && this.#lastTl0 >= 0) {
+          this.#tl0Offset = (this.#lastTl0 + 1 - f.tl0) & 0xff;
+        }
+      }
     }
     this.#waitingIn?.waiting.delete(this);
     this.#waitingIn = undefined;
+    this.#enter(group, sequence);
+  }
+
+  /** Joins `group` with the offsets set, from its packet numbered `sequence` on. */
+  #enter(group: LayerGroup, sequence: number): void {
     this.#group = group;
     group.members.add(this);
+    if (group.tidCap !== this.#tidTarget) group.movers.add(this);
     this.#current = group.layer;
     this.#sent = true;
     this.#segments.note((sequence + this.#sequenceOffset) & 0xffff, this.#sequenceOffset, group);
@@ -323,6 +447,9 @@ export class SharedForward {
       sequenceOffset: this.#sequenceOffset,
       timestampOffset: this.#timestampOffset,
       startSequence: sequence,
+      ...(group.vp8
+        ? { vp8PictureIdOffset: this.#picIdOffset, vp8Tl0PicIdxOffset: this.#tl0Offset }
+        : {}),
     });
   }
 
@@ -345,6 +472,8 @@ export class SharedForward {
       layerSequence,
       sequenceNumber,
       timestampOffset: this.#timestampOffset,
+      picIdOffset: (group.picIdOffset + this.#picIdOffset) & 0x7fff,
+      tl0Offset: this.#tl0Offset,
     };
   }
 
@@ -362,11 +491,20 @@ export class SharedForward {
     this.#lastTimestamp = (group.lastTimestamp + this.#timestampOffset) >>> 0;
     this.#lastAtMs = group.lastAtMs;
     this.#frameTicks = group.frameTicks;
+    if (group.lastPicId >= 0) {
+      this.#lastPicId = (group.lastPicId + this.#picIdOffset) & ((1 << group.lastPicIdBits) - 1);
+    }
+    if (group.lastTl0 >= 0) this.#lastTl0 = (group.lastTl0 + this.#tl0Offset) & 0xff;
   }
 
   /** Joins the one layer of a track without simulcast, unchanged. */
   #join(): void {
-    const group = this.#source.layerGroup(0, this.path.group.absSendTimeId, this.path.engine);
+    const group = this.#source.layerGroup(
+      0,
+      this.path.group.absSendTimeId,
+      this.path.engine,
+      allTemporalLayers,
+    );
     this.#group = group;
     group.members.add(this);
     this.#current = 0;
@@ -381,6 +519,7 @@ export class SharedForward {
     this.#group = undefined;
     this.#current = -1;
     group.members.delete(this);
+    group.movers.delete(this);
     this.path.leaveShared();
     if (group.members.size === 0 && group.waiting.size === 0) this.#source.releaseGroup(group);
   }
@@ -396,7 +535,12 @@ export class SharedForward {
       }
     }
     if (layer === undefined || this.#paused) return;
-    const group = this.#source.layerGroup(layer, this.path.group.absSendTimeId, this.path.engine);
+    const group = this.#source.layerGroup(
+      layer,
+      this.path.group.absSendTimeId,
+      this.path.engine,
+      this.#tidTarget,
+    );
     group.waiting.add(this);
     this.#waitingIn = group;
   }

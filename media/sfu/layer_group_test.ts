@@ -16,6 +16,7 @@ import {
 } from "../protocols/webrtc/engine_send_path.ts";
 import { RetransmitBudget } from "../protocols/webrtc/retransmit_budget.ts";
 import type { GroupSpec, SendEngine } from "../send_engine/send_engine.ts";
+import { readVp8, rtpPayloadStart, shiftVp8, vp8Fields } from "../send_engine/vp8_descriptor.ts";
 import { PublishedTrack } from "./published_track.ts";
 
 /** One packet as a subscriber got it. */
@@ -26,6 +27,8 @@ interface Got {
   /** First payload bytes: NAL header and the test's frame mark. */
   nal: number;
   mark: number;
+  /** The payload as it arrived (VP8 descriptors are checked). */
+  payload: Uint8Array;
 }
 
 /** The engine as its Workers behave, on the main thread. */
@@ -66,12 +69,19 @@ class ModelEngine {
         const since = (sequence - spec.startSequence) & 0xffff;
         if (since >= 0x8000) continue;
       }
+      const copy = bytes.slice();
+      if (spec.vp8PictureIdOffset || spec.vp8Tl0PicIdxOffset) {
+        const at = rtpPayloadStart(copy, 0, copy.length);
+        const f = readVp8(copy, at, copy.length, vp8Fields());
+        shiftVp8(copy, f, spec.vp8PictureIdOffset ?? 0, spec.vp8Tl0PicIdxOffset ?? 0);
+      }
       this.got.get(id)!.push({
         ssrc: spec.ssrc ?? view.getUint32(8),
         sequence: (sequence + (spec.sequenceOffset ?? 0)) & 0xffff,
         timestamp: (view.getUint32(4) + (spec.timestampOffset ?? 0)) >>> 0,
         nal: bytes[payloadAt],
         mark: bytes[payloadAt + 1],
+        payload: copy.subarray(payloadAt),
       });
     }
   }
@@ -255,4 +265,141 @@ Deno.test("SFU layer groups: one publish per layer packet; switches, padding, NA
   assert.deepEqual(engine.groupsOf("a"), ["own-a"], "a left every shared group");
   track.close();
   assert.deepEqual(engine.groupsOf("b"), ["own-b"]);
+});
+
+const vp8Codec = {
+  kind: "video",
+  codec: "VP8",
+  params: { mimeType: "video/VP8", clockRate: 90000, payloadType: 96 },
+} as unknown as NegotiatedCodec;
+
+/** Temporal layer of frame `n` in a 3-layer pattern: 0, 2, 1, 2, ... */
+const tidOf = (n: number) => [0, 2, 1, 2][n % 4];
+
+/**
+ * A one-packet VP8 frame: descriptor with a 15-bit picture ID, TL0PICIDX and TID (sync on
+ * TID 1 frames), then the payload header's P bit (0: keyframe).
+ */
+function vp8Frame(picId: number, tl0: number, tid: number, key: boolean): Buffer {
+  return Buffer.from([
+    0x90,
+    0xe0,
+    0x80 | (picId >> 8),
+    picId & 0xff,
+    tl0,
+    (tid << 6) | (tid === 1 ? 0x20 : 0),
+    key ? 0x10 : 0x11,
+    0,
+    0,
+  ]);
+}
+
+/** Picture IDs, TL0PICIDX and TIDs a subscriber got, frame by frame. */
+function pictures(got: Got[]): { picId: number; tl0: number; tid: number }[] {
+  return got.map((g) => {
+    const f = readVp8(g.payload, 0, g.payload.length, vp8Fields());
+    return { picId: f.picId, tl0: f.tl0, tid: f.tid };
+  });
+}
+
+Deno.test("SFU layer groups, VP8: a temporal cap is a group of its own; moves between caps and layers keep picture IDs, TL0PICIDX and sequence numbers continuous", () => {
+  const engine = new ModelEngine();
+  const { transceiver, send } = fakeTransceiver(["h", "l"]);
+  const track = new PublishedTrack(
+    { id: "v", type: "VIDEO", contentType: "", quality: ["h", "l"], mute: false, creationTime: 0 },
+    vp8Codec,
+    transceiver,
+  );
+  const owner = { remove: () => {} } as unknown as EngineSendPaths;
+  const pathOf = (id: string, ssrc: number) => {
+    engine.add(id, { group: `own-${id}`, ssrc, payloadType: 96 });
+    return new EngineSendPath(
+      owner,
+      engine as unknown as SendEngine,
+      id,
+      { ssrc } as RTCRtpSender,
+      new EngineGroup(`own-${id}`, 3, true),
+      96,
+    );
+  };
+  const a = track.subscribe(pathOf("a", 0xa));
+  const b = track.subscribe(pathOf("b", 0xb));
+  // The layers number pictures and TL0PICIDX apart: l from 30000 (wrapping at 2^15), h from 9.
+  const seq = { l: 100, h: 40000 };
+  const pic = { l: 32760, h: 9 };
+  const tl0 = { l: 250, h: 3 };
+  let frame = 0;
+  const frames = (count: number, key: { l?: boolean; h?: boolean } = {}) => {
+    for (let i = 0; i < count; i++, frame++) {
+      const tid = tidOf(frame);
+      for (const rid of ["l", "h"] as const) {
+        const isKey = i === 0 && key[rid] === true;
+        if (tid === 0) tl0[rid] = (tl0[rid] + 1) & 0xff;
+        pic[rid] = (pic[rid] + 1) & 0x7fff;
+        const header = new RtpHeader({
+          ssrc: rid === "l" ? 0x100 : 0x200,
+          payloadType: 96,
+          sequenceNumber: seq[rid],
+          timestamp: frame * 3000,
+          marker: true,
+        });
+        seq[rid] = (seq[rid] + 1) & 0xffff;
+        send(rid, new RtpPacket(header, vp8Frame(pic[rid], tl0[rid], isKey ? 0 : tid, isKey)));
+      }
+    }
+  };
+  const now = performance.now();
+  frames(1, { l: true, h: true });
+  a.choose(now, [true, true], [0, 0]);
+  b.choose(now, [true, true], [0, 0]);
+  frames(4, { h: true });
+  const gotA = engine.got.get("a")!;
+  const gotB = engine.got.get("b")!;
+  assert.equal(gotA.length, 4);
+  const shared = () => engine.groupsOf("a").find((g) => g.startsWith("sfu/"));
+  const hAll = shared();
+  assert.equal(engine.groupsOf("b").find((g) => g.startsWith("sfu/")), hAll);
+
+  // a caps at TID 0: from the next frame on, only base frames, in a group of its own.
+  assert.equal(a.setTemporal(0), true);
+  frames(8);
+  assert.notEqual(shared(), hAll);
+  assert.deepEqual(pictures(gotA.slice(4)).map((p) => p.tid), [0, 0]);
+  // A NACK of a packet sent in the capped group: resent as it was sent.
+  const capped = gotA.at(-1)!;
+  a.retransmit([capped.sequence], new RetransmitBudget());
+  assert.deepEqual(gotA.at(-1)!.payload, capped.payload);
+  assert.equal(gotA.at(-1)!.sequence, capped.sequence);
+  gotA.pop();
+  // Up again: at the next layer-sync frame above TID 0 (a TID 1 frame), back with b.
+  a.setTemporal(3);
+  frames(1);
+  assert.notEqual(shared(), hAll, "frame 13 (TID 2, no sync) does not allow it");
+  frames(6);
+  assert.equal(shared(), hAll, "a shares b's group again");
+  // Down to layer l at its keyframe.
+  a.setQuality("l");
+  frames(2);
+  frames(4, { l: true });
+  assert.equal(a.layer, "l");
+  frames(3);
+
+  for (const [name, got] of [["a", gotA], ["b", gotB]] as const) {
+    const seen = pictures(got);
+    got.forEach((g, i) => {
+      if (i === 0) return;
+      assert.equal(g.sequence, (got[i - 1].sequence + 1) & 0xffff, `${name} sequence ${i}`);
+      const [before, now] = [seen[i - 1], seen[i]];
+      assert.equal(now.picId, (before.picId + 1) & 0x7fff, `${name} picture ID ${i}`);
+      const tl0Step = (now.tl0 - before.tl0) & 0xff;
+      assert.equal(
+        tl0Step,
+        now.tid === 0 ? 1 : 0,
+        `${name} TL0PICIDX ${i}: ${before.tl0}→${now.tl0}`,
+      );
+    });
+  }
+  assert.ok(gotB.length > gotA.length, "a missed the frames above its cap");
+  track.close();
+  assert.deepEqual(engine.groupsOf("a"), ["own-a"]);
 });

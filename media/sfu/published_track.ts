@@ -17,10 +17,12 @@ import type { RetransmitBudget } from "../protocols/webrtc/retransmit_budget.ts"
 import type { RtpSendPath } from "../protocols/webrtc/send_path.ts";
 import { EngineGroup, EngineSendPath } from "../protocols/webrtc/engine_send_path.ts";
 import { LayerGroup, type LayerSource, SharedForward } from "./layer_group.ts";
+import { readVp8, shiftVp8, vp8Fields } from "../send_engine/vp8_descriptor.ts";
 import { LayerChoice, orderRids } from "../rtp/layer_choice.ts";
 import { LayerMonitor, type LayerReport } from "../rtp/layer_monitor.ts";
 import { ReceptionStats } from "../rtp/receiver_report.ts";
 import { SimulcastSwitch } from "../rtp/simulcast_switch.ts";
+import { vp8FrameType } from "../protocols/webrtc/video_payload.ts";
 
 /** Shortest time between two keyframe requests sent for one layer, in milliseconds. */
 export const sfuPliMinIntervalMs = 250;
@@ -64,14 +66,11 @@ export interface TrackFeedback {
 export class Subscription {
   readonly path: RtpSendPath;
   readonly #track: PublishedTrack;
-  /**
-   * Present for a simulcast track forwarded packet by packet (off the send engine, or VP8,
-   * whose picture ids are rewritten per subscriber): the subscriber's layer switch.
-   */
+  /** Present for a simulcast track forwarded packet by packet (off the send engine). */
   readonly #switch?: SimulcastSwitch;
   /**
-   * Present on the send engine (but for VP8 simulcast): the subscriber receives its layer's
-   * shared engine group, rewritten for it by the Workers.
+   * Present on the send engine: the subscriber receives its layer's shared engine group,
+   * rewritten for it by the Workers.
    */
   readonly #shared?: SharedForward;
   /** The track has layers to choose between (`#choice` is present). */
@@ -86,7 +85,7 @@ export class Subscription {
     this.path = path;
     const codec = track.codec.codec;
     this.#layered = track.layers.length > 1 && (codec === "H264" || codec === "VP8");
-    if (path instanceof EngineSendPath && !(this.#layered && codec === "VP8")) {
+    if (path instanceof EngineSendPath) {
       this.#shared = new SharedForward(
         path,
         track.layerSource,
@@ -163,8 +162,9 @@ export class Subscription {
   /** Caps VP8 temporal layers at `tid` (changeTid); false without layers. */
   setTemporal(tid: number): boolean {
     if (!this.#layered) return false;
-    // H.264 layers on the engine have no temporal layers to drop (VP8 is switched per packet).
+    // Only VP8 temporal layers are told apart; H.264 has none to drop.
     this.#switch?.selectTemporal(tid);
+    this.#shared?.selectTemporal(tid);
     return true;
   }
 
@@ -236,6 +236,12 @@ export class Subscription {
     out.header.timestamp = (packet.header.timestamp + from.timestampOffset) >>> 0;
     out.header.marker = packet.header.marker;
     out.payload = packet.payload;
+    if (this.#track.codec.codec === "VP8" && (from.picIdOffset || from.tl0Offset)) {
+      // Sent through this subscriber's own group, which the Worker does not renumber.
+      const copy = Buffer.from(packet.payload);
+      shiftVp8(copy, readVp8(copy, 0, copy.length, resendFields), from.picIdOffset, from.tl0Offset);
+      out.payload = copy;
+    }
     return out;
   }
 
@@ -289,6 +295,9 @@ export class Subscription {
   }
 }
 
+/** VP8 descriptor fields of a retransmission being renumbered (reused). */
+const resendFields = vp8Fields();
+
 /** Numbers published tracks and layer groups, for unique engine group names. */
 let nextTrackSerial = 1;
 let nextGroupSerial = 1;
@@ -313,8 +322,10 @@ export class PublishedTrack {
   readonly #subscriptions: Subscription[] = [];
   /** Subscriptions forwarded packet by packet (not through layer groups). */
   readonly #solo: Subscription[] = [];
-  /** Engine groups of the layers, by layer then abs-send-time id (see layer_group.ts). */
-  readonly #groups: Map<number | undefined, LayerGroup>[];
+  /** Engine groups of the layers, by layer then abs-send-time id and temporal cap. */
+  readonly #groups: Map<string, LayerGroup>[];
+  /** VP8 descriptor of the packet being handed to the groups (reused). */
+  readonly #vp8 = vp8Fields();
   readonly #transceiver: RTCRtpTransceiver;
   /** What the track's SharedForwards need of it. */
   readonly layerSource: LayerSource;
@@ -336,28 +347,30 @@ export class PublishedTrack {
     const serial = nextTrackSerial++;
     const simulcast = this.layers.length > 1;
     this.layerSource = {
-      layerGroup: (layer, absSendTimeId, engine) => {
+      layerGroup: (layer, absSendTimeId, engine, tidCap) => {
         const groups = this.#groups[layer];
-        let group = groups.get(absSendTimeId);
+        const key = `${absSendTimeId ?? "-"}/${tidCap}`;
+        let group = groups.get(key);
         if (!group) {
           // A new name each time: the engine may still hold a let-go one's last leave.
-          const name = `sfu/${serial}/${layer}/${absSendTimeId ?? "-"}/${nextGroupSerial++}`;
+          const name = `sfu/${serial}/${layer}/${key}/${nextGroupSerial++}`;
           group = new LayerGroup(
             layer,
             new EngineGroup(name, absSendTimeId),
             engine,
             codec.params.clockRate,
             simulcast,
+            codec.codec === "VP8",
+            tidCap,
+            key,
           );
-          groups.set(absSendTimeId, group);
+          groups.set(key, group);
         }
         return group;
       },
       releaseGroup: (group) => {
         const groups = this.#groups[group.layer];
-        if (groups.get(group.group.absSendTimeId) === group) {
-          groups.delete(group.group.absSendTimeId);
-        }
+        if (groups.get(group.key) === group) groups.delete(group.key);
       },
       requestKeyframe: (layer) => this.requestLayerKeyframe(layer),
     };
@@ -501,6 +514,9 @@ export class PublishedTrack {
    */
   #publishToGroups(layer: number, packet: RtpPacket, nowMs: number): void {
     let keyframe: boolean | undefined;
+    for (const group of this.#groups[layer].values()) {
+      if (group.movers.size > 0) this.#moveTemporal(group, packet);
+    }
     for (const groups of this.#groups) {
       for (const group of groups.values()) {
         if (group.waiting.size === 0) continue;
@@ -516,6 +532,28 @@ export class PublishedTrack {
     }
     for (const group of this.#groups[layer].values()) {
       if (group.members.size > 0) group.publish(packet, nowMs);
+    }
+  }
+
+  /**
+   * VP8: moves `group`'s members that chose another temporal cap to the group with that cap,
+   * when `packet` starts a frame that allows it (as SimulcastSwitch.selectTemporal says).
+   */
+  #moveTemporal(group: LayerGroup, packet: RtpPacket): void {
+    const f = readVp8(packet.payload, 0, packet.payload.length, this.#vp8);
+    if (!f.starts) return;
+    const key = vp8FrameType(packet.payload) === "key";
+    for (const member of [...group.movers]) {
+      const cap = member.temporalTarget;
+      if (cap > group.tidCap && !key && !(f.tid > group.tidCap && f.sync)) continue;
+      const path = member.path;
+      const target = this.layerSource.layerGroup(
+        group.layer,
+        path.group.absSendTimeId,
+        path.engine,
+        cap,
+      );
+      member.moveAt(target, packet);
     }
   }
 
