@@ -233,16 +233,20 @@ class HookSession implements RtmpSession {
       this.#log.info("rtmp player stopped", { stream: admitted.name, reason: info });
       target.conn.close();
     });
-    try {
-      await playRtmp(
-        { streams: deps.streams, engine: deps.engine, log: this.#log },
-        admitted.name,
-        target,
-      );
-    } finally {
+    const stopped = () => {
       unwatch();
       if (exists) this.notify("StreamStatusEvent", admitted.stream, "STOPPED");
-    }
+    };
+    // Not awaited here: this frame is let go while the player plays (an async frame and its
+    // await held about half a KiB per idle player).
+    return playRtmp(
+      { streams: deps.streams, engine: deps.engine, log: this.#log },
+      admitted.name,
+      target,
+    ).then(stopped, (err) => {
+      stopped();
+      throw err;
+    });
   }
 
   close(): void {

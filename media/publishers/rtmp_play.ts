@@ -10,6 +10,7 @@ import type { Logger } from "../../core/log.ts";
 import type { StreamDirectory } from "../stream_record.ts";
 import type { CodecEngine } from "../engine/engine.ts";
 import { StatusCode } from "../protocols/rtmp/command.ts";
+import type { RtmpConn } from "../protocols/rtmp/conn.ts";
 import { type PlayTarget, sendSampleAccess, sendStatus } from "../protocols/rtmp/server.ts";
 import { Stream } from "../stream.ts";
 import { aacStreamFor } from "./rtmp_aac_stream.ts";
@@ -49,14 +50,19 @@ export async function playRtmp(
     headerVersion = packager.headerVersion;
     await conn.writeRaw(packager.header);
   } while (headerVersion !== packager.headerVersion);
-  if (!stream.ended && !conn.closed) {
-    // Taken after the await: the fan-out of the moment may have ended with its last player.
-    const fanout = RtmpFanout.of(stream);
-    const { player, done } = fanout.add(conn);
-    // Ending the connection takes the player out.
-    target.ended.then(() => fanout.remove(player));
-    await done;
-  }
+  if (stream.ended || conn.closed) return unpublished(conn, stream, name);
+  // Taken after the await: the fan-out of the moment may have ended with its last player.
+  const fanout = RtmpFanout.of(stream);
+  const { player, done } = fanout.add(conn);
+  // Ending the connection takes the player out.
+  target.ended.then(() => fanout.remove(player));
+  // Not awaited here: this function's frame is let go while the player plays (an async
+  // frame and its await held about half a KiB per idle player).
+  return done.then(() => unpublished(conn, stream, name));
+}
+
+/** Tells a player whose stream ended (and that is still there) that it was unpublished. */
+async function unpublished(conn: RtmpConn, stream: Stream, name: string): Promise<void> {
   if (stream.ended && !conn.closed) {
     await sendStatus(conn, "status", StatusCode.playUnpublishNotify, `${name} is unpublished`);
   }
