@@ -21,6 +21,8 @@ import { freePort, startPermissions, waitForHttp } from "../tests/helpers/proces
 import { WcsClient } from "../tests/helpers/wcs_client.ts";
 import { upgradeRequest } from "../tests/helpers/raw_ws_client.ts";
 import { type HeapCount, heapGrowth, Inspector } from "./support/inspector.ts";
+import type { ProbeResult } from "./health_probe.ts";
+import { setPriority } from "node:os";
 
 const nofile = 1024;
 /** Load rounds; a second round shows whether memory keeps growing or has settled. */
@@ -265,6 +267,75 @@ if (!vod.ok) throw new Error(`vod/startup: ${vod.status} ${await vod.text()}`);
 // A keyframe into the stream and the first snapshot's ffmpeg out of the way.
 await (await post("/stream/snapshot", { streamName: "cam" })).body?.cancel();
 const inspector = forceGc ? await Inspector.connect(inspectPort) : undefined;
+
+/** bench/health_probe.ts, one process for the whole bench, told by line when to probe. */
+class HealthProbe {
+  #child: Deno.ChildProcess;
+  #stdin: WritableStreamDefaultWriter<Uint8Array>;
+  #lines: AsyncIterator<string>;
+
+  constructor(url: string) {
+    this.#child = new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "--allow-net",
+        new URL("./health_probe.ts", import.meta.url).pathname,
+        url,
+        String(healthIntervalMs),
+      ],
+      stdin: "piped",
+      stdout: "piped",
+      stderr: "inherit",
+    }).spawn();
+    this.#stdin = this.#child.stdin.getWriter();
+    this.#lines = lines(this.#child.stdout)[Symbol.asyncIterator]();
+  }
+
+  /** Starts probing; the function returned stops and gives what was measured. */
+  run(): () => Promise<ProbeResult> {
+    void this.#stdin.write(new TextEncoder().encode("start\n"));
+    return async () => {
+      await this.#stdin.write(new TextEncoder().encode("stop\n"));
+      const line = await this.#lines.next();
+      if (line.done) throw new Error("the /health probe exited");
+      return JSON.parse(line.value);
+    };
+  }
+
+  async close(): Promise<void> {
+    await this.#stdin.close();
+    await this.#child.status;
+  }
+}
+
+/** The lines of a byte stream. */
+async function* lines(stream: ReadableStream<Uint8Array>): AsyncIterable<string> {
+  const decoder = new TextDecoder();
+  let pending = "";
+  for await (const chunk of stream) {
+    pending += decoder.decode(chunk, { stream: true });
+    let newline: number;
+    while ((newline = pending.indexOf("\n")) >= 0) {
+      yield pending.slice(0, newline);
+      pending = pending.slice(newline + 1);
+    }
+  }
+}
+
+const probe = new HealthProbe(`${rest}/health`);
+/**
+ * Nice value the bench's own threads (its Web SDK, RTMP and REST clients) run at from here
+ * on, after the server and the probe were started at the bench's priority: clients that
+ * would be on other machines in use then take a core from the server only when it leaves one
+ * free. `SOAK_CLIENT_NICE=0` keeps them at the server's priority.
+ */
+const clientNice = Number(Deno.env.get("SOAK_CLIENT_NICE") ?? 10);
+if (clientNice !== 0) {
+  // Linux sets a nice value per thread: each of the bench's threads is reniced.
+  for (const task of Deno.readDirSync("/proc/self/task")) {
+    setPriority(Number(task.name), clientNice);
+  }
+}
 /** Time for V8 to hand the pages a forced GC freed back and for a C heap trim, in ms. */
 const afterGcMs = 12_000;
 /**
@@ -326,15 +397,6 @@ interface RoundResult {
   rssBeforeGc?: number;
   /** Threads by name at the "after" reading. */
   threadsAfter?: string;
-}
-
-/** What bench/health_probe.ts measured. */
-interface ProbeResult {
-  ms: number[];
-  slow: [number, number][];
-  failures: number;
-  engineRunning: number;
-  engineQueued: number;
 }
 
 /** Every part of the load at once, then a wait until the server is idle again. */
@@ -422,12 +484,8 @@ async function round(): Promise<RoundResult> {
     }
   }));
 
-  // /health is timed on a thread of its own (bench/health_probe.ts), away from the clients.
-  const probe = new Worker(new URL("./health_probe.ts", import.meta.url), { type: "module" });
-  const probed = new Promise<ProbeResult>((resolve) =>
-    probe.onmessage = (e: MessageEvent<ProbeResult>) => resolve(e.data)
-  );
-  probe.postMessage({ url: `${rest}/health`, intervalMs: healthIntervalMs });
+  // /health is timed by a process of its own at the server's priority (bench/health_probe.ts).
+  const probed = probe.run();
   const sampling = (async () => {
     while (loading && !serverExited) {
       try {
@@ -459,9 +517,7 @@ async function round(): Promise<RoundResult> {
     result.benchCpuMs = benchCpuMs() - benchCpuStart;
   }
   loading = false;
-  probe.postMessage("stop");
-  const probeResult = await probed;
-  probe.terminate();
+  const probeResult = await probed();
   result.healthMs = probeResult.ms;
   result.slowHealth = probeResult.slow;
   result.healthFailures = probeResult.failures;
@@ -516,7 +572,7 @@ const fmt = (n: number) => (Number.isFinite(n) ? n.toFixed(1) : "-");
 console.log(
   `soak: ${sessionCount} sessions (${sessionConcurrency} at once), ${rtmpSockets} idle RTMP ` +
     `sockets, ${deadPulls} dead-camera pulls, ${snapshots} snapshots, at once; server under ` +
-    `prlimit --nofile=${nofile}:${nofile}; load average before: ${loadAverage} on ${navigator.hardwareConcurrency} cores`,
+    `prlimit --nofile=${nofile}:${nofile}; the bench's clients at nice ${clientNice}, the /health probe and the server at the bench's own; load average before: ${loadAverage} on ${navigator.hardwareConcurrency} cores`,
 );
 for (const [i, r] of results.entries()) {
   r.healthMs.sort((a, b) => a - b);
@@ -621,6 +677,7 @@ for (const [i, r] of results.entries()) {
   for (const line of heapGrowth(heapCountsBefore, r.heapCountsAfter)) console.log(`  ${line}`);
 }
 await inspector?.close();
+await probe.close();
 
 const [stdout, stderr] = alive
   ? await (async () => {
