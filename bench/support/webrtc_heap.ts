@@ -123,13 +123,16 @@ async function probe(n: number, sendEngine: "ffi" | "werift"): Promise<void> {
       `receivers: ${counts.received} packets verified, ${counts.failed} failed, ${counts.gaps} gaps`,
     );
     const per = (a: number, b: number) => ((a - b) / n / 1024).toFixed(1);
-    console.log(
-      `per subscriber: RSS ${per(after.rssKb * 1024, before.rssKb * 1024)} KB, heap used ${
-        per(after.memory.heapUsed, before.memory.heapUsed)
-      } KB, external ${per(after.memory.external, before.memory.external)} KB, heap total ${
-        per(after.memory.heapTotal, before.memory.heapTotal)
-      } KB`,
-    );
+    const line = (what: string, rss: [number, number], a: Deno.MemoryUsage, b: Deno.MemoryUsage) =>
+      console.log(
+        `per subscriber ${what}: RSS ${per(rss[0] * 1024, rss[1] * 1024)} KB, heap used ${
+          per(a.heapUsed, b.heapUsed)
+        } KB, heap total ${per(a.heapTotal, b.heapTotal)} KB, external ${
+          per(a.external, b.external)
+        } KB`,
+      );
+    line("as found", [after.ungcRssKb, before.ungcRssKb], after.ungc, before.ungc);
+    line("after a full GC", [after.rssKb, before.rssKb], after.memory, before.memory);
     console.log("constructors grown, per subscriber: objects, bytes (self size)");
     for (const row of growth(before.heap, after.heap, n)) console.log(row);
   } finally {
@@ -149,10 +152,16 @@ async function probe(n: number, sendEngine: "ffi" | "werift"): Promise<void> {
 interface Reading {
   rssKb: number;
   memory: Deno.MemoryUsage;
+  /** RSS and memory usage before the garbage collection. */
+  ungcRssKb: number;
+  ungc: Deno.MemoryUsage;
   heap: Map<string, HeapCount>;
 }
 
 async function reading(inspector: Inspector, pid: number): Promise<Reading> {
+  // As a benchmark sees the process (garbage included), then after a full collection.
+  const ungcRss = await rssKb(pid);
+  const ungc = await inspector.memoryUsage();
   await inspector.collectGarbage();
   // RSS and memory usage before the snapshots, whose own allocations would count.
   const rss = await rssKb(pid);
@@ -160,7 +169,7 @@ async function reading(inspector: Inspector, pid: number): Promise<Reading> {
   const dir = Deno.env.get("HEAP_SNAPSHOT_DIR");
   if (dir) await saveSnapshot(inspector, `${dir}/${Date.now()}.heapsnapshot`);
   const heap = await inspector.heapCounts();
-  return { rssKb: rss, memory, heap };
+  return { rssKb: rss, memory, heap, ungcRssKb: ungcRss, ungc };
 }
 
 /**

@@ -27,7 +27,7 @@ import { portPoolOf, type UdpPortPool } from "./port_pool.ts";
 import { installNoDefaultStun } from "./no_default_stun.ts";
 import { installUdpBindRetry } from "./udp_bind.ts";
 import type { TrickleCandidate } from "./sdpfrag.ts";
-import { dropUnusedSrtpAuth, leanEvents } from "./werift_trim.ts";
+import { dropHandshakeKeys, dropUnusedSrtpAuth, leanEvents } from "./werift_trim.ts";
 
 /** Where the media sockets of a peer bind and what their candidates announce. */
 export interface PeerAddress {
@@ -286,9 +286,13 @@ export class Peer {
     if (this.#closed || !this.mediaReady) return;
     if (!this.#trimmed) {
       this.#trimmed = true;
-      // The handshake made the DTLS and SRTP objects: their events and unused HMACs go.
+      // The handshake made the DTLS and SRTP objects: their events, unused HMACs and (for a
+      // DTLS server) the handshake's keys go.
       leanEvents(this.pc);
-      for (const transport of this.pc.dtlsTransports) dropUnusedSrtpAuth(transport);
+      for (const transport of this.pc.dtlsTransports) {
+        dropUnusedSrtpAuth(transport);
+        dropHandshakeKeys(transport);
+      }
     }
     if (this.#mediaReady.length === 0) return;
     const ready = this.#mediaReady;

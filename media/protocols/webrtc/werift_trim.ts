@@ -14,6 +14,9 @@
  * - Each SRTP and SRTCP context keeps two HMAC-SHA1 objects made at construction (Node-style
  *   streams in Deno's polyfill, about 1.5 KB each) that it never reads: authentication makes
  *   a new HMAC each time. `dropUnusedSrtpAuth` lets them go.
+ * - A DTLS server keeps, once connected, the private key it parsed for the handshake (one
+ *   object per peer though every peer has the same certificate, about 2.6 KB) and its
+ *   ECDHE key pair: `dropHandshakeKeys` lets them go.
  * - A player whose every track is on the send engine never has werift protect RTP, and its
  *   browser sends none: `dropRtpProtection` lets werift's SRTP session (two contexts of
  *   derived keys and cipher buffers, about 12 KB) go, keeping SRTCP.
@@ -347,5 +350,29 @@ export function dropRtpProtection(dtls: RTCDtlsTransport): boolean {
   const srtp = fields.srtp;
   if (!srtp || srtp instanceof RtpOnEngine) return false;
   fields.srtp = new RtpOnEngine(srtp.config);
+  return true;
+}
+
+/** The fields of werift's DTLS socket (RTCDtlsTransport.dtls) `dropHandshakeKeys` touches. */
+interface DtlsSocketFields {
+  connected?: boolean;
+  cipher?: { localPrivateKey?: unknown; localKeyPair?: unknown };
+}
+
+/**
+ * Lets the private key and ECDHE key pair of a connected DTLS server go. A server uses them
+ * only to sign its key exchange and to derive the master secret; once connected it ignores the
+ * client's key messages (werift's DtlsServer returns on them), answers a retransmitted
+ * Finished with its last flight as sent, and a new ClientHello (renegotiation) parses the
+ * key anew. A DTLS client keeps them (it may have to sign its flight again). Returns whether
+ * anything went.
+ */
+export function dropHandshakeKeys(dtls: RTCDtlsTransport): boolean {
+  if (dtls.role !== "server" || dtls.state !== "connected") return false;
+  const socket = (dtls as unknown as { dtls?: DtlsSocketFields }).dtls;
+  const cipher = socket?.cipher;
+  if (!socket?.connected || !cipher || cipher.localPrivateKey === undefined) return false;
+  cipher.localPrivateKey = undefined;
+  cipher.localKeyPair = undefined;
   return true;
 }

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { Event, type RTCDtlsTransport, RTCPeerConnection, SrtpAuthenticationError } from "werift";
-import { dropRtpProtection, leanEvent, leanEvents } from "./werift_trim.ts";
+import { dropHandshakeKeys, dropRtpProtection, leanEvent, leanEvents } from "./werift_trim.ts";
 import { installNoDefaultStun } from "./no_default_stun.ts";
 
 /** Runs the same script on an event and records what its subscribers saw. */
@@ -120,4 +120,26 @@ Deno.test("dropRtpProtection keeps the keys, refuses to protect and drops receiv
   // werift drops a packet whose decryption throws this (and rethrows anything else).
   assert.throws(() => srtp.decrypt(), SrtpAuthenticationError);
   assert.equal(dropRtpProtection(transport), false, "once");
+});
+
+Deno.test("dropHandshakeKeys lets a connected DTLS server's keys go, and only a server's", () => {
+  const transport = (role: string, state: string, connected: boolean) => ({
+    role,
+    state,
+    dtls: { connected, cipher: { localPrivateKey: {}, localKeyPair: {}, masterSecret: 1 } },
+  });
+  const server = transport("server", "connected", true);
+  assert.equal(dropHandshakeKeys(server as unknown as RTCDtlsTransport), true);
+  assert.equal(server.dtls.cipher.localPrivateKey, undefined);
+  assert.equal(server.dtls.cipher.localKeyPair, undefined);
+  assert.equal(server.dtls.cipher.masterSecret, 1, "the session's keys stay");
+  for (
+    const other of [
+      transport("client", "connected", true),
+      transport("server", "connecting", false),
+    ]
+  ) {
+    assert.equal(dropHandshakeKeys(other as unknown as RTCDtlsTransport), false);
+    assert.ok(other.dtls.cipher.localPrivateKey);
+  }
 });
