@@ -98,11 +98,24 @@ function threadNames(pid: number): string {
   return String(names);
 }
 
-/** CPU time this process (the bench's clients) has used, in ms (/proc/self/stat, 100 Hz). */
-function benchCpuMs(): number {
-  const fields = Deno.readTextFileSync("/proc/self/stat").split(") ")[1].split(" ");
-  // utime and stime are fields 14 and 15 of stat, 12 and 13 after the command's name.
-  return (Number(fields[11]) + Number(fields[12])) * 10;
+/**
+ * CPU time process `pid` has used, in ms (/proc stat, 100 Hz); `withChildren` adds its
+ * children that exited and were waited for (the server's ffmpeg).
+ */
+function cpuMs(pid: number | "self", withChildren = false): number {
+  const fields = Deno.readTextFileSync(`/proc/${pid}/stat`).split(") ")[1].split(" ");
+  // utime, stime, cutime, cstime are fields 14-17 of stat, 12-15 after the command's name.
+  const ticks = Number(fields[11]) + Number(fields[12]) +
+    (withChildren ? Number(fields[13]) + Number(fields[14]) : 0);
+  return ticks * 10;
+}
+
+/** CPU time all cores of the machine have been busy, in ms (/proc/stat, 100 Hz). */
+function machineBusyMs(): number {
+  const [, ...ticks] = Deno.readTextFileSync("/proc/stat").split("\n")[0].trim().split(/\s+/);
+  // user nice system idle iowait irq softirq steal: all but idle and iowait are busy.
+  const [user, nice, system, , , irq, softirq, steal] = ticks.map(Number);
+  return (user + nice + system + irq + softirq + steal) * 10;
 }
 
 function peakOf(a: Usage, b: Usage): Usage {
@@ -386,6 +399,10 @@ interface RoundResult {
   loopWaitMs: number;
   /** CPU time the bench itself used during the load, in ms. */
   benchCpuMs: number;
+  /** CPU time the server used during the load, its ffmpeg included, in ms. */
+  serverCpuMs: number;
+  /** CPU time the machine's cores were busy during the load, in ms (others: the rest). */
+  machineBusyMs: number;
   /** Readings of the event loop's times during the load: [ms since the start, run, wait]. */
   loopSamples: [number, number, number][];
   peak: Usage;
@@ -422,11 +439,15 @@ async function round(): Promise<RoundResult> {
     loopRunMs: 0,
     loopWaitMs: 0,
     benchCpuMs: 0,
+    serverCpuMs: 0,
+    machineBusyMs: 0,
     loopSamples: [],
     peak: usageOf(server.pid),
   };
   const loopStart = mainThreadTimes(server.pid);
-  const benchCpuStart = benchCpuMs();
+  const benchCpuStart = cpuMs("self");
+  const serverCpuStart = cpuMs(server.pid, true);
+  const machineBusyStart = machineBusyMs();
   result.loopSamples.push([0, loopStart.runMs, loopStart.waitMs]);
 
   let next = 0;
@@ -514,7 +535,9 @@ async function round(): Promise<RoundResult> {
     const loopEnd = mainThreadTimes(server.pid);
     result.loopRunMs = loopEnd.runMs - loopStart.runMs;
     result.loopWaitMs = loopEnd.waitMs - loopStart.waitMs;
-    result.benchCpuMs = benchCpuMs() - benchCpuStart;
+    result.benchCpuMs = cpuMs("self") - benchCpuStart;
+    result.serverCpuMs = cpuMs(server.pid, true) - serverCpuStart;
+    result.machineBusyMs = machineBusyMs() - machineBusyStart;
   }
   loading = false;
   const probeResult = await probed();
@@ -605,9 +628,14 @@ for (const [i, r] of results.entries()) {
   console.log(
     `  server event loop: ${fmt(r.loopRunMs)} ms on a core, ${
       fmt(r.loopWaitMs)
-    } ms runnable waiting for one, in ${fmt(r.loadMs)} ms of load (the bench's clients used ${
+    } ms runnable waiting for one, in ${fmt(r.loadMs)} ms of load`,
+  );
+  console.log(
+    `  CPU during the load: the machine's ${navigator.hardwareConcurrency} cores busy ${
+      fmt(r.machineBusyMs)
+    } ms: the server (its ffmpeg included) ${fmt(r.serverCpuMs)} ms, the bench's clients ${
       fmt(r.benchCpuMs)
-    } ms of CPU)`,
+    } ms, other processes ${fmt(r.machineBusyMs - r.serverCpuMs - r.benchCpuMs)} ms`,
   );
 }
 if (finalHealth) {
