@@ -2,11 +2,14 @@
  * One track an SFU participant publishes and its subscribers. RTP is forwarded without
  * depacketizing: a track without simulcast goes to each subscriber's send path as it came; a
  * simulcast track's layers (rids, ordered lowest first) are measured by one LayerMonitor and
- * each subscriber gets one layer through its own SimulcastSwitch (one continuous stream under
- * its SSRC, switching at keyframes) chosen by its LayerChoice (changeQuality cap, receiver
- * report loss, the layers alive). Keyframe requests go to the publisher per layer (rate
- * limited), NACKs are answered from per-layer packet caches, the publisher's sender reports
- * are passed on for lip sync.
+ * each subscriber gets one layer, as one continuous stream under its SSRC switching at
+ * keyframes, chosen by its LayerChoice (changeQuality cap, receiver report loss, the layers
+ * alive). On the send engine a layer is an engine group its subscribers share (layer_group.ts:
+ * each packet handed over once, the Workers renumbering per subscriber); off it (werift, the
+ * bridge streams) each subscriber is forwarded packet by packet through its own
+ * SimulcastSwitch. Keyframe requests go to the publisher per layer (rate limited), NACKs are
+ * answered from per-layer packet caches, the publisher's sender reports are passed on for lip
+ * sync.
  */
 import { Buffer } from "node:buffer";
 import type { MediaStreamTrack, RtcpPacket, RTCRtpTransceiver } from "werift";
