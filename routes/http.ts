@@ -3,6 +3,7 @@
  * schema validation, CORS, the request log, and the one place where typed errors become
  * HTTP statuses.
  */
+import { turns } from "../core/turn_budget.ts";
 import { Hono } from "hono";
 import type { z } from "zod";
 import { BadRequestError, MediaServerError, NotImplementedError } from "../core/errors.ts";
@@ -98,6 +99,9 @@ async function answerOperation(
   const raw = req.method === "GET"
     ? undefined
     : await readJsonBody(req, ctx.services.config.rest.maxBodyBytes);
+  // A burst of operations runs in slices, /health (not an operation) between them.
+  const turn = turns.admit();
+  if (turn) await turn;
   const body = parseBody(op.body, raw ?? {});
   if (!op.handle) throw new NotImplementedError(op.path);
   const result = await op.handle(body, ctx);

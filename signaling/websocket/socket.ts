@@ -4,6 +4,7 @@
  * connection on a protocol error, and queues writes so a client that does not read only fills
  * its own queue (its owner sees `bufferedAmount` and cuts it off).
  */
+import { turns } from "../../core/turn_budget.ts";
 import { concatBytes } from "./bytes.ts";
 import { encodeClose, encodeFrame, encodeText } from "./frame_writer.ts";
 import {
@@ -125,6 +126,9 @@ export class ServerWebSocket {
       while (this.#state !== "closed") {
         const n = await this.#conn.read(buffer);
         if (n === null) break;
+        // Messages of many clients at once are handled in slices (core/turn_budget.ts).
+        const turn = turns.admit();
+        if (turn) await turn;
         this.#receive(buffer.subarray(0, n));
       }
     } catch {
