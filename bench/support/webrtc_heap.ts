@@ -133,6 +133,11 @@ async function probe(n: number, sendEngine: "ffi" | "werift"): Promise<void> {
       );
     line("as found", [after.ungcRssKb, before.ungcRssKb], after.ungc, before.ungc);
     line("after a full GC", [after.rssKb, before.rssKb], after.memory, before.memory);
+    console.log(
+      `per subscriber in malloc: ${per(after.malloc.used, before.malloc.used)} KB in use, ${
+        per(after.malloc.free, before.malloc.free)
+      } KB free but kept, ${per(after.malloc.mmapped, before.malloc.mmapped)} KB mmapped`,
+    );
     console.log("constructors grown, per subscriber: objects, bytes (self size)");
     for (const row of growth(before.heap, after.heap, n)) console.log(row);
   } finally {
@@ -155,6 +160,8 @@ interface Reading {
   /** RSS and memory usage before the garbage collection. */
   ungcRssKb: number;
   ungc: Deno.MemoryUsage;
+  /** malloc's figures after the collection. */
+  malloc: Mallinfo;
   heap: Map<string, HeapCount>;
 }
 
@@ -163,20 +170,51 @@ async function reading(inspector: Inspector, pid: number): Promise<Reading> {
   const ungcRss = await rssKb(pid);
   const ungc = await inspector.memoryUsage();
   await inspector.collectGarbage();
+  const malloc = await mallinfo(inspector);
   // RSS and memory usage before the snapshots, whose own allocations would count.
   const rss = await rssKb(pid);
   const memory = await inspector.memoryUsage();
   const dir = Deno.env.get("HEAP_SNAPSHOT_DIR");
   if (dir) await saveSnapshot(inspector, `${dir}/${Date.now()}.heapsnapshot`);
   const heap = await inspector.heapCounts();
-  return { rssKb: rss, memory, heap, ungcRssKb: ungcRss, ungc };
+  return { rssKb: rss, memory, heap, ungcRssKb: ungcRss, ungc, malloc };
+}
+
+/** glibc's mallinfo2() in the inspected process: bytes malloc has in use and holds free. */
+const mallinfoExpression = `(() => {
+  const lib = Deno.dlopen("libc.so.6", {
+    mallinfo2: { parameters: [], result: { struct: Array(10).fill("usize") } },
+  });
+  const words = new BigUint64Array(lib.symbols.mallinfo2().buffer);
+  lib.close();
+  return JSON.stringify({ mmapped: Number(words[4]), used: Number(words[7]), free: Number(words[8]) });
+})()`;
+
+/** malloc's figures of the inspected process (a second inspector session). */
+async function mallinfo(inspector: Inspector): Promise<Mallinfo> {
+  const answer = await session(
+    inspector,
+    (send) => send("Runtime.evaluate", { expression: mallinfoExpression, returnByValue: true }),
+  ) as { result: { value: string } };
+  return JSON.parse(answer.result.value);
+}
+
+/** What glibc's malloc holds: in use (`used`), free but kept (`free`), mmapped chunks. */
+interface Mallinfo {
+  used: number;
+  free: number;
+  mmapped: number;
 }
 
 /**
- * Saves a heap snapshot of the inspected process to `file` (for tools that walk retainers);
- * a second session on the inspector, as Inspector keeps the chunks to itself.
+ * Opens a second session on `inspector`'s process, runs `run` (which sends one command and
+ * may collect events through `onEvent`) and returns the command's result.
  */
-async function saveSnapshot(inspector: Inspector, file: string): Promise<void> {
+async function session(
+  inspector: Inspector,
+  run: (send: (method: string, params?: Record<string, unknown>) => void) => void,
+  onEvent?: (message: { method: string; params: Record<string, unknown> }) => void,
+): Promise<unknown> {
   const port = inspectorPort(inspector);
   const targets = await (await fetch(`http://127.0.0.1:${port}/json/list`)).json();
   const ws = new WebSocket(targets[0].webSocketDebuggerUrl);
@@ -184,21 +222,37 @@ async function saveSnapshot(inspector: Inspector, file: string): Promise<void> {
     ws.onopen = resolve;
     ws.onerror = reject;
   });
-  const chunks: string[] = [];
-  const done = new Promise<void>((resolve) => {
+  const result = new Promise<unknown>((resolve) => {
     ws.onmessage = (e) => {
       const message = JSON.parse(e.data);
-      if (message.method === "HeapProfiler.addHeapSnapshotChunk") chunks.push(message.params.chunk);
-      else if (message.id === 2) resolve();
+      if (message.method) onEvent?.(message);
+      else if (message.id === 1) resolve(message.result ?? message.error);
     };
   });
-  ws.send(JSON.stringify({ id: 1, method: "HeapProfiler.enable" }));
-  ws.send(JSON.stringify({ id: 2, method: "HeapProfiler.takeHeapSnapshot", params: {} }));
-  await done;
-  await Deno.writeTextFile(file, chunks.join(""));
+  run((method, params = {}) => ws.send(JSON.stringify({ id: 1, method, params })));
+  const answer = await result;
   const closed = new Promise((resolve) => ws.onclose = resolve);
   ws.close();
   await closed;
+  return answer;
+}
+
+/**
+ * Saves a heap snapshot of the inspected process to `file` (for tools that walk retainers),
+ * through a second session, as Inspector keeps the chunks to itself.
+ */
+async function saveSnapshot(inspector: Inspector, file: string): Promise<void> {
+  const chunks: string[] = [];
+  await session(
+    inspector,
+    (send) => send("HeapProfiler.takeHeapSnapshot"),
+    (message) => {
+      if (message.method === "HeapProfiler.addHeapSnapshotChunk") {
+        chunks.push(message.params.chunk as string);
+      }
+    },
+  );
+  await Deno.writeTextFile(file, chunks.join(""));
 }
 
 const inspectorPorts = new WeakMap<Inspector, number>();
