@@ -45,7 +45,8 @@ Deno.test("install: the container runs as a non-root user with the start task's 
   const cmd = /^CMD (\[[\s\S]*?\])\s*$/m.exec(dockerfile.replaceAll("\\\n", ""));
   assert.ok(cmd, "no CMD");
   const args = JSON.parse(cmd[1]) as string[];
-  const flags = (args: string[]) => args.filter((a) => a.startsWith("--allow-")).sort();
+  const flags = (args: string[]) =>
+    args.filter((a) => a.startsWith("--allow-") || a.startsWith("--v8-flags=")).sort();
   const tasks = JSON.parse(Deno.readTextFileSync(new URL("deno.json", root))).tasks;
   const start = (tasks.start as string).split("&&").map((c) => c.trim()).at(-1)!.split(/\s+/);
   assert.deepEqual(flags(args), flags(start));

@@ -2,15 +2,17 @@
 import dgram from "node:dgram";
 
 /**
- * The permissions of the `start` task, read from deno.json so that tests and benchmarks run
- * the server exactly as users start it.
+ * The permissions and V8 flags of the `start` task, read from deno.json so that tests and
+ * benchmarks run the server exactly as users start it.
  */
 export const startPermissions: readonly string[] = (() => {
   const denoJson = JSON.parse(
     Deno.readTextFileSync(new URL("../../deno.json", import.meta.url)),
   ) as { tasks: { start: string } };
   const serverCommand = denoJson.tasks.start.split("&&").at(-1)!;
-  return serverCommand.trim().split(/\s+/).filter((arg) => arg.startsWith("--allow-"));
+  return serverCommand.trim().split(/\s+/).filter((arg) =>
+    arg.startsWith("--allow-") || arg.startsWith("--v8-flags=")
+  );
 })();
 
 /** A TCP port that was free a moment ago on 127.0.0.1. */
