@@ -56,6 +56,13 @@ export interface SubscriberSpec {
   keys: SrtpMasterKeys;
   /** Fan-out groups it receives (e.g. a stream's video), each with its rewrite. */
   groups: GroupSpec[];
+  /**
+   * Subscribers with the same key go to the same Worker (the first one's, chosen by load):
+   * the members of a group that only they share (an SFU track's layers) are then on one
+   * Worker, which alone gets the group's packets (one handoff a packet instead of one per
+   * Worker).
+   */
+  affinity?: string;
 }
 
 /** A group a subscriber receives, by name, and how its copies are rewritten for it. */
@@ -96,6 +103,7 @@ interface WorkerSlot {
 
 interface EngineSubscriber {
   id: string;
+  affinity?: string;
   handle: number;
   worker: number;
   /** Group names it receives, and their numbers in the same order. */
@@ -121,6 +129,8 @@ export class SendEngine {
   readonly #byHandle = new Map<number, EngineSubscriber>();
   /** Groups that have subscribers: a name is let go with its last one (publishers come and go). */
   readonly #groups = new Map<string, GroupEntry>();
+  /** Worker of each affinity key, and its subscribers. */
+  readonly #affinity = new Map<string, { worker: number; subscribers: number }>();
   /** Numbers are never reused, so a Worker never takes a new group for one it still holds. */
   #nextGroup = 1;
   #nextHandle = 1;
@@ -241,10 +251,18 @@ export class SendEngine {
     this.#slots.forEach((slot, i) => {
       if (slot.subscribers < this.#slots[index].subscribers) index = i;
     });
+    if (spec.affinity !== undefined) {
+      const affine = this.#affinity.get(spec.affinity);
+      if (affine) {
+        index = affine.worker;
+        affine.subscribers++;
+      } else this.#affinity.set(spec.affinity, { worker: index, subscribers: 1 });
+    }
     const slot = this.#slots[index];
     const groups = spec.groups.map((g) => ({ ...g, group: this.#joinGroup(g.group) }));
     const subscriber: EngineSubscriber = {
       id: spec.id,
+      affinity: spec.affinity,
       handle: this.#nextHandle++,
       worker: index,
       groupNames: spec.groups.map((g) => g.group),
@@ -330,6 +348,10 @@ export class SendEngine {
       else slot.groups.set(group, left);
     }
     for (const name of subscriber.groupNames) this.#leaveGroup(name);
+    if (subscriber.affinity !== undefined) {
+      const affine = this.#affinity.get(subscriber.affinity);
+      if (affine && --affine.subscribers === 0) this.#affinity.delete(subscriber.affinity);
+    }
     this.#send(slot, { type: "remove", handle: subscriber.handle });
     return true;
   }

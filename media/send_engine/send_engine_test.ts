@@ -413,3 +413,41 @@ Deno.test("send engine: a member's VP8 picture ID and TL0PICIDX offsets are appl
     await Promise.all([a.close(), b.close()]);
   }
 });
+
+Deno.test("send engine: subscribers with the same affinity key share a Worker, the others spread by load", async () => {
+  const engine = await SendEngine.start({ workers: 2, bindHost: "127.0.0.1" });
+  try {
+    const keys = { masterKey: randomBytes(16), masterSalt: randomBytes(14) };
+    const add = (id: string, affinity?: string) =>
+      engine.addSubscriber({
+        id,
+        host: "127.0.0.1",
+        port: 9,
+        profile: "AES_CM_128_HMAC_SHA1_80",
+        keys,
+        groups: [],
+        affinity,
+      });
+    add("t1", "track");
+    add("t2", "track");
+    add("other");
+    add("t3", "track");
+    let workers = await engine.stats();
+    const worker = (id: string) => workers.get(id)!.worker;
+    assert.equal(worker("t2"), worker("t1"));
+    assert.equal(worker("t3"), worker("t1"));
+    assert.notEqual(worker("other"), worker("t1"), "by load: the Worker without t1");
+    // The key is let go with its last subscriber: the next one goes by load again, here to
+    // the Worker that had none of them, once the old one has more.
+    for (const id of ["t1", "t2", "t3"]) engine.removeSubscriber(id);
+    add("m1");
+    add("m2");
+    add("t4", "track");
+    workers = await engine.stats();
+    assert.equal(worker("m1"), worker("m2"), "both to the emptied Worker");
+    assert.notEqual(worker("t4"), worker("m1"), "t4 by load, not to its key's old Worker");
+    assert.equal(worker("t4"), worker("other"));
+  } finally {
+    await engine.close();
+  }
+});

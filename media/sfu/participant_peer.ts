@@ -520,7 +520,13 @@ export class ParticipantPeer {
         e.uri === absSendTimeUri
       );
       const group = new EngineGroup(`sfu/${nextEngineGroup++}`, absSendTime?.id, true);
-      const enginePath = this.#sendPaths?.open(sender, codec.payloadType, group);
+      // The track's subscribers on one Worker: its layer groups' packets go to that one only.
+      const enginePath = this.#sendPaths?.open(
+        sender,
+        codec.payloadType,
+        group,
+        track.engineAffinity,
+      );
       const path: RtpSendPath = enginePath ??
         new WeriftSendPath(sender, codec.payloadType, absSendTime?.id);
       receiving.enginePath = enginePath;

@@ -332,6 +332,8 @@ export class PublishedTrack {
   readonly #transceiver: RTCRtpTransceiver;
   /** What the track's SharedForwards need of it. */
   readonly layerSource: LayerSource;
+  /** The send engine's affinity key of the track's subscribers (one Worker for them all). */
+  readonly engineAffinity: string;
   #closed = false;
 
   constructor(info: TrackInfo, codec: NegotiatedCodec, transceiver: RTCRtpTransceiver) {
@@ -348,6 +350,7 @@ export class PublishedTrack {
     this.#groups = this.layers.map(() => new Map());
     this.#transceiver = transceiver;
     const serial = nextTrackSerial++;
+    this.engineAffinity = `sfu/${serial}`;
     const simulcast = this.layers.length > 1;
     this.layerSource = {
       layerGroup: (layer, absSendTimeId, engine, tidCap) => {

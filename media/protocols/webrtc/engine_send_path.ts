@@ -78,9 +78,15 @@ export class EngineSendPaths {
    * the publisher track `group` rewritten to the sender's SSRC and `payloadType`. Undefined
    * when the engine is not started, the transport has no keys or selected pair yet, or its
    * selected pair is not UDP (ICE-TCP: the engine only sends datagrams on the ICE mux's
-   * socket); the caller keeps werift's path then.
+   * socket); the caller keeps werift's path then. `affinity`: paths with the same key share
+   * a Worker (SendEngine's SubscriberSpec.affinity).
    */
-  open(sender: RTCRtpSender, payloadType: number, group: EngineGroup): EngineSendPath | undefined {
+  open(
+    sender: RTCRtpSender,
+    payloadType: number,
+    group: EngineGroup,
+    affinity?: string,
+  ): EngineSendPath | undefined {
     const engine = this.#engine;
     if (!engine) return undefined;
     const dtls = sender.dtlsTransport;
@@ -98,6 +104,7 @@ export class EngineSendPaths {
         profile,
         keys: { masterKey: config.keys.localMasterKey, masterSalt: config.keys.localMasterSalt },
         groups: [{ group: group.name, ssrc: sender.ssrc, payloadType }],
+        affinity,
       });
     } catch {
       // An address the engine's socket cannot reach (another family): werift sends instead.
