@@ -58,6 +58,36 @@ Deno.test("each line carries the millisecond it was written, lines of one millis
   assert.ok(new Set(written).size > 1, "the time moves on");
 });
 
+Deno.test("a line is the JSON of {time, level, msg, ...base, ...fields}, whatever keys the fields take", () => {
+  const base = { component: "rest", n: 1 };
+  const cases: (Record<string, unknown> | undefined)[] = [
+    undefined,
+    {},
+    { method: "POST", path: "/rest-api/stream/find_all", status: 200, ms: 0.12 },
+    { path: 'quote " and \\ and \u2028 and é', ok: true, none: null, gone: undefined },
+    { component: "override", extra: 1 }, // a base key keeps its place, with the new value
+    { msg: "not the message", time: 0, level: "x" },
+    { "7": "index keys go first", b: 2 },
+    { nested: { a: [1, 2] }, when: new Date(0) },
+    { toJSON: "a key like any other" },
+  ];
+  for (const fields of cases) {
+    const lines: string[] = [];
+    const log = createLogger({ level: "info", write: (l) => lines.push(l) }).child(base);
+    log.info("request", fields);
+    const time = JSON.parse(lines[0]).time;
+    const expected = JSON.stringify({ time, level: "info", msg: "request", ...base, ...fields });
+    assert.equal(lines[0], expected, JSON.stringify(fields));
+  }
+  const lines: string[] = [];
+  const objectBase = { session: { id: "a" }, "3": "x" };
+  createLogger({ level: "info", write: (l) => lines.push(l) }).child(objectBase).warn("w", {
+    k: 1,
+  });
+  const time = JSON.parse(lines[0]).time;
+  assert.equal(lines[0], JSON.stringify({ time, level: "warn", msg: "w", ...objectBase, k: 1 }));
+});
+
 /** Runs `code` (which may import `LOG`, this folder's log.ts) in a child with stdout piped. */
 function logChild(code: string): Deno.ChildProcess {
   const logUrl = new URL("./log.ts", import.meta.url).href;

@@ -3,8 +3,7 @@
  * the operation's group and name for management operations, the path's first segment for the
  * server's other fixed routes, "other" for anything else (unknown paths are not labels).
  */
-import type client from "prom-client";
-import { restRequestSeconds } from "../core/metrics.ts";
+import { type HistogramSeries, restRequestSeconds } from "../core/metrics.ts";
 import type { Operation } from "./operation.ts";
 
 /** First path segments of the REST port's fixed routes other than operations. */
@@ -13,29 +12,41 @@ const fixedRoutes = new Set(["health", "metrics", "client", "whip", "whep"]);
 /** Records the duration of one answered request. */
 export type RestTimer = (path: string, status: number, seconds: number) => void;
 
+/** The labels of a route and its series by status, made on the first request of each. */
+interface Route {
+  group: string;
+  operation: string;
+  byStatus: Map<number, HistogramSeries>;
+}
+
 /** A timer knowing the operations mounted under `prefix`. */
 export function createRestTimer(prefix: string, operations: readonly Operation[]): RestTimer {
-  const byPath = new Map<string, { group: string; operation: string }>();
+  const route = (group: string, operation: string): Route => ({
+    group,
+    operation,
+    byStatus: new Map(),
+  });
+  const byPath = new Map<string, Route>();
   for (const op of operations) {
-    byPath.set(prefix + op.path, {
-      group: op.group,
-      operation: op.path.slice(op.group.length + 2),
-    });
+    byPath.set(prefix + op.path, route(op.group, op.path.slice(op.group.length + 2)));
   }
-  // One child per label set: resolving labels per request costs more than the observation.
-  const children = new Map<string, client.Histogram.Internal<string>>();
+  const others = new Map<string, Route>();
+  // Label sets are resolved once per route and status: building them per request cost more
+  // than the observation.
   return (path, status, seconds) => {
     let labels = byPath.get(path);
     if (!labels) {
       const first = path.split("/")[1] ?? "";
-      labels = { group: "none", operation: fixedRoutes.has(first) ? first : "other" };
+      const operation = fixedRoutes.has(first) ? first : "other";
+      labels = others.get(operation);
+      if (!labels) others.set(operation, labels = route("none", operation));
     }
-    const key = `${labels.group}/${labels.operation} ${status}`;
-    let child = children.get(key);
-    if (!child) {
-      child = restRequestSeconds.labels({ ...labels, status: String(status) });
-      children.set(key, child);
+    let series = labels.byStatus.get(status);
+    if (!series) {
+      const { group, operation } = labels;
+      series = restRequestSeconds.series({ group, operation, status: String(status) });
+      labels.byStatus.set(status, series);
     }
-    child.observe(seconds);
+    series.observe(seconds);
   };
 }
