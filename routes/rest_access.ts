@@ -15,8 +15,11 @@ const openPath = "/health";
 
 /** The access checks of one REST listener. */
 export interface RestAccess {
-  /** A 401 or 403 answer for a request that may not go on; undefined when it may. */
-  refuse(req: Request, path: string): Response | undefined;
+  /**
+   * A 401 or 403 answer for a request that may not go on; undefined when it may. `method`
+   * and `path` are the request's, read once by the caller.
+   */
+  refuse(req: Request, method: string, path: string): Response | undefined;
   /** Adds the CORS headers the request's Origin gets to `headers`. */
   addCors(req: Request, headers: Headers): void;
 }
@@ -35,16 +38,26 @@ export function createRestAccess(config: Config): RestAccess {
   const hostGuard = !authOn && isLoopbackAddress(config.binds.rest ?? config.bind);
   const origins = config.rest.corsOrigins;
   const anyOrigin = origins.includes("*");
+  // Clients send the same Host on every request: its verdict is kept for the next one.
+  let lastHost: string | null = null;
+  let lastHostLoopback = true;
 
   return {
-    refuse(req, path) {
-      if (hostGuard && !isLoopbackHost(req.headers.get("host"))) {
-        return jsonAnswer(403, {
-          error: "forbidden",
-          message: "the Host header must name a loopback address while REST auth is off",
-        });
+    refuse(req, method, path) {
+      if (hostGuard) {
+        const host = req.headers.get("host");
+        if (host !== lastHost) {
+          lastHostLoopback = isLoopbackHost(host);
+          lastHost = host;
+        }
+        if (!lastHostLoopback) {
+          return jsonAnswer(403, {
+            error: "forbidden",
+            message: "the Host header must name a loopback address while REST auth is off",
+          });
+        }
       }
-      if (!authOn || path === openPath || req.method === "OPTIONS") return undefined;
+      if (!authOn || path === openPath || method === "OPTIONS") return undefined;
       if (authorized(req.headers.get("authorization"), tokens, users)) return undefined;
       const res = jsonAnswer(401, {
         error: "unauthorized",
