@@ -53,6 +53,35 @@ async function rssKb(pid: number): Promise<number> {
   return Number(status.match(/VmRSS:\s+(\d+)/)?.[1] ?? 0);
 }
 
+/**
+ * Resident KB of `pid` by kind of mapping (/proc/<pid>/smaps): `heap` (malloc's main arena),
+ * `anon>=64M` (anonymous mappings of 64 MiB and more: thread arenas and V8's reservations),
+ * `anon` (smaller anonymous ones), `file` (binaries and libraries).
+ */
+async function residentByKind(pid: number): Promise<Record<string, number>> {
+  const text = await Deno.readTextFile(`/proc/${pid}/smaps`);
+  const kinds: Record<string, number> = {};
+  let kind = "";
+  for (const line of text.split("\n")) {
+    const head = /^([0-9a-f]+)-([0-9a-f]+) \S+ \S+ \S+ \d+\s*(.*)$/.exec(line);
+    if (head) {
+      const bytes = parseInt(head[2], 16) - parseInt(head[1], 16);
+      const name = head[3];
+      kind = name === "[heap]"
+        ? "heap"
+        : name.startsWith("/")
+        ? "file"
+        : name === ""
+        ? (bytes >= 64 * 1024 * 1024 ? "anon>=64M" : "anon")
+        : name;
+      continue;
+    }
+    const rss = /^Rss:\s+(\d+) kB/.exec(line);
+    if (rss) kinds[kind] = (kinds[kind] ?? 0) + Number(rss[1]);
+  }
+  return kinds;
+}
+
 /** A free TCP port on 127.0.0.1 for the inspector. */
 function freePort(): number {
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
@@ -153,6 +182,14 @@ async function probe(n: number, sendEngine: "ffi" | "werift"): Promise<void> {
         per(after.malloc.free, before.malloc.free)
       } KB free but kept, ${per(after.malloc.mmapped, before.malloc.mmapped)} KB mmapped`,
     );
+    const kinds = new Set([...Object.keys(before.resident), ...Object.keys(after.resident)]);
+    console.log(
+      `per subscriber resident by mapping: ${
+        [...kinds].map((k) =>
+          `${k} ${per((after.resident[k] ?? 0) * 1024, (before.resident[k] ?? 0) * 1024)} KB`
+        ).join(", ")
+      }`,
+    );
     console.log("constructors grown, per subscriber: objects, bytes (self size)");
     for (const row of growth(before.heap, after.heap, n)) console.log(row);
   } finally {
@@ -177,6 +214,8 @@ interface Reading {
   ungc: Deno.MemoryUsage;
   /** malloc's figures after the collection. */
   malloc: Mallinfo;
+  /** Resident KB by kind of mapping after the collection. */
+  resident: Record<string, number>;
   heap: Map<string, HeapCount>;
 }
 
@@ -186,13 +225,14 @@ async function reading(inspector: Inspector, pid: number): Promise<Reading> {
   const ungc = await inspector.memoryUsage();
   await inspector.collectGarbage();
   const malloc = await mallinfo(inspector);
+  const resident = await residentByKind(pid);
   // RSS and memory usage before the snapshots, whose own allocations would count.
   const rss = await rssKb(pid);
   const memory = await inspector.memoryUsage();
   const dir = Deno.env.get("HEAP_SNAPSHOT_DIR");
   if (dir) await saveSnapshot(inspector, `${dir}/${Date.now()}.heapsnapshot`);
   const heap = await inspector.heapCounts();
-  return { rssKb: rss, memory, heap, ungcRssKb: ungcRss, ungc, malloc };
+  return { rssKb: rss, memory, heap, ungcRssKb: ungcRss, ungc, malloc, resident };
 }
 
 /** glibc's mallinfo2() in the inspected process: bytes malloc has in use and holds free. */
