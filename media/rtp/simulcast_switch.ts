@@ -33,6 +33,11 @@ export interface ForwardedPacket {
 export const keyframeRequestIntervalMs = 1000;
 /** Frame interval assumed until the stream shows one, in RTP ticks (30 fps at 90 kHz). */
 export const defaultFrameTicks = 3000;
+/**
+ * How far behind the newest forwarded packet of the layer a late (reordered) one is still
+ * sent, in packets; older ones, and those from before the layer's keyframe, are dropped.
+ */
+export const lateWindowPackets = 0x1000;
 /** Temporal layer cap meaning "all layers". */
 export const allTemporalLayers = 3;
 /**
@@ -226,7 +231,13 @@ export class SimulcastSwitch {
       this.#maybeRequest(nowMs);
     }
     // Late packets of the layer from before its keyframe belong to a frame not sent.
-    if (((sequenceNumber - this.#switchSeq) & 0xffff) >= 0x8000) return undefined;
+    const sinceSwitch = (sequenceNumber - this.#switchSeq) & 0xffff;
+    if (sinceSwitch >= 0x8000) return undefined;
+    // The guard trails the layer: left at the keyframe, it would take every packet from
+    // 32,768 on for a late one and drop them until the sequence numbers wrapped.
+    if (sinceSwitch > lateWindowPackets) {
+      this.#switchSeq = (sequenceNumber - lateWindowPackets) & 0xffff;
+    }
     if (timestamp !== this.#frameTs) {
       const ticks = (timestamp - this.#frameTs) >>> 0;
       if (this.#frameTs >= 0 && ticks > 0 && ticks < this.#clockRate) {

@@ -149,6 +149,19 @@ Deno.test("late packets of the new layer from before its keyframe are dropped", 
   assert.deepEqual(sent.map((p) => p.sequenceNumber), [50, 51]);
 });
 
+Deno.test("a layer forwarded past 32,768 packets and a sequence wrap keeps every packet", () => {
+  const { sw, sent, feed } = harness();
+  sw.select(0, 0);
+  const layer = new Layer(100, 0);
+  feed(0, layer.frame(true), 0);
+  for (let i = 0; i < 70_000; i++) feed(0, layer.frame(false), i);
+  assert.equal(sent.length, 70_002);
+  assertContinuous(sent);
+  // A packet from before the keyframe, arriving this late, still goes nowhere.
+  feed(0, [packet(99, 0, pSlice)], 70_000);
+  assert.equal(sent.length, 70_002);
+});
+
 Deno.test("the timestamp gap after a late keyframe is the time that passed", () => {
   const { sw, sent, feed } = harness();
   const low = new Layer(1, 0);
