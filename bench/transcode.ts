@@ -8,9 +8,7 @@
  * 1. Native engine (a decoder ffmpeg per source and an encoder ffmpeg per output, children of
  *    this process; the decoder scales to the largest output, with the peers' area scaler,
  *    that output's pictures go to its encoder as they are, and the smaller ones are scaled
- *    in a kernel Worker of this process; a lone plain transcoder is linked: the decoder
- *    writes its pictures into a FIFO its encoder reads, and this process reads none of
- *    their bytes, which it prints per window; audio passed through). 720p30 source →
+ *    in a kernel Worker of this process; audio passed through). 720p30 source →
  *    one transcoder to 640x360 30 fps H.264, then three more (480x270, 320x180, 256x144) on
  *    the same source. CPU of a phase = this process + all its descendants over a window,
  *    minus the same window with only the source playing (its own cost is not the
@@ -38,7 +36,6 @@
  */
 import { createLogger, type LogLevel, silentLogger } from "../core/log.ts";
 import type { Stream } from "../media/stream.ts";
-import { decodedPictureBytesRead } from "../media/transcoder/video_decoder_streaming.ts";
 import { videoEncoderArgs } from "../media/transcoder/video_encoder_args.ts";
 import { testConfig } from "../tests/helpers/test_server.ts";
 import { startTestServer, type TestServer } from "../tests/helpers/test_server.ts";
@@ -357,25 +354,19 @@ async function benchNative(clip720: string): Promise<void> {
   let one: Window;
   let four: Window;
   let dropped: string;
-  /** Bytes of decoded pictures the server read in each window (a link's tokens are not). */
-  const pictureBytes = { one: 0, four: 0 };
   try {
     await sleep(settleMs);
     idle = await bench.measure(windowMs);
     const [w0, h0] = profiles[0];
     await bench.transcode("p0", w0, h0);
     await sleep(warmupMs);
-    let bytesBefore = decodedPictureBytesRead();
     one = await bench.measure(windowMs);
-    pictureBytes.one = decodedPictureBytesRead() - bytesBefore;
     for (let i = 1; i < profiles.length; i++) {
       const [w, h] = profiles[i];
       await bench.transcode(`p${i}`, w, h);
     }
     await sleep(warmupMs);
-    bytesBefore = decodedPictureBytesRead();
     four = await bench.measure(windowMs);
-    pictureBytes.four = decodedPictureBytesRead() - bytesBefore;
     dropped = await bench.dropped();
   } finally {
     await bench.stop();
@@ -426,13 +417,6 @@ async function benchNative(clip720: string): Promise<void> {
   );
   console.log(
     `ratio 4 profiles, ours/1 ffmpeg (split): ${ratio(oursFour, four.outFps, peerSplit, "-")}`,
-  );
-  const mbPerSec = (bytes: number) => (bytes / 1e6 / (windowMs / 1000)).toFixed(1);
-  console.log(
-    `decoded pictures read by this process: 1 running ${mbPerSec(pictureBytes.one)} MB/s, ` +
-      `4 running ${
-        mbPerSec(pictureBytes.four)
-      } MB/s (a linked rendition's go decoder → FIFO → encoder)`,
   );
   console.log(`latency source→output, 1 transcoder:  ${latencyText(one.latencyMs)}`);
   console.log(`latency source→output, 4 transcoders: ${latencyText(four.latencyMs)}`);

@@ -38,11 +38,6 @@ export interface CodecEngine {
    * inputs (wasm) lack it and callers convert in chunks instead.
    */
   start?(job: LiveJobOptions): LiveJob;
-  /**
-   * True when live jobs may read from and write to named FIFOs (`inputPath`, a FIFO among
-   * the output arguments), so raw pictures go from one ffmpeg to another directly.
-   */
-  readonly links?: boolean;
   /** ffmpeg subprocesses (native) or Workers (wasm) running now, whole and live jobs. */
   readonly runningJobs?: number;
   /** Kills the running jobs (their `run` rejects) and refuses new ones. */
@@ -102,11 +97,6 @@ export interface LiveJobOptions {
    * `maxPendingLiveWrites`); raw video, a megabyte a frame, needs far fewer.
    */
   maxPendingWrites?: number;
-  /**
-   * A file (a named FIFO another ffmpeg writes) ffmpeg reads its input from instead of its
-   * stdin: the bytes never pass through the server. Only on engines with `links`.
-   */
-  inputPath?: string;
 }
 
 /** A running live job: bytes in as they come, bytes out as ffmpeg writes them. */
@@ -123,9 +113,4 @@ export interface LiveJob {
   readonly errors: string;
   /** Stops ffmpeg and waits for it to exit (idempotent). */
   close(): Promise<void>;
-  /**
-   * Ends ffmpeg's input and waits for it to write what it holds and exit (stopped after
-   * `timeoutMs` if it has not); writes are refused from then on. Native engine only.
-   */
-  end?(timeoutMs: number): Promise<void>;
 }

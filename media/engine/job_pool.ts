@@ -66,11 +66,6 @@ export class EnginePool implements CodecEngine {
     return this.#engine.kind;
   }
 
-  /** Whether live jobs may be linked by FIFOs, as the engine behind the pool says. */
-  get links(): boolean {
-    return this.#engine.links === true;
-  }
-
   /** Runs `job` once a slot is free; a 503 when the queue is full (never for live chunks). */
   async run(job: EngineJob): Promise<Uint8Array> {
     await this.#acquire(job.live === true);

@@ -27,7 +27,6 @@ export const wholeJobNice = 10;
 /** Runs jobs with the `ffmpeg` program found on PATH (or the given path). */
 export class NativeEngine implements CodecEngine {
   readonly kind = "native";
-  readonly links = true;
   #command: string;
   #running = new Set<Deno.ChildProcess>();
   #closed = false;
@@ -90,9 +89,7 @@ export class NativeEngine implements CodecEngine {
    * descriptor left for its pipes is a 503 (the server is at its open-file limit), any other
    * spawn failure an EngineError.
    */
-  #spawn(
-    job: { inputArgs: string[]; outputArgs: string[]; inputPath?: string },
-  ): Deno.ChildProcess {
+  #spawn(job: { inputArgs: string[]; outputArgs: string[] }): Deno.ChildProcess {
     let child: Deno.ChildProcess;
     try {
       child = this.#process(job);
@@ -111,14 +108,12 @@ export class NativeEngine implements CodecEngine {
   }
 
   /** The ffmpeg subprocess of `job`, spawned. */
-  #process(
-    job: { inputArgs: string[]; outputArgs: string[]; inputPath?: string },
-  ): Deno.ChildProcess {
+  #process(job: { inputArgs: string[]; outputArgs: string[] }): Deno.ChildProcess {
     return new Deno.Command(this.#command, {
       args: [
         ...["-hide_banner", "-loglevel", "error", "-threads", "1"],
         ...job.inputArgs,
-        ...["-i", job.inputPath ?? "pipe:0"],
+        ...["-i", "pipe:0"],
         ...job.outputArgs,
         "pipe:1",
       ],
@@ -144,8 +139,6 @@ class NativeLiveJob implements LiveJob {
   #pending = 0;
   #maxPending: number;
   #exited = false;
-  /** True once `end` or `close` was called: no more input. */
-  #ended = false;
   #done: Promise<void>;
   #log = new LogTail();
   readonly #settled = () => {
@@ -168,7 +161,7 @@ class NativeLiveJob implements LiveJob {
   }
 
   write(chunk: Uint8Array, onWritten?: () => void): boolean {
-    if (this.#exited || this.#ended || this.#pending >= this.#maxPending) return false;
+    if (this.#exited || this.#pending >= this.#maxPending) return false;
     this.#pending++;
     const written = this.#writer.write(chunk);
     written.then(this.#settled, this.#settled);
@@ -176,21 +169,7 @@ class NativeLiveJob implements LiveJob {
     return true;
   }
 
-  async end(timeoutMs: number): Promise<void> {
-    if (this.#ended) return await this.#done;
-    this.#ended = true;
-    const timer = setTimeout(() => kill(this.#child), timeoutMs);
-    try {
-      // Writes already queued go first; closing stdin then tells ffmpeg its input is over.
-      await this.#writer.close().catch(() => {});
-      await this.#done;
-    } finally {
-      clearTimeout(timer);
-    }
-  }
-
   async close(): Promise<void> {
-    this.#ended = true;
     // ffmpeg holds nothing worth flushing for a live reader: stop it at once.
     kill(this.#child);
     await this.#writer.abort().catch(() => {});

@@ -16,24 +16,12 @@
  * the one decoder instead would cost its subscribers the pictures held in ffmpeg (parser
  * and reorder delay) and a keyframe interval of nothing. The old decoder stops when its last
  * subscriber has moved, so two decode only for the few frames of the handover.
- *
- * A subscriber that is a plain encoder (a rendition with nothing for the kernels to do) may
- * be linked instead, on engines with `links`, when it is the source's only picture
- * subscriber as decoding starts: the decoder ffmpeg writes its pictures, scaled to the
- * encoder's size, into a FIFO the encoder ffmpeg reads, and the server gets a 6-byte token
- * (the pts) per picture. Once the link no longer fits (another subscriber joins, a
- * watermark is set, the source's rate is not the output's), a decoder for everyone starts,
- * and the link is cut at the source's next keyframe: the linked decoder gets the frames
- * before it, ends its input and writes out every picture it holds, its encoder drains the
- * FIFO, and the subscriber takes the new decoder's pictures (from that keyframe, held
- * meanwhile) from there: none lost, none twice. It is never linked again.
  */
 import type { Logger } from "../../core/log.ts";
 import { pictureBuffers } from "../mixer/buffer_pool.ts";
 import type { CodecEngine } from "../engine/engine.ts";
 import type { MediaFrame, Track } from "../frame.ts";
 import type { Stream, StreamReader } from "../stream.ts";
-import { PictureLink } from "./picture_link.ts";
 import { createVideoDecoder } from "./video_decoder.ts";
 import type { RawVideoFrame, VideoDecoder } from "./video_codec.ts";
 import type { PictureSize } from "./video_decoder_input.ts";
@@ -45,11 +33,6 @@ const sourceQueueFrames = 160;
  * old one has not reached its first picture (it fell behind): about 2 s at 30 fps.
  */
 const maxHandOverPictures = 60;
-/**
- * Pictures of the new decoder held for a subscriber whose link is being cut, while the
- * linked decoder writes out its last ones (a few frames); beyond, the oldest are dropped.
- */
-const maxHeldPictures = 90;
 
 /**
  * The pictures a subscriber needs: none (its audio only), the source's size, or pictures
@@ -71,27 +54,6 @@ export interface SourceListener {
   onAudio(frame: MediaFrame): void;
   /** The source has ended (or the hub closed); nothing follows. */
   onEnd(): void;
-  /** Present when the subscriber can take its pictures through a link (see the top). */
-  link?: LinkListener;
-}
-
-/** A subscriber that can take its pictures straight from the decoder ffmpeg, by a FIFO. */
-export interface LinkListener {
-  /**
-   * The exact size it takes pictures at through a link now; undefined: no link now. Given
-   * `sourceFps` (the source's measured frame rate, 0 when not known yet), undefined unless
-   * its pictures come one per output frame at that rate.
-   */
-  linkSize(sourceFps?: number): PictureSize | undefined;
-  /** Starts its encoder reading the FIFO at `path`; throws when it cannot. */
-  onLinked(path: string): void;
-  /** The decoder wrote the picture of `pts` into the FIFO (ascending pts). */
-  onLinkedPicture(pts: number): void;
-  /**
-   * The link has ended: its FIFO ends after the pictures given (or, `lost`, broke: the
-   * encoder must be stopped), and the next pictures come through `onPicture`.
-   */
-  onUnlinked(lost: boolean): void;
 }
 
 /** A subscription to a decoded source; `release` ends it. */
@@ -133,24 +95,6 @@ interface SizedDecoder {
   beside: boolean;
   /** Its dropped count at its first picture. */
   droppedAtFirst: number | undefined;
-  /** Its link, when it writes its one viewer's pictures into a FIFO. */
-  link?: Link;
-}
-
-/** A decoder's link to its one viewer's encoder. */
-interface Link {
-  viewer: Viewer;
-  fifo: PictureLink;
-  size: PictureSize;
-  /** linked; cutting at the next keyframe; ending (writing out its last pictures); lost. */
-  state: "linked" | "cutting" | "ending" | "lost";
-}
-
-/** A viewer moving off a link: the new decoder's pictures wait until the link has ended. */
-interface Move {
-  viewer: Viewer;
-  to: SizedDecoder;
-  held: RawVideoFrame[];
 }
 
 /** One source Stream decoded for all its subscribers. */
@@ -174,9 +118,6 @@ class DecodedSource {
   #reading: Promise<void>;
   /** True once a frame was read: a decoder starting later waits for a keyframe. */
   #started = false;
-  /** True once a link was made: no other is (a link that broke or was cut stays off). */
-  #linkTried = false;
-  #move: Move | undefined;
   #closed = false;
 
   constructor(source: Stream, engine: CodecEngine, log: Logger, onClosed: () => void) {
@@ -263,19 +204,10 @@ class DecodedSource {
       this.#stopIdle();
       return;
     }
-    const link = this.#target?.link;
-    if (link?.state === "linked") {
-      if (this.#linkHolds(link)) return;
-      // Cut at the next keyframe (see #read); everyone takes the new target's pictures.
-      link.state = "cutting";
-      this.#target = undefined;
-      this.#log.debug("link cut at the next keyframe");
-    }
     const box = this.#neededBox();
     let target = this.#target;
     if (!target || !sameBox(target.box, box)) {
-      target = this.#decoders.find((sized) => !sized.link && sameBox(sized.box, box)) ??
-        this.#startLinked() ?? this.#start(box);
+      target = this.#decoders.find((sized) => sameBox(sized.box, box)) ?? this.#start(box);
       target.sinceTarget = 0;
       this.#target = target;
       this.#log.debug("decoding at", { box: box ?? "source" });
@@ -286,124 +218,6 @@ class DecodedSource {
       target.viewers.add(viewer);
     }
     this.#stopIdle();
-  }
-
-  /** True while a link still fits: its viewer is the only one and takes the same size. */
-  #linkHolds(link: Link): boolean {
-    if (this.#viewers.size !== 1 || this.#viewers.get(link.viewer.listener) !== link.viewer) {
-      return false;
-    }
-    const size = link.viewer.listener.link?.linkSize();
-    return size !== undefined && sameBox(size, link.size);
-  }
-
-  /**
-   * A linked decoder for the only viewer when it can take a link and decoding starts now;
-   * undefined otherwise (or when the FIFO or its encoder cannot be made).
-   */
-  #startLinked(): SizedDecoder | undefined {
-    if (this.#linkTried || !this.#engine.links || !this.#engine.start) return undefined;
-    if (this.#decoders.length > 0 || this.#viewers.size !== 1) return undefined;
-    const viewer = [...this.#viewers.values()][0];
-    const size = viewer.listener.link?.linkSize(this.#source.record().fps);
-    if (!size) return undefined;
-    this.#linkTried = true;
-    let fifo: PictureLink | undefined;
-    try {
-      fifo = new PictureLink();
-      viewer.listener.link!.onLinked(fifo.path);
-    } catch (err) {
-      fifo?.remove();
-      this.#log.warn("picture link not made: pictures go through the server", { err });
-      return undefined;
-    }
-    const sized: SizedDecoder = {
-      box: undefined,
-      viewers: new Set(),
-      firstPts: undefined,
-      sinceTarget: 0,
-      beside: false,
-      droppedAtFirst: undefined,
-      decoder: undefined!,
-      link: { viewer, fifo, size, state: "linked" },
-    };
-    sized.decoder = createVideoDecoder({
-      engine: this.#engine,
-      track: this.video!,
-      log: this.#log,
-      link: { path: fifo.path, size },
-      onPicture: (picture) => this.#onPicture(sized, picture),
-      // Called from within a push: the decoders are not changed under #read's feet.
-      onLinkLost: () => queueMicrotask(() => this.#onLinkLost(sized)),
-    });
-    this.#decoders.push(sized);
-    this.#log.debug("decoding into a link", { size });
-    if (this.#started) this.#source.requestKeyframe();
-    return sized;
-  }
-
-  /** The linked decoder broke: stopped, and its viewer takes pictures from a new one. */
-  #onLinkLost(sized: SizedDecoder): void {
-    const link = sized.link!;
-    if (this.#closed || link.state === "lost" || !this.#decoders.includes(sized)) return;
-    link.state = "lost";
-    this.#decoders = this.#decoders.filter((s) => s !== sized);
-    this.#retiredDrops += lost(sized);
-    this.#stopDecoder(sized);
-    if (this.#target === sized) this.#target = undefined;
-    const viewer = link.viewer;
-    sized.viewers.delete(viewer);
-    viewer.feed = undefined;
-    if (this.#move?.viewer === viewer) this.#move = undefined;
-    if (this.#viewers.get(viewer.listener) === viewer) viewer.listener.link?.onUnlinked(true);
-    this.#retarget();
-  }
-
-  /** The link is cut here: the linked decoder writes out its pictures, then its viewer moves. */
-  #endLinked(sized: SizedDecoder): void {
-    const link = sized.link!;
-    link.state = "ending";
-    const to = this.#target;
-    if (to && sized.viewers.has(link.viewer)) this.#move = { viewer: link.viewer, to, held: [] };
-    const ending = sized.decoder.end!().catch((err) => {
-      this.#log.warn("linked decoder did not end", { err });
-    }).then(() => this.#finishMove(sized));
-    this.#stopping.add(ending);
-    ending.finally(() => this.#stopping.delete(ending));
-  }
-
-  /** The linked decoder has written everything: its viewer takes the held pictures on. */
-  #finishMove(sized: SizedDecoder): void {
-    if (this.#decoders.includes(sized)) {
-      this.#decoders = this.#decoders.filter((s) => s !== sized);
-      this.#retiredDrops += lost(sized);
-      this.#stopDecoder(sized);
-    }
-    const move = this.#move;
-    if (!move || this.#closed || move.viewer !== sized.link!.viewer) return;
-    this.#move = undefined;
-    const viewer = move.viewer;
-    sized.viewers.delete(viewer);
-    if (this.#viewers.get(viewer.listener) !== viewer) return;
-    viewer.listener.link?.onUnlinked(false);
-    const to = this.#decoders.includes(move.to) ? move.to : this.#target;
-    viewer.feed = to;
-    to?.viewers.add(viewer);
-    for (const picture of move.held) {
-      if (picture.pts <= viewer.lastPts) continue;
-      viewer.lastPts = picture.pts;
-      viewer.listener.onPicture(picture);
-    }
-    this.#stopIdle();
-  }
-
-  /** Stops a decoder that left `#decoders` (its FIFO removed once it is gone). */
-  #stopDecoder(sized: SizedDecoder): void {
-    const stopping = sized.decoder.close().catch((err) => {
-      this.#log.warn("decoder close failed", { err });
-    }).finally(() => sized.link?.fifo.remove());
-    this.#stopping.add(stopping);
-    stopping.finally(() => this.#stopping.delete(stopping));
   }
 
   #start(box: PictureSize | undefined): SizedDecoder {
@@ -429,36 +243,27 @@ class DecodedSource {
   }
 
   #drop(viewer: Viewer): void {
-    if (this.#move?.viewer === viewer) this.#move = undefined;
     viewer.feed?.viewers.delete(viewer);
     this.#viewers.delete(viewer.listener);
   }
 
   /** Stops the decoders that are not the target and feed nobody. */
   #stopIdle(): void {
-    // The decoder a viewer moves to off a link keeps running for it.
-    const idle = this.#decoders.filter((s) =>
-      s !== this.#target && s.viewers.size === 0 && s !== this.#move?.to
-    );
+    const idle = this.#decoders.filter((s) => s !== this.#target && s.viewers.size === 0);
     if (idle.length === 0) return;
     this.#decoders = this.#decoders.filter((s) => !idle.includes(s));
     for (const sized of idle) {
       this.#retiredDrops += lost(sized);
-      this.#stopDecoder(sized);
+      const stopping = sized.decoder.close().catch((err) => {
+        this.#log.warn("decoder close failed", { err });
+      });
+      this.#stopping.add(stopping);
+      stopping.finally(() => this.#stopping.delete(stopping));
     }
   }
 
   #onPicture(sized: SizedDecoder, picture: RawVideoFrame): void {
     if (this.#closed) return;
-    if (sized.link) {
-      // A token: every one stands for a picture in the FIFO, so every one is told.
-      const { viewer } = sized.link;
-      if (sized.viewers.has(viewer)) {
-        viewer.lastPts = picture.pts;
-        viewer.listener.link?.onLinkedPicture(picture.pts);
-      }
-      return;
-    }
     if (sized.firstPts === undefined) {
       sized.firstPts = picture.pts;
       sized.droppedAtFirst = sized.decoder.dropped;
@@ -468,12 +273,7 @@ class DecodedSource {
       this.#handOver(sized, picture.pts);
     }
     const viewers = [...sized.viewers].filter((viewer) => picture.pts > viewer.lastPts);
-    const move = this.#move?.to === sized ? this.#move : undefined;
-    if (viewers.length + (move ? 1 : 0) > 1) picture = shared(picture);
-    if (move) {
-      move.held.push(picture);
-      if (move.held.length > maxHeldPictures) move.held.shift();
-    }
+    if (viewers.length > 1) picture = shared(picture);
     for (const viewer of viewers) {
       viewer.lastPts = picture.pts;
       viewer.listener.onPicture(picture);
@@ -489,8 +289,7 @@ class DecodedSource {
   #handOver(target: SizedDecoder, pts: number): void {
     let moved = false;
     for (const sized of this.#decoders) {
-      // A linked viewer moves when its link has ended (#finishMove).
-      if (sized === target || sized.link) continue;
+      if (sized === target) continue;
       for (const viewer of sized.viewers) {
         const continues = pts > viewer.lastPts &&
           (viewer.lastPts >= target.firstPts! || target.sinceTarget > maxHandOverPictures);
@@ -510,11 +309,7 @@ class DecodedSource {
     for await (const frame of this.#reader) {
       this.#started = true;
       if (frame.trackId === videoId) {
-        for (const sized of [...this.#decoders]) {
-          const state = sized.link?.state;
-          if (state === "cutting" && frame.keyframe) this.#endLinked(sized);
-          else if (state !== "ending") sized.decoder.push(frame);
-        }
+        for (const sized of this.#decoders) sized.decoder.push(frame);
       } else if (frame.trackId === audioId) {
         for (const listener of this.listeners) listener.onAudio(frame);
       }
@@ -529,11 +324,7 @@ class DecodedSource {
     const decoders = this.#decoders;
     this.#decoders = [];
     this.#target = undefined;
-    this.#move = undefined;
-    await Promise.all([
-      ...decoders.map((s) => s.decoder.close().finally(() => s.link?.fifo.remove())),
-      ...this.#stopping,
-    ]);
+    await Promise.all([...decoders.map((s) => s.decoder.close()), ...this.#stopping]);
     for (const listener of this.listeners) listener.onEnd();
     this.listeners.clear();
     this.#viewers.clear();

@@ -9,14 +9,6 @@
  * composed once a picture at or after its time has arrived, from the newest picture due by
  * then. A missing input frame therefore repeats the last picture; a gap longer than
  * `sourceGapMs` is logged and skipped rather than filled.
- *
- * A rendition with nothing for the kernels to do (no watermark, a set frame rate) offers
- * its decoded source a link (`link`): its encoder ffmpeg then reads the decoder ffmpeg's
- * pictures from a FIFO, and the rendition gets only their pts, each the output frame of its
- * tick. That holds while the source's pictures come one per output tick; a picture off its
- * tick (a missing or an extra one, which the link can neither repeat nor skip) or a
- * watermark ends the link (see `DecodedSource`): the linked encoder drains, a new encoder
- * takes the pictures from the cut on, and its frames follow the drained encoder's last.
  */
 import type { Logger } from "../../core/log.ts";
 import { type AudioTarget, codecArgs, targetTrack } from "../engine/audio_conversion.ts";
@@ -25,8 +17,7 @@ import { LiveTranscode } from "../engine/live_transcode.ts";
 import type { MediaFrame, Track } from "../frame.ts";
 import { pictureBuffers } from "../mixer/buffer_pool.ts";
 import { VideoComposer } from "../mixer/video_composer.ts";
-import type { LinkListener, PictureNeed } from "./decoded_source.ts";
-import type { PictureSize } from "./video_decoder_input.ts";
+import type { PictureNeed } from "./decoded_source.ts";
 import {
   type EncodedVideoCodec,
   pipelineVideoClockHz,
@@ -159,32 +150,6 @@ export class Rendition {
   #videoUntil = -Infinity;
   #heldAudio: MediaFrame[] = [];
   #closed = false;
-  /** The encoder reading a link's FIFO, while linked. */
-  #linkedEncoder: VideoEncoder | undefined;
-  /** The size it was linked at: the output keeps it after the link. */
-  #linkedSize: PictureSize | undefined;
-  /** True once linked or refused: no link (again). */
-  #linkOff = false;
-  /** True once the link was asked to end. */
-  #leaving = false;
-  /** The last output pts given to the linked encoder (relative to the origin). */
-  #lastLinkedOut = -Infinity;
-  /** True once the origin was set (by a linked picture, or the first picture). */
-  #originSet = false;
-  /** A linked encoder writing out its last frames; the next encoder's wait in `#afterDrain`. */
-  #draining: VideoEncoder | undefined;
-  #afterDrain: MediaFrame[] = [];
-  /** Pictures lost by encoders no longer running. */
-  #retiredDrops = 0;
-  /** Called when the link no longer fits: the subscription re-reads the need. */
-  #onLinkChange: (() => void) | undefined;
-  /** What a decoded source calls to link this rendition (see the top). */
-  readonly link: LinkListener = {
-    linkSize: (sourceFps) => this.#linkSize(sourceFps),
-    onLinked: (path) => this.#onLinked(path),
-    onLinkedPicture: (pts) => this.#onLinkedPicture(pts),
-    onUnlinked: (lost) => this.#onUnlinked(lost),
-  };
 
   constructor(options: RenditionOptions) {
     this.#options = options;
@@ -233,14 +198,8 @@ export class Rendition {
   get stats(): RenditionStats {
     const stats = { ...this.#stats };
     // The encoder counts what it refused and what a failed run lost.
-    stats.droppedFrames += (this.#encoder?.dropped ?? 0) + (this.#linkedEncoder?.dropped ?? 0) +
-      this.#retiredDrops;
+    stats.droppedFrames += this.#encoder?.dropped ?? 0;
     return stats;
-  }
-
-  /** Calls `listener` when the link no longer fits (its subscription re-reads the need). */
-  onLinkChange(listener: () => void): void {
-    this.#onLinkChange = listener;
   }
 
   /**
@@ -265,8 +224,6 @@ export class Rendition {
   setWatermark(watermark: PlacedWatermark | undefined): void {
     this.#watermark = watermark;
     this.#composer?.setWatermark(watermark && { ...watermark.image, ...watermark });
-    // A linked encoder gets pictures no kernel sees: the watermark waits for the cut.
-    if (watermark && this.#linkedEncoder) this.#leaveLink("a watermark was set");
   }
 
   /** A decoded picture of the source, in presentation order. */
@@ -288,12 +245,7 @@ export class Rendition {
     if (this.#closed) return;
     this.#closed = true;
     this.#composer?.close();
-    await Promise.all([
-      this.#encoder?.close(),
-      this.#linkedEncoder?.close(),
-      this.#draining?.close(),
-      this.#audioTranscode?.close(),
-    ]);
+    await Promise.all([this.#encoder?.close(), this.#audioTranscode?.close()]);
   }
 
   /**
@@ -316,8 +268,7 @@ export class Rendition {
     const spanSec = engine.start ? maxComposingSec.streaming : maxComposingSec.chunked;
     this.#maxComposing = Math.max(1, Math.round(fps * spanSec));
     const video = this.#video!;
-    const size = this.#linkedSize ??
-      outputSize(picture.width, picture.height, profile.width, profile.height);
+    const size = outputSize(picture.width, picture.height, profile.width, profile.height);
     video.width = size.width;
     video.height = size.height;
     const watermark = this.#watermark;
@@ -332,15 +283,21 @@ export class Rendition {
     this.#composer.addInput("source");
     this.#encoder = createVideoEncoder({
       engine,
-      settings: this.#encoderSettings(size, fps),
+      settings: {
+        codec: profile.videoCodec,
+        ...size,
+        fps,
+        keyFrameInterval: profile.keyFrameInterval > 0
+          ? profile.keyFrameInterval
+          : Math.round(fps * defaultKeyFrameIntervalSec),
+        bitrateKbps: profile.bitrateKbps,
+      },
       track: video,
-      onFrame: (frame) => this.#onVideoOut(frame, false),
+      onFrame: (frame) => this.#onVideoOut(frame),
       log,
     });
     const first = this.#firstPictures[0] ?? picture;
-    // After a link the timeline goes on: same origin, next tick.
-    if (!this.#originSet) this.#origin = first.pts;
-    this.#originSet = true;
+    this.#origin = first.pts;
     log.info("rendition started", { width: size.width, height: size.height, fps });
     // Pictures held while measuring the rate go first.
     const held = this.#firstPictures.slice(0, -1);
@@ -457,133 +414,7 @@ export class Rendition {
       picture.height === video.height;
   }
 
-  #encoderSettings(size: PictureSize, fps: number) {
-    const { profile } = this.#options;
-    return {
-      codec: profile.videoCodec,
-      ...size,
-      fps,
-      keyFrameInterval: profile.keyFrameInterval > 0
-        ? profile.keyFrameInterval
-        : Math.round(fps * defaultKeyFrameIntervalSec),
-      bitrateKbps: profile.bitrateKbps,
-    };
-  }
-
-  /** The size a link may give pictures at now (see `LinkListener.linkSize`). */
-  #linkSize(sourceFps?: number): PictureSize | undefined {
-    const { engine, profile, sourceVideo } = this.#options;
-    if (this.#linkedEncoder) return this.#leaving ? undefined : this.#linkedSize;
-    if (this.#linkOff || this.#closed || this.#composer || this.#watermark || !this.#video) {
-      return undefined;
-    }
-    if (!engine.links || !engine.start || profile.fps <= 0) return undefined;
-    // Another rate (or one not measured yet) would end the link at once: not worth it.
-    if (sourceFps !== undefined && sourceFps !== profile.fps) return undefined;
-    if (!sourceVideo?.width || !sourceVideo.height) return undefined;
-    return outputSize(sourceVideo.width, sourceVideo.height, profile.width, profile.height);
-  }
-
-  /** Starts the encoder on the link's FIFO (throws when it cannot start). */
-  #onLinked(path: string): void {
-    const { profile, engine, log } = this.#options;
-    const size = this.#linkSize();
-    if (!size) throw new Error("the rendition takes no link now");
-    const fps = profile.fps;
-    const video = this.#video!;
-    this.#linkedEncoder = createVideoEncoder({
-      engine,
-      settings: this.#encoderSettings(size, fps),
-      track: video,
-      onFrame: (frame) => this.#onVideoOut(frame, true),
-      log,
-      inputPath: path,
-    });
-    this.#linkedSize = size;
-    this.#linkOff = true;
-    video.width = size.width;
-    video.height = size.height;
-    this.#fps = fps;
-    this.#maxComposing = Math.max(1, Math.round(fps * maxComposingSec.streaming));
-    log.info("rendition started", { ...size, fps, linked: true });
-  }
-
-  /**
-   * A picture the linked encoder reads next: its output frame is on its tick. One off its
-   * tick ends the link (the JS path would repeat or skip pictures there); it is encoded on
-   * its own tick (a missing one) or time (an extra one) meanwhile.
-   */
-  #onLinkedPicture(pts: number): void {
-    const encoder = this.#linkedEncoder;
-    if (this.#closed || !encoder) return;
-    if (!this.#originSet) {
-      this.#origin = pts;
-      this.#originSet = true;
-    }
-    const fps = this.#fps;
-    const at = pts - this.#origin;
-    const tick = Math.round(at * fps / pipelineVideoClockHz);
-    if (at - this.#lastPicturePts > sourceGapMs * pipelineVideoClockHz / 1000) {
-      if (this.#lastPicturePts >= 0) {
-        this.#stats.sourceGaps++;
-        this.#options.log.warn("source gap skipped", {
-          gapMs: Math.round((at - this.#lastPicturePts) * 1000 / pipelineVideoClockHz),
-        });
-      }
-      this.#nextTick = Math.max(this.#nextTick, tick);
-    }
-    this.#lastPicturePts = at;
-    let out = Math.round(tick * pipelineVideoClockHz / fps);
-    if (tick !== this.#nextTick) {
-      this.#leaveLink(tick > this.#nextTick ? "a picture missing" : "a picture between ticks");
-    }
-    if (tick >= this.#nextTick) this.#nextTick = tick + 1;
-    else out = Math.max(at, this.#lastLinkedOut + 1);
-    this.#lastLinkedOut = out;
-    encoder.expect!(out + this.#origin);
-  }
-
-  /** Asks for the link to be cut (once). */
-  #leaveLink(why: string): void {
-    if (this.#closed || !this.#linkedEncoder || this.#leaving) return;
-    this.#options.log.info("leaving the picture link", { why });
-    this.#leaving = true;
-    const changed = this.#onLinkChange;
-    // Not from within the decoded source's own call.
-    queueMicrotask(() => changed?.());
-    this.#onLinkChange = undefined;
-  }
-
-  /** The link ended: its encoder drains (or, lost, stops); pictures come in from now. */
-  #onUnlinked(lost: boolean): void {
-    const encoder = this.#linkedEncoder;
-    if (!encoder) return;
-    this.#linkedEncoder = undefined;
-    this.#retiredDrops += encoder.dropped;
-    if (lost || !encoder.drained) {
-      void encoder.close();
-      return;
-    }
-    this.#draining = encoder;
-    encoder.drained.then(() => encoder.close()).finally(() => {
-      this.#draining = undefined;
-      const frames = this.#afterDrain;
-      this.#afterDrain = [];
-      for (const frame of frames) this.#emitVideo(frame);
-    });
-  }
-
-  #onVideoOut(frame: MediaFrame, linked: boolean): void {
-    if (this.#closed) return;
-    // The next encoder's frames follow the drained one's last.
-    if (!linked && this.#draining) {
-      this.#afterDrain.push(frame);
-      return;
-    }
-    this.#emitVideo(frame);
-  }
-
-  #emitVideo(frame: MediaFrame): void {
+  #onVideoOut(frame: MediaFrame): void {
     if (this.#closed) return;
     this.#stats.encodedFrames++;
     this.#options.onFrame(frame);

@@ -124,13 +124,10 @@ export class Transcoder {
     this.#rendition = rendition;
     this.#state = "PROCESSED_LOCAL";
     log.info("transcoding", { source: source.name });
-    // A plain rendition may take its pictures straight from the decoder ffmpeg (a link).
-    rendition.onLinkChange(() => this.#subscription?.need(rendition.pictureNeed));
     this.#subscription = hub.subscribe(source, {
       onPicture: (picture) => rendition.pushPicture(picture),
       onAudio: (frame) => rendition.pushAudio(frame),
       onEnd: () => void this.stop("source stream ended"),
-      link: rendition.link,
     }, rendition.pictureNeed);
   }
 

@@ -35,18 +35,6 @@ export interface VideoDecoderOptions {
    * at a time, pictures come at the source's size.
    */
   box?: PictureSize;
-  /**
-   * A FIFO the decoder writes every picture into, scaled (aspect kept, letterboxed) to
-   * exactly `size`, for an encoder reading it (engines with `links` only). `onPicture` then
-   * gets a 2x2 token per picture (its pts; the bytes are not the picture's), in the same
-   * order as the pictures in the FIFO.
-   */
-  link?: { path: string; size: PictureSize };
-  /**
-   * Called once when a linked decoder cannot go on (its ffmpeg ended, or would have to be
-   * restarted, which could leave a part of a picture in the FIFO); it decodes nothing more.
-   */
-  onLinkLost?: () => void;
 }
 
 /** Compressed video in, raw I420 pictures out. */
@@ -57,11 +45,6 @@ export interface VideoDecoder {
   readonly dropped: number;
   /** Stops the engine's process or Worker; nothing is emitted afterwards. */
   close(): Promise<void>;
-  /**
-   * Takes no more frames and waits until the pictures of those taken are out (emitted, and
-   * written to the link) and the engine's process has exited. Streaming decoders only.
-   */
-  end?(): Promise<void>;
 }
 
 /** Video codecs the pipeline encodes to. */
@@ -93,11 +76,6 @@ export interface VideoEncoderOptions {
    */
   onFrame: (frame: MediaFrame) => void;
   log: Logger;
-  /**
-   * A FIFO the pictures come through from a linked decoder instead of `push` (streaming
-   * engines with `links` only); `expect` gives each one's pts.
-   */
-  inputPath?: string;
 }
 
 /** Raw I420 pictures in, compressed frames out. */
@@ -113,11 +91,4 @@ export interface VideoEncoder {
   readonly dropped: number;
   /** Stops the engine's process or Worker; nothing is emitted afterwards. */
   close(): Promise<void>;
-  /**
-   * With `inputPath`: the pts of the next picture the FIFO gives (its decoder said it wrote
-   * it there); its frame is emitted on that pts.
-   */
-  expect?(pts: number): void;
-  /** With `inputPath`: settles once the FIFO ended and every frame of it was emitted. */
-  readonly drained?: Promise<void>;
 }

@@ -54,21 +54,6 @@ const maxOwedPictures = 256;
 /** Bytes read at a time while no picture is owed (its size is not known yet), or discarded. */
 const idleReadBytes = 1;
 const discardReadBytes = 64 * 1024;
-/** Longest a decoder's ffmpeg may take to write out what it holds once its input ended. */
-const endTimeoutMs = 2000;
-/** Size of the token a linked decoder writes on stdout for each picture it puts in the link. */
-const tokenSize: PictureSize = { width: 2, height: 2 };
-
-/** Bytes of pictures (not a link's tokens) read from every decoder's ffmpeg since start. */
-let pictureBytesRead = 0;
-
-/**
- * Bytes of decoded pictures the server has read from decoder ffmpegs since it started (a
- * linked decoder's tokens are not pictures): what links save, for tests and benchmarks.
- */
-export function decodedPictureBytesRead(): number {
-  return pictureBytesRead;
-}
 
 /** Pictures of one size owed by ffmpeg. */
 interface Segment {
@@ -108,10 +93,6 @@ export class StreamingVideoDecoder implements VideoDecoder {
   /** True after a CRA decoded first: its RASL pictures are not output by ffmpeg. */
   #skipLeading = false;
   #closed = false;
-  /** True once `end` was called: frames are refused, pictures still come out. */
-  #ending = false;
-  /** True once the link was lost (see `onLinkLost`): nothing more is decoded. */
-  #linkLost = false;
   #warnedNoSize = false;
   dropped = 0;
 
@@ -120,11 +101,7 @@ export class StreamingVideoDecoder implements VideoDecoder {
   }
 
   push(frame: MediaFrame): void {
-    if (this.#closed || this.#ending) return;
-    if (this.#linkLost) {
-      this.dropped++;
-      return;
-    }
+    if (this.#closed) return;
     const codec = this.#options.track.codec;
     if (frame.keyframe && !this.#startAt(frame)) {
       this.dropped++;
@@ -155,16 +132,6 @@ export class StreamingVideoDecoder implements VideoDecoder {
     }
     insertSorted(run.segments[run.segments.length - 1].pts, frame.pts);
     run.owed++;
-  }
-
-  async end(): Promise<void> {
-    if (this.#closed || this.#ending) return;
-    this.#ending = true;
-    const run = this.#run;
-    if (run) {
-      await run.job.end?.(endTimeoutMs);
-      await run.reading;
-    }
   }
 
   async close(): Promise<void> {
@@ -199,19 +166,13 @@ export class StreamingVideoDecoder implements VideoDecoder {
     ) {
       const last = run.segments[run.segments.length - 1];
       const resized = last.source.width !== size.width || last.source.height !== size.height;
-      const segment = { source: size, size: this.#outputSize(size) };
+      const segment = { source: size, size: scaledSize(size, this.#options.box) };
       if (resized && last.pts.length === 0) Object.assign(last, segment);
       else if (resized) run.segments.push({ ...segment, pts: [] });
       // A new size starts a new sequence: ffmpeg decodes it as from scratch.
       this.#skipLeading = skipsLeadingPictures(track.codec, keyframe.data, resumed || resized);
       this.#awaitingKeyframe = false;
       return true;
-    }
-    if (run && this.#options.link) {
-      // A second ffmpeg on the link could follow a part of a picture: the link's reader
-      // would be out of step for good.
-      this.#loseLink(outOfStep ? "out of step" : "its ffmpeg ended or the parameter sets changed");
-      return false;
     }
     if (run) {
       if (outOfStep) log.warn("video decoder out of step: restarted");
@@ -233,20 +194,15 @@ export class StreamingVideoDecoder implements VideoDecoder {
     return true;
   }
 
-  /** The size ffmpeg writes on stdout the pictures of a source of `size`. */
-  #outputSize(size: PictureSize): PictureSize {
-    return this.#options.link ? tokenSize : scaledSize(size, this.#options.box);
-  }
-
   #start(size: PictureSize): DecoderRun {
-    const { engine, track, link } = this.#options;
+    const { engine, track } = this.#options;
     const input = decoderInput(track, size);
     const job = engine.start!({
       inputArgs: [...decoderProbeArgs, ...input.args],
       // Every picture written out at once (the rawvideo muxer's buffer holds a tail), each
       // at its decoded (or scaled) size.
       outputArgs: [
-        ...(link ? linkOutputArgs(link.path, link.size) : decoderScaleArgs(this.#options.box)),
+        ...decoderScaleArgs(this.#options.box),
         ...decoderOutputArgs,
         ...["-flush_packets", "1", "-autoscale", "0"],
       ],
@@ -256,7 +212,7 @@ export class StreamingVideoDecoder implements VideoDecoder {
       job,
       input,
       config: track.config,
-      segments: [{ source: size, size: this.#outputSize(size), pts: [] }],
+      segments: [{ source: size, size: scaledSize(size, this.#options.box), pts: [] }],
       owed: 0,
       alive: true,
       outOfStep: false,
@@ -272,14 +228,6 @@ export class StreamingVideoDecoder implements VideoDecoder {
     stopping.finally(() => this.#stopping.delete(stopping));
   }
 
-  #loseLink(why: string): void {
-    if (this.#linkLost) return;
-    this.#linkLost = true;
-    this.#awaitingKeyframe = true;
-    this.#options.log.warn("linked video decoder stopped", { why });
-    this.#options.onLinkLost?.();
-  }
-
   /** Reads ffmpeg's output as pictures of the owed sizes and emits them. */
   async #read(run: DecoderRun): Promise<void> {
     const output = run.job.output;
@@ -292,9 +240,7 @@ export class StreamingVideoDecoder implements VideoDecoder {
       if (this.#run === run) this.#options.log.warn("video decoder output failed", { err });
     }
     run.alive = false;
-    if (this.#run === run && !this.#closed && !this.#ending && this.#options.link) {
-      this.#loseLink(`its ffmpeg ended: ${run.job.errors}`);
-    } else if (this.#run === run && !this.#closed && !this.#ending) {
+    if (this.#run === run && !this.#closed) {
       this.#options.log.warn("video decoder ended early", { errors: run.job.errors });
       // The next keyframe starts a new ffmpeg.
       this.#awaitingKeyframe = true;
@@ -394,33 +340,10 @@ export class StreamingVideoDecoder implements VideoDecoder {
     const segment = run.segments[0];
     const pts = segment.pts.shift()!;
     run.owed--;
-    if (!this.#options.link) pictureBytesRead += data.length;
     if (this.#closed || this.#run !== run || run.outOfStep) return;
     const picture: RawVideoFrame = { ...segment.size, data, pts };
     this.#options.onPicture(picture);
   }
-}
-
-/**
- * Output options of a linked decoder, before its stdout's: every picture to the FIFO at
- * `path`, scaled into `size` (aspect kept, area averaging as `decoderScaleArgs`) and
- * letterboxed to exactly that size whatever the source's size becomes, and a 2x2 token of
- * it on stdout (a crop: no pixel is computed for it).
- */
-function linkOutputArgs(path: string, size: PictureSize): string[] {
-  const { width, height } = size;
-  const fit = `scale=${width}:${height}:force_original_aspect_ratio=decrease:` +
-    `force_divisible_by=2:flags=area,pad=${width}:${height}:(ow-iw)/2:(oh-ih)/2`;
-  const { width: tw, height: th } = tokenSize;
-  return [
-    ...[
-      "-filter_complex",
-      `[0:v]split=2[link][token];[link]${fit}[linked];[token]crop=${tw}:${th}:0:0[tokens]`,
-    ],
-    // The FIFO exists already: -y opens it rather than asking whether to overwrite it.
-    ...["-map", "[linked]", ...decoderOutputArgs, "-y", path],
-    ...["-map", "[tokens]"],
-  ];
 }
 
 /** True when a keyframe carries its own parameter sets (VP8 keyframes always do). */

@@ -28,11 +28,6 @@ import {
 const pendingEncoderBytes = 3 * i420Bytes(1280, 720);
 /** Most pictures that may wait for the native ffmpeg's stdin, whatever their size. */
 export const maxPendingEncoderWrites = 30;
-/**
- * Frames of a link's encoder that may wait for their picture's pts (a few arrive ahead of
- * it); beyond, the oldest are dropped: the decoder's tokens stopped.
- */
-const maxEarlyFrames = 60;
 /** Longest span of pictures one chunked run encodes, in milliseconds. */
 const maxChunkMs = 2000;
 /**
@@ -163,8 +158,6 @@ class StreamingVideoEncoder implements VideoEncoder {
   #reading: Promise<void>;
   #closed = false;
   #dropped = 0;
-  /** A link's frames whose picture's pts has not come yet (see `#read`). */
-  #early: EncodedPicture[] = [];
 
   constructor(options: VideoEncoderOptions) {
     this.#options = options;
@@ -174,7 +167,7 @@ class StreamingVideoEncoder implements VideoEncoder {
       3,
       Math.min(maxPendingEncoderWrites, Math.floor(pendingEncoderBytes / i420Bytes(width, height))),
     );
-    this.#job = options.engine.start!({ ...args, maxPendingWrites, inputPath: options.inputPath });
+    this.#job = options.engine.start!({ ...args, maxPendingWrites });
     this.#run = new Run(options);
     this.#reading = this.#read(
       encodedPictureReader(options.settings.codec, options.settings.fps),
@@ -185,24 +178,8 @@ class StreamingVideoEncoder implements VideoEncoder {
     return this.#dropped;
   }
 
-  get drained(): Promise<void> {
-    return this.#reading;
-  }
-
-  expect(pts: number): void {
-    if (this.#closed) return;
-    this.#run.add(pts);
-    // Frames that came out before their picture's pts came in are emitted now.
-    while (this.#early.length > 0 && this.#run.waiting > 0) this.#run.emit(this.#early.shift()!);
-  }
-
   push(picture: RawVideoFrame, release?: () => void): boolean {
     if (this.#closed) return false;
-    if (this.#options.inputPath) {
-      this.#options.log.warn("video encoder of a link refused a picture pushed to it");
-      this.#dropped++;
-      return false;
-    }
     if (!fits(picture, this.#options) || !this.#job.write(picture.data, release)) {
       this.#dropped++;
       return false;
@@ -224,24 +201,12 @@ class StreamingVideoEncoder implements VideoEncoder {
         if (this.#closed) break;
         for (const picture of reader.push(chunk)) {
           if (this.#closed) break;
-          // A link's encoder reads the picture before the server hears its pts (the two
-          // come by different pipes): its frame waits for it.
-          if (this.#options.inputPath && this.#run.waiting === 0) {
-            this.#early.push(picture);
-            if (this.#early.length > maxEarlyFrames) {
-              this.#early.shift();
-              this.#dropped++;
-            }
-            continue;
-          }
           this.#run.emit(picture);
         }
       }
     } catch (err) {
       if (!this.#closed) log.warn("video encoder output failed", { codec: settings.codec, err });
     }
-    // A link's FIFO ends when its decoder has written everything: the expected end.
-    if (!this.#closed && this.#options.inputPath && this.#run.waiting === 0) return;
     if (!this.#closed) {
       log.warn("video encoder ended early", { codec: settings.codec, errors: this.#job.errors });
       // An output that cannot be read any more (bad bytes) must not leave ffmpeg running.
