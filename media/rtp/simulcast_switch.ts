@@ -7,6 +7,7 @@
  * temporal layers (the descriptor's TID) above a cap are dropped, for `changeTid`.
  */
 import { h264FrameType, vp8FrameType } from "../protocols/webrtc/video_payload.ts";
+import { readVp8, shiftVp8, type Vp8Fields, vp8Fields } from "./vp8_descriptor.ts";
 
 /** Video codecs the switch can find keyframes of. */
 export type SwitchCodec = "H264" | "VP8";
@@ -65,24 +66,6 @@ export interface SimulcastSwitchOptions {
   requestIntervalMs?: number;
 }
 
-/** VP8 payload descriptor fields the switch rewrites or reads, with their offsets. */
-interface Vp8Fields {
-  /** Offset of the picture ID, -1 when absent. */
-  picIdAt: number;
-  /** 7 or 15. */
-  picIdBits: number;
-  picId: number;
-  /** Offset of TL0PICIDX, -1 when absent. */
-  tl0At: number;
-  tl0: number;
-  /** Temporal layer, -1 when the descriptor has no TID. */
-  tid: number;
-  /** Layer sync bit: the frame depends only on TID 0 frames. */
-  sync: boolean;
-  /** S bit set and partition 0: the packet starts a frame. */
-  starts: boolean;
-}
-
 /** Forwards one layer of a simulcast publisher to one subscriber. */
 export class SimulcastSwitch {
   /** SSRC of the subscriber's outgoing track. */
@@ -122,16 +105,7 @@ export class SimulcastSwitch {
   #tidTarget = allTemporalLayers;
   #dropTs = -1;
   #scratch = new Uint8Array(1500);
-  readonly #vp8: Vp8Fields = {
-    picIdAt: -1,
-    picIdBits: 7,
-    picId: 0,
-    tl0At: -1,
-    tl0: 0,
-    tid: -1,
-    sync: false,
-    starts: false,
-  };
+  readonly #vp8: Vp8Fields = vp8Fields();
   readonly #out: ForwardedPacket;
   /** Ring of [first outgoing sequence, layer, offset] since which a mapping held. */
   readonly #segments = new Int32Array(originSegments * 3);
@@ -316,7 +290,7 @@ export class SimulcastSwitch {
     if (!packet) return undefined;
     let payload = packet.payload;
     if (this.#codec === "VP8") {
-      const f = parseVp8(payload, scratchFields);
+      const f = readVp8(payload, 0, payload.length, scratchFields);
       payload = this.#vp8Write(payload, f);
     }
     const out = this.#out;
@@ -366,7 +340,7 @@ export class SimulcastSwitch {
     this.#switchSeq = sequenceNumber;
     this.#frameTs = -1;
     if (this.#codec === "VP8") {
-      const f = parseVp8(packet.payload, this.#vp8);
+      const f = readVp8(packet.payload, 0, packet.payload.length, this.#vp8);
       if (f.picIdAt >= 0 && this.#lastPicId >= 0) {
         this.#picIdOffset = (this.#lastPicId + 1 - f.picId) & ((1 << f.picIdBits) - 1);
       }
@@ -378,7 +352,7 @@ export class SimulcastSwitch {
 
   /** The payload to send with VP8 fields rewritten, or undefined to drop the packet. */
   #vp8Rewrite(payload: Uint8Array, timestamp: number): Uint8Array | undefined {
-    const f = parseVp8(payload, this.#vp8);
+    const f = readVp8(payload, 0, payload.length, this.#vp8);
     if (f.starts) {
       if (this.#tidTarget < this.#tidCap) this.#tidCap = this.#tidTarget;
       else if (
@@ -409,78 +383,22 @@ export class SimulcastSwitch {
 
   /** `payload` with its picture ID and TL0PICIDX moved by the current offsets (a copy if so). */
   #vp8Write(payload: Uint8Array, f: Vp8Fields): Uint8Array {
-    const picId = f.picIdAt < 0 ? -1 : (f.picId + this.#picIdOffset) & ((1 << f.picIdBits) - 1);
-    const tl0 = f.tl0At < 0 ? -1 : (f.tl0 + this.#tl0Offset) & 0xff;
-    if ((picId < 0 || picId === f.picId) && (tl0 < 0 || tl0 === f.tl0)) return payload;
+    const picIdMask = (1 << f.picIdBits) - 1;
+    const picIdMoves = f.picIdAt >= 0 && (this.#picIdOffset & picIdMask) !== 0;
+    const tl0Moves = f.tl0At >= 0 && (this.#tl0Offset & 0xff) !== 0;
+    if (!picIdMoves && !tl0Moves) return payload;
     // The publisher's payload is shared by every subscriber: rewrite a copy.
     if (this.#scratch.length < payload.length) this.#scratch = new Uint8Array(payload.length);
     const copy = this.#scratch.subarray(0, payload.length);
     copy.set(payload);
-    if (picId >= 0) {
-      if (f.picIdBits === 15) {
-        copy[f.picIdAt] = 0x80 | (picId >> 8);
-        copy[f.picIdAt + 1] = picId & 0xff;
-      } else {
-        copy[f.picIdAt] = picId;
-      }
-    }
-    if (tl0 >= 0) copy[f.tl0At] = tl0;
+    shiftVp8(copy, f, this.#picIdOffset, this.#tl0Offset);
     return copy;
   }
 }
 
-const scratchFields: Vp8Fields = {
-  picIdAt: -1,
-  picIdBits: 7,
-  picId: 0,
-  tl0At: -1,
-  tl0: 0,
-  tid: -1,
-  sync: false,
-  starts: false,
-};
+const scratchFields = vp8Fields();
 
 /** The temporal layer (TID) of a VP8 packet, -1 when its descriptor has none. */
 export function vp8TemporalLayer(payload: Uint8Array): number {
-  return parseVp8(payload, scratchFields).tid;
-}
-
-/** Reads the VP8 payload descriptor (RFC 7741 §4.2) into `f`. */
-function parseVp8(p: Uint8Array, f: Vp8Fields): Vp8Fields {
-  f.picIdAt = -1;
-  f.tl0At = -1;
-  f.tid = -1;
-  f.sync = false;
-  f.starts = p.length > 0 && (p[0] & 0x10) !== 0 && (p[0] & 0x07) === 0;
-  if (p.length < 2 || (p[0] & 0x80) === 0) return f;
-  const x = p[1];
-  let at = 2;
-  if (x & 0x80) {
-    if (at >= p.length) return f;
-    f.picIdAt = at;
-    if (p[at] & 0x80) {
-      if (at + 1 >= p.length) {
-        f.picIdAt = -1;
-        return f;
-      }
-      f.picIdBits = 15;
-      f.picId = ((p[at] & 0x7f) << 8) | p[at + 1];
-      at += 2;
-    } else {
-      f.picIdBits = 7;
-      f.picId = p[at];
-      at++;
-    }
-  }
-  if (x & 0x40) {
-    if (at >= p.length) return f;
-    f.tl0At = at;
-    f.tl0 = p[at];
-    at++;
-  }
-  if ((x & 0x20) && at < p.length) {
-    f.tid = p[at] >> 6;
-    f.sync = (p[at] & 0x20) !== 0;
-  }
-  return f;
+  return readVp8(payload, 0, payload.length, scratchFields).tid;
 }

@@ -12,7 +12,7 @@ import { ffiSrtpAvailable } from "../rtp/srtp/srtp_ffi.ts";
 import { readBatch, type Uint32ArrayLike } from "./send_batch.ts";
 import type { GroupMembership, StatsTriples, WorkerSubscriber } from "./send_messages.ts";
 import { UdpBatchSender, type UdpBatchSenderOptions } from "./udp_batch_sender.ts";
-import { readVp8, rtpPayloadStart, shiftVp8, vp8Fields } from "./vp8_descriptor.ts";
+import { readVp8, rtpPayloadStart, shiftVp8, vp8Fields } from "../rtp/vp8_descriptor.ts";
 
 /** One subscriber inside a Worker. */
 interface Subscriber {

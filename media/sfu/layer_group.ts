@@ -14,7 +14,7 @@ import { RtpHeader, RtpPacket } from "werift";
 import type { EngineGroup, EngineSendPath } from "../protocols/webrtc/engine_send_path.ts";
 import { h264FrameType, vp8FrameType } from "../protocols/webrtc/video_payload.ts";
 import { allTemporalLayers, defaultFrameTicks, originSegments } from "../rtp/simulcast_switch.ts";
-import { readVp8, shiftVp8, type Vp8Fields, vp8Fields } from "../send_engine/vp8_descriptor.ts";
+import { readVp8, shiftVp8, type Vp8Fields, vp8Fields } from "../rtp/vp8_descriptor.ts";
 
 /** Where a sent packet came from: the layer and its sequence number there. */
 export interface LayerOrigin {

@@ -16,7 +16,7 @@ import {
 } from "../protocols/webrtc/engine_send_path.ts";
 import { RetransmitBudget } from "../protocols/webrtc/retransmit_budget.ts";
 import type { GroupSpec, SendEngine } from "../send_engine/send_engine.ts";
-import { readVp8, rtpPayloadStart, shiftVp8, vp8Fields } from "../send_engine/vp8_descriptor.ts";
+import { readVp8, rtpPayloadStart, shiftVp8, vp8Fields } from "../rtp/vp8_descriptor.ts";
 import { PublishedTrack } from "./published_track.ts";
 
 /** One packet as a subscriber got it. */

@@ -20,7 +20,7 @@ import type { RetransmitBudget } from "../protocols/webrtc/retransmit_budget.ts"
 import type { RtpSendPath } from "../protocols/webrtc/send_path.ts";
 import { EngineGroup, EngineSendPath } from "../protocols/webrtc/engine_send_path.ts";
 import { LayerGroup, type LayerSource, SharedForward } from "./layer_group.ts";
-import { readVp8, shiftVp8, vp8Fields } from "../send_engine/vp8_descriptor.ts";
+import { readVp8, shiftVp8, vp8Fields } from "../rtp/vp8_descriptor.ts";
 import { LayerChoice, orderRids } from "../rtp/layer_choice.ts";
 import { LayerMonitor, type LayerReport } from "../rtp/layer_monitor.ts";
 import { ReceptionStats } from "../rtp/receiver_report.ts";

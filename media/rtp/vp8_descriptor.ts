@@ -1,8 +1,9 @@
 /**
  * The VP8 payload descriptor fields (RFC 7741 §4.2) an SFU renumbers: the picture ID and
  * TL0PICIDX, which a decoder checks for gaps, read and shifted in place. Used by the send
- * Workers for each subscriber of a shared simulcast layer (its own offsets) and by the layer
- * groups on the main thread (what they drop, and the numbers a subscriber got last).
+ * Workers for each subscriber of a shared simulcast layer (its own offsets), by the layer
+ * groups on the main thread (what they drop, and the numbers a subscriber got last) and by
+ * the per-subscriber simulcast switch (werift path and bridge streams).
  */
 
 /** Where the fields are in one payload, and their values. */
