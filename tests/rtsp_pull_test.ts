@@ -45,18 +45,29 @@ function streamObject(server: TestServer, name: string): Stream {
  * UDP sockets of `server`'s pulls: bound on 127.0.0.1 within its media port range, as `ss`
  * lists them, the ICE mux's port (the range's first free one) left out.
  */
-async function pullUdpSockets(server: TestServer): Promise<number> {
+/** Ports of this process's UDP sockets on 127.0.0.1 in the media range, the ICE mux's aside. */
+async function mediaUdpPorts(server: TestServer): Promise<Set<number>> {
   const { udpPortMin: min, udpPortMax: max } = server.services.config.media;
   const mux = server.services.iceMux?.port;
   // Only this process's sockets: the range overlaps the kernel's ephemeral ports, which any
   // other program on the machine may hold.
   const out = await new Deno.Command("ss", { args: ["-Huanp"], stdout: "piped" }).output();
   const owner = `pid=${Deno.pid},`;
-  return new TextDecoder().decode(out.stdout).split("\n").filter((line) => {
+  const ports = new Set<number>();
+  for (const line of new TextDecoder().decode(out.stdout).split("\n")) {
     const m = /\s127\.0\.0\.1:(\d+)\s/.exec(line);
     const port = m === null ? NaN : Number(m[1]);
-    return port >= min && port <= max && port !== mux && line.includes(owner);
-  }).length;
+    if (port >= min && port <= max && port !== mux && line.includes(owner)) ports.add(port);
+  }
+  return ports;
+}
+
+/**
+ * UDP sockets the pull opened: those not open `before` it started (a socket of an earlier
+ * test's server may still be closing when this one starts).
+ */
+async function pullUdpSockets(server: TestServer, before: Set<number>): Promise<number> {
+  return [...await mediaUdpPorts(server)].filter((port) => !before.has(port)).length;
 }
 
 /** The frames a new reader of `stream` gets during `ms`. */
@@ -103,6 +114,7 @@ for (
     try {
       await withServer(async (server) => {
         const name = `cam-${audio}-${transport}`;
+        const before = await mediaUdpPorts(server);
         const [status, text] = await call(server, "/rtsp/startup", {
           uri: camera.url,
           localStreamName: name,
@@ -126,7 +138,7 @@ for (
         assert.equal((await pulls(server, { uri: camera.url, status: "PLAYING" })).length, 1);
         assert.deepEqual(await pulls(server, { uri: "rtsp://127.0.0.1:1/other" }), []);
 
-        const udp = await pullUdpSockets(server);
+        const udp = await pullUdpSockets(server, before);
         // Two tracks, an RTP and an RTCP socket each; none over TCP.
         assert.equal(udp, transport === "udp" ? 4 : 0, `udp sockets: ${udp}`);
 
@@ -138,7 +150,7 @@ for (
         assert.deepEqual(await call(server, "/rtsp/terminate", { uri: camera.url }), [200, ""]);
         assert.deepEqual(await pulls(server), []);
         assert.deepEqual(await streams(server), []);
-        assert.equal(await pullUdpSockets(server), 0);
+        assert.equal(await pullUdpSockets(server, before), 0);
         const [gone] = await call(server, "/rtsp/terminate", { uri: camera.url });
         assert.equal(gone, 404);
       }, config);
@@ -153,20 +165,21 @@ Deno.test("transport auto plays over UDP when UDP works; /stream/terminate ends 
   const config = rtspConfig("auto");
   try {
     await withServer(async (server) => {
+      const before = await mediaUdpPorts(server);
       assert.equal((await call(server, "/rtsp/startup", { uri: camera.url }))[0], 200);
       assert.deepEqual(await pulls(server), [{
         uri: camera.url,
         toStream: camera.url,
         status: "PLAYING",
       }]);
-      assert.equal(await pullUdpSockets(server), 4);
+      assert.equal(await pullUdpSockets(server, before), 4);
       const [record] = await streams(server);
       assert.equal(record.name, camera.url);
       // Ending the stream ends the pull too.
       const res = await server.post("/stream/terminate", { mediaSessionId: record.mediaSessionId });
       assert.equal(res.status, 200);
       assert.deepEqual(await pulls(server), []);
-      assert.equal(await pullUdpSockets(server), 0);
+      assert.equal(await pullUdpSockets(server, before), 0);
     }, config);
   } finally {
     await camera.stop();
