@@ -83,10 +83,26 @@ function toneWav(rate: number, channels: number): Uint8Array {
   return bytes;
 }
 
+/**
+ * A port free for SIP over UDP and TCP whose next port is free for TCP too: baresip also
+ * listens for SIP/TLS there, and fails to start when that port is taken.
+ */
+async function freeSipPort(): Promise<number> {
+  for (;;) {
+    const port = await freeUdpRange(2);
+    try {
+      Deno.listen({ hostname: "127.0.0.1", port: port + 1 }).close();
+      return port;
+    } catch {
+      // Taken over TCP: try another range.
+    }
+  }
+}
+
 /** Starts baresip; resolves once its ctrl_tcp answers. */
 export async function startBaresip(o: BaresipOptions = {}): Promise<Baresip> {
   const user = o.user ?? "baresip";
-  const sipPort = await freeUdpRange(2);
+  const sipPort = await freeSipPort();
   const ctrlPort = freePort();
   const rtpBase = await freeUdpRange(20);
   const dir = await Deno.makeTempDir({ prefix: "baresip-" });
