@@ -8,6 +8,7 @@
  */
 import { h264FrameType, vp8FrameType } from "../protocols/webrtc/video_payload.ts";
 import { readVp8, shiftVp8, type Vp8Fields, vp8Fields } from "./vp8_descriptor.ts";
+import { lateWindowPackets } from "./late_window.ts";
 
 /** Video codecs the switch can find keyframes of. */
 export type SwitchCodec = "H264" | "VP8";
@@ -34,11 +35,6 @@ export interface ForwardedPacket {
 export const keyframeRequestIntervalMs = 1000;
 /** Frame interval assumed until the stream shows one, in RTP ticks (30 fps at 90 kHz). */
 export const defaultFrameTicks = 3000;
-/**
- * How far behind the newest forwarded packet of the layer a late (reordered) one is still
- * sent, in packets; older ones, and those from before the layer's keyframe, are dropped.
- */
-export const lateWindowPackets = 0x1000;
 /** Temporal layer cap meaning "all layers". */
 export const allTemporalLayers = 3;
 /**

@@ -13,6 +13,7 @@ import { readBatch, type Uint32ArrayLike } from "./send_batch.ts";
 import type { GroupMembership, StatsTriples, WorkerSubscriber } from "./send_messages.ts";
 import { UdpBatchSender, type UdpBatchSenderOptions } from "./udp_batch_sender.ts";
 import { readVp8, rtpPayloadStart, shiftVp8, vp8Fields } from "../rtp/vp8_descriptor.ts";
+import { lateWindowPackets } from "../rtp/late_window.ts";
 
 /** One subscriber inside a Worker. */
 interface Subscriber {
@@ -28,12 +29,6 @@ interface Subscriber {
   /** Packets it could not get (protection failed or the socket refused). */
   failed: number;
 }
-
-/**
- * Packets after a member's first one in a group within which a late packet from before that
- * one may still come (reordering); past it the check ends, before the numbers wrap.
- */
-const lateWindowPackets = 0x1000;
 
 /** Bytes of the slab copies are protected in before they are sent. */
 const slabBytes = 512 * 1024;
