@@ -475,7 +475,7 @@ export const configSchema = z.strictObject({
   }).prefault({}),
   sfu: z.strictObject({
     bridge: z.boolean().default(false).describe(
-      "Also publish each SFU room participant's media as ordinary streams `{room}-{nickname}-VIDEO` (its highest simulcast layer alive; `-VIDEO-screen` for a screen share) and `{room}-{nickname}-AUDIO`, playable, recordable and pushable like any stream, ended when the participant leaves or stops the track (WCS's `sfu_bridge_enabled`).",
+      "Also publish each SFU room participant's media as ordinary streams `{room}-{nickname}-VIDEO` (its highest simulcast layer alive; `-VIDEO-screen` for a screen share) and `{room}-{nickname}-AUDIO`, playable, recordable and pushable like any stream, ended when the participant leaves or stops the track, published again under the new name when the participant is renamed (WCS's `sfu_bridge_enabled`).",
     ),
     maxRooms: z.int().min(1).max(1_000_000).default(10_000).describe(
       "Most SFU rooms at once; a `joinRoom` that would create one more is refused with OPERATION_FAILED `Too many rooms`.",

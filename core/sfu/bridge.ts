@@ -2,7 +2,8 @@
  * The SFU bridge (config `sfu.bridge`, WCS's `sfu_bridge_enabled`): each track a room
  * participant publishes is also a published stream of the StreamRegistry, named
  * `{room}-{nickname}-VIDEO` (`-VIDEO-screen`) or `-AUDIO`, so it is listed, played, recorded
- * and pushed like any other stream, and removed when the participant leaves or stops it.
+ * and pushed like any other stream, and removed when the participant leaves or stops it. A
+ * rename moves the streams to the new nickname's names (see `rename`).
  */
 import type { Logger } from "../log.ts";
 import type { StreamRegistry } from "../stream_registry.ts";
@@ -44,6 +45,21 @@ export class SfuBridge {
       this.#streams.remove(stream);
       if (this.#bridged.get(track) === stream) this.#bridged.delete(track);
     });
+  }
+
+  /**
+   * The participant publishing `tracks` in `room` is now called `nickname`: its bridge streams
+   * are ended and published again under the new name. The name is how a WCS application finds
+   * a participant's stream (`{room}-{nickname}-VIDEO`), and the old name is free for the next
+   * participant who takes that nickname, so it must not go on naming this one's media. Readers
+   * of the old name are ended as when the participant leaves (a Web SDK player is told, a
+   * recording is closed); a track left unbridged under the old name (taken) is tried again.
+   */
+  rename(room: string, nickname: string, tracks: Iterable<PublishedTrack>): void {
+    for (const track of tracks) {
+      this.close([track]);
+      this.open(room, nickname, track);
+    }
   }
 
   /** Ends the bridge streams of `tracks` (they were withdrawn from the room). */

@@ -294,6 +294,7 @@ export class SfuRoom {
     const previousName = target.nickname;
     target.nickname = nickname;
     this.#log.info("SFU participant renamed", { userId, previousName, nickname });
+    this.#bridge?.rename(this.name, nickname, target.tracks.values());
     for (const p of this.participants) {
       this.#send(p, "PARTICIPANT_RENAMED", {
         internalMessageId: p === by ? internalMessageId : "",

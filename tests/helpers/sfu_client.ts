@@ -141,6 +141,21 @@ export class SfuClient {
     );
   }
 
+  /**
+   * Offers VP8 (payload type 96, NACK and PLI) as the one video codec instead of H.264: call
+   * before any video transceiver is added (`addMedia`'s synthetic video is H.264).
+   */
+  offerVp8(): void {
+    this.pc.config.codecs.video = [
+      new RTCRtpCodecParameters({
+        mimeType: "video/VP8",
+        clockRate: 90000,
+        payloadType: 96,
+        rtcpFeedback: [{ type: "nack" }, { type: "nack", parameter: "pli" }],
+      }),
+    ];
+  }
+
   /** Adds sendonly video (content camera) and audio (content mic) and starts sending. */
   addMedia(): void {
     for (const kind of ["video", "audio"] as const) {
