@@ -8,7 +8,6 @@
  */
 import type {
   RTCDataChannel,
-  RTCDtlsTransport,
   RtcpPacket,
   RtcpPayloadSpecificFeedback,
   RTCRtpTransceiver,
@@ -201,8 +200,6 @@ export class ParticipantPeer {
   #control?: RTCDataChannel;
   /** Transports whose RTCP is watched for keyframe requests. */
   readonly #rtcpWatched = new WeakSet<object>();
-  /** Transports whose DTLS handshake delivered tracks wait for. */
-  readonly #dtlsAwaited = new WeakSet<object>();
   /** REMB to the client for what it publishes; absent without `UplinkOptions`. */
   readonly #uplink?: {
     estimate: UplinkEstimate;
@@ -245,9 +242,10 @@ export class ParticipantPeer {
       this.#log.info("SFU peer failed", { phase, diagnostics });
       signals.failed(phase === "dtls" ? "Failed by DTLS error" : "Failed by ICE error");
     });
-    pc.connectionStateChange.subscribe((state) => {
-      if (state === "connected") this.#attachReady();
-    });
+    // Delivered tracks start when the peer's media is ready (its DTLS transport connected:
+    // the SRTP keys exist, which the send engine takes), not at werift's "connected", which
+    // it reports once ICE is.
+    this.#peer.onMediaReady(() => this.#attachReady());
     pc.onDataChannel.subscribe((channel) => {
       if (channel.label !== controlChannelLabel) return;
       this.#control = channel;
@@ -502,20 +500,15 @@ export class ParticipantPeer {
     return out;
   }
 
-  /** Starts forwarding the delivered tracks whose sender is negotiated, once connected. */
+  /** Starts forwarding the delivered tracks whose sender is negotiated, once media is ready. */
   #attachReady(): void {
-    if (this.#peer.pc.connectionState !== "connected") return;
+    if (this.#closed || !this.#peer.mediaReady) return;
     for (const receiving of this.#slots()) {
       const track = receiving.track;
       if (receiving.subscription || !track) continue;
       const sender = receiving.transceiver.sender;
       const codec = sender.codec;
       if (!codec || this.#peer.pc.signalingState !== "stable") continue;
-      // werift says connected once ICE is; the keys the engine needs come with DTLS.
-      if (sender.dtlsTransport.state !== "connected") {
-        this.#attachWhenConnected(sender.dtlsTransport);
-        continue;
-      }
       const absSendTime = receiving.transceiver.headerExtensions.find((e) =>
         e.uri === absSendTimeUri
       );
@@ -549,15 +542,6 @@ export class ParticipantPeer {
         this.#estimateReport(rtcp);
       });
     }
-  }
-
-  /** Attaches the tracks waiting for `dtls` once its handshake is done. */
-  #attachWhenConnected(dtls: RTCDtlsTransport): void {
-    if (this.#dtlsAwaited.has(dtls)) return;
-    this.#dtlsAwaited.add(dtls);
-    dtls.onStateChange.subscribe((state) => {
-      if (state === "connected" && !this.#closed) this.#attachReady();
-    });
   }
 
   /**
