@@ -202,7 +202,7 @@ export const configSchema = z.strictObject({
       "The video bitrate a WebRTC publisher (Web SDK, WHIP) is told (REMB) it may send, in kbit/s, or its own `maxBitrate` (`constraints.video.maxBitrate`, `x-google-max-bitrate`, `b=AS`/`b=TIAS` of its offer) when lower; lowered while its packets arrive with loss. Without it a browser stays near its starting rate (WCS's `webrtc_cc_max_bitrate`).",
     ),
     iceTransport: z.enum(["udp", "tcp"]).default("udp").describe(
-      'Transport of the WebRTC media of Web SDK publish and play whose stream object names none (the SDK\'s `transport: "UDP"` or `"TCP"` wins): `tcp` answers with one TCP passive candidate (ICE-TCP, RFC 6544) on a TCP port of `udpPortMin`..`udpPortMax` and no UDP one, for clients whose network blocks UDP (WCS\'s `ice_tcp_transport`).',
+      'Transport of the WebRTC media of Web SDK publish and play whose stream object names none (the SDK\'s `transport: "UDP"` or `"TCP"` wins), of WHIP/WHEP sessions without `?transport=` and of SFU participants whose connection has no `custom.transport`: `tcp` answers with one TCP passive candidate (ICE-TCP, RFC 6544) on a TCP port of `udpPortMin`..`udpPortMax` and no UDP one, for clients whose network blocks UDP (WCS\'s `ice_tcp_transport`).',
     ),
     minPublishBitrateKbps: z.int().min(10).max(100_000).default(100).describe(
       "The least a WebRTC publisher is told it may send however much of its video is lost, in kbit/s, or its own `minBitrate` when higher (WCS's `webrtc_cc_min_bitrate`).",

@@ -3,12 +3,15 @@
  * answers 201 with the SDP answer, `Location` (the session resource) and `ETag`; `PATCH` on
  * the resource adds trickled candidates (204) and refuses ICE restarts (422); `DELETE` ends
  * the session; `OPTIONS` answers CORS preflights with `Accept-Post`. REST auth (bearer
- * tokens) is checked before any route; the token also goes to the `connect` hook.
+ * tokens) is checked before any route; the token also goes to the `connect` hook. The POST's
+ * `?transport=tcp` (or `udp`) picks the media's transport (ICE-TCP: one TCP passive candidate
+ * in the answer), `media.iceTransport` without it.
  */
 import type { Context, Hono } from "hono";
 import { BadRequestError, MediaServerError, NotFoundError, ParseError } from "../core/errors.ts";
 import type { Services } from "../core/services.ts";
 import type { WhipSession } from "../core/whip_registry.ts";
+import type { IceTransport } from "../media/protocols/webrtc/ice_tcp.ts";
 import { parseSdpFragment } from "../media/protocols/webrtc/sdpfrag.ts";
 import { openWhipSession, UnprocessableOfferError } from "../signaling/whip_streams.ts";
 import { readText } from "./http.ts";
@@ -66,6 +69,7 @@ export function registerWhip(app: Hono, services: Services): void {
             kind,
             name,
             sdp,
+            transport: transportParam(c.req.query("transport")),
             token: bearerToken(c.req.header("Authorization")),
             origin: c.req.header("Origin") ?? "",
           }, log);
@@ -163,6 +167,17 @@ function notAllowed(c: Context, methods: string[]): Response {
 /** True when a Content-Type header names `type` (parameters aside). */
 function isType(header: string | undefined, type: string): boolean {
   return header?.split(";")[0].trim().toLowerCase() === type;
+}
+
+/**
+ * The `transport` query parameter of a POST: "udp" or "tcp" (any case), undefined without
+ * one; anything else is a 400 naming it.
+ */
+function transportParam(value: string | undefined): IceTransport | undefined {
+  if (value === undefined) return undefined;
+  const lower = value.toLowerCase();
+  if (lower === "udp" || lower === "tcp") return lower;
+  throw new BadRequestError("transport", `transport must be udp or tcp, got ${value.slice(0, 20)}`);
 }
 
 /** The token of an `Authorization: Bearer` header. */

@@ -21,6 +21,7 @@ import type { Services } from "../core/services.ts";
 import type { WhipSession } from "../core/whip_registry.ts";
 import type { StreamClient, StreamStatus } from "../media/protocols/webrtc/client.ts";
 import { type NegotiatedCodec, pickPublishCodec } from "../media/protocols/webrtc/codecs.ts";
+import type { IceTransport } from "../media/protocols/webrtc/ice_tcp.ts";
 import { parseOfferMedia, type SdpMedia } from "../media/protocols/webrtc/sdp.ts";
 import { iceUfragOf } from "../media/protocols/webrtc/sdpfrag.ts";
 import { publishBitrate } from "../media/protocols/webrtc/publish_remb.ts";
@@ -48,6 +49,11 @@ export interface WhipRequest {
   token?: string;
   /** The request's Origin header, "" without one. */
   origin: string;
+  /**
+   * Transport of the media: "tcp" answers with one TCP passive candidate (ICE-TCP) for a
+   * client whose network blocks UDP; `media.iceTransport` when undefined.
+   */
+  transport?: IceTransport;
 }
 
 /** An opened session and the SDP answer for the client. */
@@ -167,7 +173,10 @@ export async function openWhipSession(
     nodeId: services.nodeId,
     clientStream,
     sdp: request.sdp,
-    address: peerAddress(services),
+    address: {
+      ...peerAddress(services),
+      transport: request.transport ?? services.config.media.iceTransport,
+    },
     client,
   };
   const stream: Player = kind === "publish"

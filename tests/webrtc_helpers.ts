@@ -43,6 +43,34 @@ export function loopbackIce() {
   };
 }
 
+/**
+ * werift ICE settings of a client on TCP (see TestTransport): TCP candidates, active only (it
+ * dials the server's passive one), and nothing paired or answered that is not TCP.
+ */
+export function tcpClientIce() {
+  return {
+    iceUseTcp: true,
+    iceTcpPassive: false,
+    iceFilterCandidatePair: (pair: { localCandidate?: { transport: string } }) => onTcp(pair),
+    iceFilterStunResponse: (_message: unknown, _addr: unknown, protocol: unknown) =>
+      onTcp(protocol as { localCandidate?: { transport: string } }),
+  };
+}
+
+/** Closes `pc`'s UDP sockets once it has gathered: a client behind a firewall blocking UDP. */
+export function closeUdpWhenGathered(pc: RTCPeerConnection): void {
+  pc.iceGatheringStateChange.subscribe(async (state) => {
+    if (state !== "complete") return;
+    for (const { iceTransport } of pc.dtlsTransports) {
+      // werift keeps its protocols private.
+      const connection = iceTransport.connection as unknown as { protocols: Protocol[] };
+      const udp = connection.protocols.filter((p) => !onTcp(p));
+      connection.protocols = connection.protocols.filter((p) => onTcp(p));
+      for (const protocol of udp) await protocol.close();
+    }
+  });
+}
+
 /** werift settings that keep a test peer on 127.0.0.1 with no STUN server. */
 function loopbackPeer(
   codecs: ReturnType<typeof codecList>,
@@ -57,27 +85,9 @@ function loopbackPeer(
     debug: keepPercent === undefined ? {} : { inboundPacketLoss: keepPercent },
     ...loopbackIce(),
     codecs,
-    ...(tcp
-      ? {
-        iceUseTcp: true,
-        iceTcpPassive: false,
-        iceFilterCandidatePair: (pair) => onTcp(pair),
-        iceFilterStunResponse: (_message, _addr, protocol) => onTcp(protocol),
-      }
-      : {}),
+    ...(tcp ? tcpClientIce() : {}),
   });
-  if (tcp) {
-    pc.iceGatheringStateChange.subscribe(async (state) => {
-      if (state !== "complete") return;
-      for (const { iceTransport } of pc.dtlsTransports) {
-        // werift keeps its protocols private.
-        const connection = iceTransport.connection as unknown as { protocols: Protocol[] };
-        const udp = connection.protocols.filter((p) => !onTcp(p));
-        connection.protocols = connection.protocols.filter((p) => onTcp(p));
-        for (const protocol of udp) await protocol.close();
-      }
-    });
-  }
+  if (tcp) closeUdpWhenGathered(pc);
   return pc;
 }
 

@@ -14,6 +14,7 @@ import type { SfuRoom } from "../../core/sfu/room.ts";
 import { sfuErrors, SfuOperationFailed } from "../../core/sfu/operation_failed.ts";
 import type { HandlerTable, SignalingContext } from "../handlers.ts";
 import { parsePayload } from "../payload.ts";
+import { requestedIceTransport } from "../../media/protocols/webrtc/ice_tcp.ts";
 import { peerAddress } from "../play_plan.ts";
 import type { SignalingSession } from "../session.ts";
 
@@ -186,7 +187,12 @@ async function handleJoin(session: SignalingSession, payload: unknown, ctx: Sign
     tid: request.tid,
     internalMessageId: request.internalMessageId,
     link: { send: (event) => sendEvent(session, event) },
-    address: peerAddress(ctx.services),
+    // The SFU SDK names no transport: the connection's `custom.transport` ("TCP"/"UDP", for
+    // clients of their own), else `media.iceTransport`, as for a Web SDK stream object.
+    address: {
+      ...peerAddress(ctx.services),
+      transport: requestedIceTransport(custom.transport, ctx.services.config.media.iceTransport),
+    },
   });
   // The connection may have closed while the offer was answered: its end found no
   // participant to remove then.

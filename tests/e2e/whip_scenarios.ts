@@ -1,10 +1,13 @@
 /**
  * WHIP and WHEP with real clients: headless Chromium with npm `whip-whep` 1.2.0 (publish and
  * play, cross-origin, so CORS and the exposed `Location` are exercised), the Web SDK playing
- * the WHIP stream, and aiortc (Debian python3-aiortc) publishing. Meant to run inside a
- * loopback-only network namespace as root; `whip_test.ts` re-executes this file there.
+ * the WHIP stream, aiortc (Debian python3-aiortc) publishing, and Chromium publishing and
+ * playing with `?transport=tcp` (ICE-TCP) while nftables drops every UDP packet (needs `nft`).
+ * Meant to run inside a loopback-only network namespace as root; `whip_test.ts` re-executes
+ * this file there.
  */
 import assert from "node:assert/strict";
+import { createSocket } from "node:dgram";
 import { createRequire } from "node:module";
 import type { Page } from "playwright-core";
 // Importing the manifests makes Deno install the packages (and so the browser modules).
@@ -15,6 +18,10 @@ import { makeClip } from "../helpers/media_fixtures.ts";
 import { startTestServer, testConfig, type TestServer } from "../helpers/test_server.ts";
 import { startBrowser } from "./browser.ts";
 import { netnsEnv } from "./netns.ts";
+import { nft } from "./nft.ts";
+
+/** The nftables table that drops UDP during the ICE-TCP step. */
+const udpBlockTable = "whip_udp_block";
 
 /** Longest wait for a state in the page or the server, in ms. */
 const waitMs = 15_000;
@@ -205,6 +212,60 @@ Deno.test("WHIP/WHEP with whip-whep in Chromium, the Web SDK and aiortc", async 
       }
       await until(() => streams(server), (list) => list.length === 0, "no streams left");
     });
+
+    await t.step(
+      "?transport=tcp: Chromium publishes over WHIP and plays over WHEP on ICE-TCP with UDP dropped by nftables",
+      async () => {
+        // A page of its own: the earlier players' peer connections, left open, would go on
+        // sending their consent checks over UDP.
+        await page.close();
+        const tcpPage = await browser.context.newPage();
+        await tcpPage.goto(`${browser.origin}/`);
+        await tcpPage.waitForFunction(() => g.pageReady === true);
+        // Every UDP packet in the namespace is dropped while the step runs: a candidate pair
+        // on UDP could not carry a byte.
+        await nft("add", "table", "inet", udpBlockTable);
+        await nft(
+          ...["add", "chain", "inet", udpBlockTable, "out"],
+          "{ type filter hook output priority 0; }",
+        );
+        await nft(
+          ...["add", "rule", "inet", udpBlockTable, "out"],
+          ...["meta", "l4proto", "udp", "counter", "drop"],
+        );
+        let udpDropped = NaN;
+        try {
+          // One datagram of our own proves the rule drops.
+          const probe = createSocket("udp4");
+          await new Promise<void>((resolve) =>
+            probe.send(new Uint8Array(4), 9, "127.0.0.1", () => resolve())
+          );
+          await new Promise<void>((resolve) => probe.close(() => resolve()));
+          const published = await tcpPage.evaluate(
+            (url) => g.whipPublish(url),
+            `${server.restUrl}/whip/cam-tcp?transport=tcp`,
+          );
+          assert.equal(published, "connected");
+          const played = await tcpPage.evaluate(
+            (url) => g.whepPlay("t", url),
+            `${server.restUrl}/whep/cam-tcp?transport=tcp`,
+          );
+          assert.equal(played, "connected");
+          const stats = await decoding(tcpPage, "t", 30);
+          assert.deepEqual([stats.width, stats.height], [640, 360]);
+          const records = (await streams(server)).filter((r) => r.name === "cam-tcp");
+          assert.deepEqual(records.map((r) => r.transport), ["TCP", "TCP"]);
+          await tcpPage.evaluate(() => g.whipStop());
+          await until(() => streams(server), (list) => list.length === 0, "no streams left");
+        } finally {
+          const listing = await nft("list", "table", "inet", udpBlockTable);
+          await nft("delete", "table", "inet", udpBlockTable);
+          udpDropped = Number(/counter packets (\d+)/.exec(listing)?.[1] ?? NaN);
+        }
+        // The probe only: neither Chromium nor the server sent a UDP packet.
+        assert.equal(udpDropped, 1, "UDP packets dropped");
+      },
+    );
   } finally {
     await browser.close();
     await server.stop();

@@ -22,6 +22,7 @@ import { openPeerCount } from "../../media/protocols/webrtc/peer.ts";
 import { waitFor } from "./media_fixtures.ts";
 import { startTestServer, type TestServer } from "./test_server.ts";
 import { WcsClient } from "./wcs_client.ts";
+import { closeUdpWhenGathered, tcpClientIce } from "../webrtc_helpers.ts";
 
 const sps = [0x67, 0x42, 0xc0, 0x1e, 0xda, 0x02, 0x80, 0xf6, 0x40];
 const pps = [0x68, 0xce, 0x3c, 0x80];
@@ -63,11 +64,18 @@ export class SfuClient {
   #pump: Promise<void>;
   #wake?: () => void;
 
-  private constructor(ws: WcsClient, nickname: string, simulcast: boolean, absSendTime: boolean) {
+  private constructor(
+    ws: WcsClient,
+    nickname: string,
+    simulcast: boolean,
+    absSendTime: boolean,
+    tcp: boolean,
+  ) {
     this.ws = ws;
     this.nickname = nickname;
     this.pc = new RTCPeerConnection({
       iceServers: [],
+      ...(tcp ? tcpClientIce() : {}),
       codecs: {
         video: [
           new RTCRtpCodecParameters({
@@ -96,6 +104,7 @@ export class SfuClient {
         audio: [],
       },
     });
+    if (tcp) closeUdpWhenGathered(this.pc);
     this.pc.onTrack.subscribe((track: RemoteTrack) => {
       const transceiver = this.pc.getTransceivers().find((t) => t.receiver.tracks.includes(track));
       const mid = transceiver?.mid ?? "?";
@@ -115,13 +124,21 @@ export class SfuClient {
    * Connects as the SDK does: appKey sfuApp, `authToken: null`, custom nickname and room.
    * `autoPong: false` makes a client whose network went silent; `simulcast` negotiates the
    * mid and rid header extensions a simulcast transceiver needs; `absSendTime` takes the
-   * server's abs-send-time stamps (a browser's receive-side estimator needs them).
+   * server's abs-send-time stamps (a browser's receive-side estimator needs them); `transport`
+   * goes in the connection's custom fields (the server's ICE-TCP choice); `blockUdp` (default:
+   * `transport` is "TCP") makes the peer a client whose network blocks UDP, on ICE-TCP only.
    */
   static async connect(
     url: string,
     nickname: string,
     room: string,
-    options: { autoPong?: boolean; simulcast?: boolean; absSendTime?: boolean } = {},
+    options: {
+      autoPong?: boolean;
+      simulcast?: boolean;
+      absSendTime?: boolean;
+      transport?: "TCP" | "UDP";
+      blockUdp?: boolean;
+    } = {},
   ): Promise<SfuClient> {
     const { client } = await WcsClient.connect(url, {
       appKey: "sfuApp",
@@ -131,13 +148,18 @@ export class SfuClient {
       clientVersion: "0.5.28",
       clientOSVersion: "5.0 (X11)",
       clientBrowserVersion: "sfu_client (Deno)",
-      custom: { nickname, roomName: room },
+      custom: {
+        nickname,
+        roomName: room,
+        ...(options.transport ? { transport: options.transport } : {}),
+      },
     }, { autoPong: options.autoPong });
     return new SfuClient(
       client,
       nickname,
       options.simulcast ?? false,
       options.absSendTime ?? false,
+      options.blockUdp ?? options.transport === "TCP",
     );
   }
 

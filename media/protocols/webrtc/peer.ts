@@ -184,8 +184,11 @@ export class Peer {
 
   /** Applies the browser's answer to `offer`; a malformed one is a ParseError. */
   async acceptAnswer(answerSdp: string): Promise<void> {
+    // On TCP, as in `answer`: the client's candidates never pair, so werift must not be told
+    // they are complete (an SFU participant's answer to a server offer may say so).
+    const sdp = this.transport === "tcp" ? withoutEndOfCandidates(answerSdp) : answerSdp;
     try {
-      await this.pc.setRemoteDescription({ type: "answer", sdp: answerSdp });
+      await this.pc.setRemoteDescription({ type: "answer", sdp });
     } catch (err) {
       throw new ParseError(`bad SDP answer: ${(err as Error).message}`, { cause: err });
     }
@@ -252,6 +255,9 @@ export class Peer {
    * werift refuses (unknown section, bad address) is a ParseError.
    */
   async addRemoteCandidates(candidates: readonly TrickleCandidate[]): Promise<void> {
+    // A peer on TCP pairs only the connections the client opens to its passive candidate:
+    // what the client trickles (its own addresses) can never pair.
+    if (this.transport === "tcp") return;
     for (const candidate of candidates) {
       // werift speaks ICE over UDP only; browsers also trickle TCP candidates.
       if (candidate.candidate.split(" ")[2]?.toLowerCase() !== "udp") continue;
