@@ -325,7 +325,9 @@ export const sfuStats = z.object({
     /**
      * By source track id: the RTCP the participant sent about it (NACK, PLI, FIR packets; of
      * its latest receiver report the fraction lost 0-1, packets lost and jitter in RTP units;
-     * its latest bandwidth estimate (REMB) in bit/s, 0 before one).
+     * its latest bandwidth estimate (REMB) in bit/s, 0 before one; the transport-cc feedback
+     * packets it sent on the track's transport, and the estimate the server derived from
+     * them in bit/s, 0 before one).
      */
     incomingFeedbackStats: z.record(
       z.string(),
@@ -337,6 +339,8 @@ export const sfuStats = z.object({
         packetsLost: z.int(),
         jitter: z.int(),
         remb: z.int(),
+        transportCcFeedback: z.int(),
+        transportCcEstimate: z.int(),
       }),
     ).optional(),
   })),

@@ -14,6 +14,7 @@ import type { GroupMembership, StatsTriples, WorkerSubscriber } from "./send_mes
 import { UdpBatchSender, type UdpBatchSenderOptions } from "./udp_batch_sender.ts";
 import { readVp8, rtpPayloadStart, shiftVp8, vp8Fields } from "../rtp/vp8_descriptor.ts";
 import { lateWindowPackets } from "../rtp/late_window.ts";
+import { TransportCcLog } from "./transport_cc_log.ts";
 
 /** One subscriber inside a Worker. */
 interface Subscriber {
@@ -28,6 +29,8 @@ interface Subscriber {
   pendingGroups: number[];
   /** Packets it could not get (protection failed or the socket refused). */
   failed: number;
+  /** Its transport's sequence numbers (transport-cc) and their extension id. */
+  transportCc?: { id: number; log: TransportCcLog };
 }
 
 /** Bytes of the slab copies are protected in before they are sent. */
@@ -53,6 +56,10 @@ export class Fanout {
   #batch: Uint8Array = new Uint8Array(0);
   /** VP8 descriptor fields of the copy being rewritten (reused). */
   readonly #vp8 = vp8Fields();
+  /** Send time of the batch being sent, ms since the epoch (transport-cc records). */
+  #batchMs = 0;
+  /** Transport-cc logs by their memory: a transport's subscribers here share one view. */
+  readonly #transportCcLogs = new WeakMap<SharedArrayBuffer, TransportCcLog>();
 
   /** Opens the Worker's socket. */
   constructor(options: FanoutOptions = {}) {
@@ -87,6 +94,10 @@ export class Fanout {
       pendingLengths: [],
       pendingGroups: [],
       failed: 0,
+      transportCc: spec.transportCc && {
+        id: spec.transportCc.id,
+        log: this.#transportCcLog(spec.transportCc.log),
+      },
     };
     this.#subscribers.set(spec.handle, subscriber);
     for (const group of spec.groups) {
@@ -147,6 +158,7 @@ export class Fanout {
   /** Protects and sends every packet of `batch` to its subscribers. */
   send(batch: Uint8Array): void {
     this.#batch = batch;
+    this.#batchMs = performance.timeOrigin + performance.now();
     readBatch(batch, this.#collect);
     // Subscriber by subscriber, so one subscriber's copies lie back to back (GSO runs).
     for (const subscriber of this.#touched) {
@@ -241,6 +253,17 @@ export class Fanout {
         shiftVp8(data, fields, rewrite.vp8PictureIdOffset ?? 0, rewrite.vp8Tl0PicIdxOffset ?? 0);
       }
     }
+    // Its transport's next number, in the element rtpBytes put first in the extension block.
+    const transportCc = subscriber.transportCc;
+    let transportSequence = -1;
+    if (
+      transportCc && (data[at] & 0x1f) === 0x10 && data[at + 12] === 0xbe &&
+      data[at + 13] === 0xde && data[at + 16] >> 4 === transportCc.id
+    ) {
+      transportSequence = transportCc.log.next();
+      data[at + 17] = transportSequence >>> 8;
+      data[at + 18] = transportSequence & 0xff;
+    }
     let protectedBytes: number;
     try {
       protectedBytes = subscriber.protector.protect(
@@ -254,6 +277,15 @@ export class Fanout {
     }
     this.sender.queue(subscriber.destination, at, protectedBytes);
     this.#dataUsed = at + protectedBytes;
+    if (transportSequence >= 0) {
+      transportCc!.log.record(transportSequence, protectedBytes, this.#batchMs);
+    }
+  }
+
+  #transportCcLog(buffer: SharedArrayBuffer): TransportCcLog {
+    let log = this.#transportCcLogs.get(buffer);
+    if (!log) this.#transportCcLogs.set(buffer, log = new TransportCcLog(buffer));
+    return log;
   }
 
   /** Closes every protector and the socket. */

@@ -19,6 +19,7 @@ import type {
   GroupMembership,
   StatsTriples,
   ToWorker,
+  TransportCcStamp,
   WorkerSettings,
 } from "./send_messages.ts";
 import { writeSockaddr } from "./sockaddr.ts";
@@ -63,6 +64,12 @@ export interface SubscriberSpec {
    * Worker).
    */
   affinity?: string;
+  /**
+   * Transport-cc: each copy of a packet whose extension block starts with element `id` gets
+   * the next number of the transport's TransportCcLog (`log`, its memory), recorded there
+   * with its size and send time.
+   */
+  transportCc?: TransportCcStamp;
 }
 
 /** A group a subscriber receives, by name, and how its copies are rewritten for it. */
@@ -284,6 +291,7 @@ export class SendEngine {
         masterKey: spec.keys.masterKey,
         masterSalt: spec.keys.masterSalt,
         groups,
+        ...(spec.transportCc ? { transportCc: spec.transportCc } : {}),
       },
     });
   }

@@ -36,6 +36,16 @@ export interface GroupMembership {
   vp8Tl0PicIdxOffset?: number;
 }
 
+/**
+ * Transport-wide sequence numbers (transport-cc) of a subscriber: the negotiated extension id,
+ * whose element packets carry first in their extension block (rtpBytes writes it so), and the
+ * transport's TransportCcLog memory, shared by every subscriber of that transport.
+ */
+export interface TransportCcStamp {
+  id: number;
+  log: SharedArrayBuffer;
+}
+
 /** A subscriber as a Worker gets it. */
 export interface WorkerSubscriber {
   handle: number;
@@ -45,6 +55,8 @@ export interface WorkerSubscriber {
   masterKey: Uint8Array;
   masterSalt: Uint8Array;
   groups: GroupMembership[];
+  /** Stamp a transport-wide sequence number on each copy (absent: none). */
+  transportCc?: TransportCcStamp;
 }
 
 /** Start-up settings of a Worker. */

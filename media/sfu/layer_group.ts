@@ -210,15 +210,24 @@ export class LayerGroup {
   }
 }
 
+/**
+ * The header extensions stamped into a subscriber's packets, by negotiated id (undefined:
+ * none): subscribers share a layer's group only with the same ones.
+ */
+export interface LayerStamps {
+  readonly absSendTimeId?: number;
+  readonly transportCcId?: number;
+}
+
 /** What a SharedForward needs from its published track. */
 export interface LayerSource {
   /**
-   * The group of `layer` on `engine` for subscribers stamping `absSendTimeId` (made on first
-   * use).
+   * The group of `layer` on `engine` for subscribers whose packets carry the extensions of
+   * `stamps` under those ids (made on first use).
    */
   layerGroup(
     layer: number,
-    absSendTimeId: number | undefined,
+    stamps: LayerStamps,
     engine: EngineSendPath["engine"],
     tidCap: number,
   ): LayerGroup;
@@ -501,7 +510,7 @@ export class SharedForward {
   #join(): void {
     const group = this.#source.layerGroup(
       0,
-      this.path.group.absSendTimeId,
+      this.path.group,
       this.path.engine,
       allTemporalLayers,
     );
@@ -537,7 +546,7 @@ export class SharedForward {
     if (layer === undefined || this.#paused) return;
     const group = this.#source.layerGroup(
       layer,
-      this.path.group.absSendTimeId,
+      this.path.group,
       this.path.engine,
       this.#tidTarget,
     );

@@ -37,6 +37,11 @@ import {
 import { type RtpSendPath, WeriftSendPath } from "../protocols/webrtc/send_path.ts";
 import { absSendTimeUri } from "../rtp/abs_send_time.ts";
 import { readRemb, rembPacket } from "../rtp/remb.ts";
+import { parseTransportCc, transportCcUri } from "../rtp/transport_cc.ts";
+import { TransportCcLog } from "../send_engine/transport_cc_log.ts";
+import { ParseError } from "../../core/errors.ts";
+import { installTransportCcBytes, transportCcBytes } from "./transport_cc_feedback.ts";
+import { TransportCcEstimate } from "./transport_cc_estimate.ts";
 import type { PublishedTrack, Subscription } from "./published_track.ts";
 import { parseSections, type SdpSection } from "./sdp_sections.ts";
 import { UplinkEstimate, uplinkRembIntervalMs } from "./uplink_estimate.ts";
@@ -103,6 +108,13 @@ export interface DeliveryFeedback {
   jitter: number;
   /** The client's latest bandwidth estimate (REMB) covering the track, in bit/s; 0 before one. */
   remb: number;
+  /** Transport-cc feedback packets the client sent on the track's transport. */
+  transportCcFeedback: number;
+  /**
+   * The estimate derived from that feedback for the transport (delivery rate, cut where a
+   * queue builds), in bit/s; 0 before one.
+   */
+  transportCcEstimate: number;
 }
 
 /** A track published in a client offer, before the room knows it. */
@@ -149,6 +161,8 @@ function noFeedback(): DeliveryFeedback {
     packetsLost: 0,
     jitter: 0,
     remb: 0,
+    transportCcFeedback: 0,
+    transportCcEstimate: 0,
   };
 }
 
@@ -209,6 +223,12 @@ export class ParticipantPeer {
   #closed = false;
   /** The send engine, when it runs and this peer is on the ICE mux whose socket it sends from. */
   readonly #sendPaths?: EngineSendPaths;
+  /**
+   * Transport-cc of what the client receives: offered with the send engine, which stamps the
+   * numbers (werift's path, when the engine cannot take a track, sends them unstamped, and a
+   * browser then estimates from abs-send-time and sends REMB for them).
+   */
+  readonly #transportCc?: { log: TransportCcLog; estimate: TransportCcEstimate };
 
   /**
    * `uplink`: send the client REMB for what it publishes (else it ramps on its own).
@@ -225,6 +245,10 @@ export class ParticipantPeer {
     this.#signals = signals;
     this.#log = log;
     this.#sendPaths = address.mux ? sendPaths : undefined;
+    if (this.#sendPaths) {
+      installTransportCcBytes();
+      this.#transportCc = { log: new TransportCcLog(), estimate: new TransportCcEstimate() };
+    }
     this.#peer = new Peer(address, this.#codecs, {
       video: sfuExtensions("video"),
       audio: sfuExtensions("audio"),
@@ -272,6 +296,7 @@ export class ParticipantPeer {
       const added: OfferedTrack[] = [];
       const stopped: string[] = [];
       const answer = await this.#peer.answer(sdp as string, () => {
+        this.#keepTransportCc(sdp as string);
         for (const transceiver of this.#peer.pc.getTransceivers()) {
           const section = sections.find((s) => s.mid === transceiver.mid);
           if (!section || this.#isDelivery(transceiver) || transceiver.stopping) continue;
@@ -312,7 +337,7 @@ export class ParticipantPeer {
       this.#answered = true;
       this.#attachReady();
       this.#negotiateSoon();
-      return { answer, added, stopped };
+      return { answer: withTransportCcFeedback(answer, this.#transportCcMids()), added, stopped };
     });
   }
 
@@ -322,6 +347,7 @@ export class ParticipantPeer {
     return this.#run(async () => {
       if (this.#peer.pc.signalingState !== "have-local-offer") return false;
       await this.#peer.acceptAnswer(sdp as string);
+      this.#keepTransportCc(sdp as string);
       this.#attachReady();
       this.#negotiateSoon();
       return true;
@@ -458,7 +484,7 @@ export class ParticipantPeer {
     this.#pending = [];
     this.#stopsToOffer = false;
     const added: Receiving[] = [];
-    const sdp = await this.#peer.offer(() => {
+    let sdp = await this.#peer.offer(() => {
       for (const track of batch) {
         const transceiver = pc.addTransceiver(track.kind, { direction: "sendonly" });
         transceiver.headerExtensions = this.#offerExtensions(track.kind);
@@ -470,6 +496,7 @@ export class ParticipantPeer {
       }
     });
     const tid = crypto.randomUUID();
+    sdp = withTransportCcFeedback(sdp, this.#transportCcMids());
     this.#signals.delivering(added.map((r) => ({ track: r.track, mid: r.transceiver.mid ?? "" })));
     this.#signals.offer(sdp, tid);
   }
@@ -487,7 +514,9 @@ export class ParticipantPeer {
     }
     const taken = new Set(inUse.values());
     const out: RTCRtpHeaderExtensionParameters[] = [];
-    for (const { uri } of sfuExtensions(kind)) {
+    const uris = sfuExtensions(kind).map((e) => e.uri);
+    if (kind === "video" && this.#transportCc) uris.push(transportCcUri);
+    for (const uri of uris) {
       let id = inUse.get(uri);
       if (id === undefined) {
         id = 1;
@@ -512,13 +541,23 @@ export class ParticipantPeer {
       const absSendTime = receiving.transceiver.headerExtensions.find((e) =>
         e.uri === absSendTimeUri
       );
-      const group = new EngineGroup(`sfu/${nextEngineGroup++}`, absSendTime?.id, true);
+      const transportCcId = this.#transportCc &&
+        receiving.transceiver.headerExtensions.find((e) => e.uri === transportCcUri)?.id;
+      const group = new EngineGroup(
+        `sfu/${nextEngineGroup++}`,
+        absSendTime?.id,
+        true,
+        transportCcId,
+      );
       // The track's subscribers on one Worker: its layer groups' packets go to that one only.
       const enginePath = this.#sendPaths?.open(
         sender,
         codec.payloadType,
         group,
         track.engineAffinity,
+        transportCcId === undefined
+          ? undefined
+          : { id: transportCcId, log: this.#transportCc!.log.buffer },
       );
       const path: RtpSendPath = enginePath ??
         new WeriftSendPath(sender, codec.payloadType, absSendTime?.id);
@@ -540,6 +579,7 @@ export class ParticipantPeer {
         this.#keyframeRequest(rtcp);
         this.#lossReport(rtcp);
         this.#estimateReport(rtcp);
+        this.#transportCcReport(rtcp);
       });
     }
   }
@@ -557,14 +597,75 @@ export class ParticipantPeer {
       slot.subscription && slot.track?.kind === "video" &&
       (remb.ssrcs.length === 0 || remb.ssrcs.includes(slot.transceiver.sender.ssrc))
     );
+    for (const slot of named) slot.feedback.remb = remb.bps;
+    this.#shareEstimate(named, remb.bps / 1000);
+  }
+
+  /** Shares a transport's estimate (kbit/s) among the video slots it covers, as for REMB. */
+  #shareEstimate(named: Slot[], estimateKbps: number): void {
     const nowMs = performance.now();
     const sending = named.map((slot) => slot.subscription!.sendingKbps(nowMs));
     const totalKbps = sending.reduce((sum, kbps) => sum + kbps, 0);
     named.forEach((slot, i) => {
-      slot.feedback.remb = remb.bps;
       const others = totalKbps - sending[i];
-      slot.subscription!.onEstimate(remb.bps / 1000 + estimateTolerance * totalKbps - others);
+      slot.subscription!.onEstimate(estimateKbps + estimateTolerance * totalKbps - others);
     });
+  }
+
+  /**
+   * The client's transport-cc feedback: which of the transport's numbered packets arrived and
+   * when. The estimate it gives (transport_cc_estimate.ts) steers the layers of every video
+   * track delivered on the transport, as a REMB covering them all would.
+   */
+  #transportCcReport(rtcp: RtcpPacket): void {
+    const transportCc = this.#transportCc;
+    const bytes = transportCcBytes(rtcp);
+    if (!transportCc || !bytes) return;
+    let feedback;
+    try {
+      feedback = parseTransportCc(bytes);
+    } catch (err) {
+      if (!(err instanceof ParseError)) throw err;
+      this.#log.debug("malformed transport-cc feedback", { reason: err.message });
+      return;
+    }
+    const kbps = transportCc.estimate.onFeedback(feedback, transportCc.log, performance.now());
+    const slots = this.#slots();
+    for (const slot of slots) slot.feedback.transportCcFeedback = transportCc.estimate.feedbacks;
+    if (kbps === undefined) return;
+    const named = slots.filter((slot) => slot.subscription && slot.track?.kind === "video");
+    for (const slot of named) slot.feedback.transportCcEstimate = Math.round(kbps * 1000);
+    this.#shareEstimate(named, kbps);
+  }
+
+  /** mids of the transceivers sending to the client with transport-cc. */
+  #transportCcMids(): Set<string> {
+    const mids = new Set<string>();
+    for (const slot of this.#slots()) {
+      const { mid, headerExtensions } = slot.transceiver;
+      if (mid !== null && headerExtensions.some((e) => e.uri === transportCcUri)) mids.add(mid);
+    }
+    return mids;
+  }
+
+  /**
+   * Keeps transport-cc on the delivered tracks' transceivers where `sdp` (the client's offer
+   * or answer) has it for their mid: werift keeps only the extensions of its configuration,
+   * which leaves transport-cc out so that the client's own (published) tracks do not get it
+   * (werift's feedback to a publisher cut a browser's rate, see Peer).
+   */
+  #keepTransportCc(sdp: string): void {
+    if (!this.#transportCc) return;
+    const ids = transportCcIds(sdp);
+    for (const slot of this.#slots()) {
+      const transceiver = slot.transceiver;
+      const id = transceiver.mid === null ? undefined : ids.get(transceiver.mid);
+      const extensions = transceiver.headerExtensions.filter((e) => e.uri !== transportCcUri);
+      if (id !== undefined) {
+        extensions.push(new RTCRtpHeaderExtensionParameters({ id, uri: transportCcUri }));
+      }
+      transceiver.headerExtensions = extensions;
+    }
   }
 
   /** The REMB to the client for the video it publishes: the uplink estimate, updated. */
@@ -684,4 +785,46 @@ export class ParticipantPeer {
     );
     return ours && { ...ours, params: chosen };
   }
+}
+
+/** The transport-cc extension id of each mid of `sdp` that has it. */
+function transportCcIds(sdp: string): Map<string, number> {
+  const ids = new Map<string, number>();
+  let mid: string | undefined;
+  let id: number | undefined;
+  const end = () => {
+    if (mid !== undefined && id !== undefined) ids.set(mid, id);
+    mid = id = undefined;
+  };
+  for (const raw of sdp.split(/\r?\n/)) {
+    const line = raw.trim();
+    if (line.startsWith("m=")) end();
+    else if (line.startsWith("a=mid:")) mid = line.slice(6);
+    else if (line.startsWith("a=extmap:") && line.split(" ")[1] === transportCcUri) {
+      id = parseInt(line.slice(9), 10);
+    }
+  }
+  end();
+  return ids;
+}
+
+/**
+ * `sdp` with `a=rtcp-fb:<pt> transport-cc` for every payload type of the m-sections of `mids`
+ * (werift writes the feedback of its configured codecs only, which must not ask publishers
+ * for transport-cc).
+ */
+function withTransportCcFeedback(sdp: string, mids: ReadonlySet<string>): string {
+  if (mids.size === 0) return sdp;
+  const sections = sdp.split(/\r\n(?=m=)/);
+  return sections.map((section) => {
+    const mid = /\r\na=mid:(\S+)/.exec(section)?.[1];
+    if (mid === undefined || !mids.has(mid)) return section;
+    return section.replace(
+      /\r\na=rtpmap:(\d+) [^\r]*/g,
+      (line, pt) =>
+        section.includes(`a=rtcp-fb:${pt} transport-cc`)
+          ? line
+          : `${line}\r\na=rtcp-fb:${pt} transport-cc`,
+    );
+  }).join("\r\n");
 }

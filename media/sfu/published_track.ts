@@ -353,16 +353,16 @@ export class PublishedTrack {
     this.engineAffinity = `sfu/${serial}`;
     const simulcast = this.layers.length > 1;
     this.layerSource = {
-      layerGroup: (layer, absSendTimeId, engine, tidCap) => {
+      layerGroup: (layer, { absSendTimeId, transportCcId }, engine, tidCap) => {
         const groups = this.#groups[layer];
-        const key = `${absSendTimeId ?? "-"}/${tidCap}`;
+        const key = `${absSendTimeId ?? "-"}/${transportCcId ?? "-"}/${tidCap}`;
         let group = groups.get(key);
         if (!group) {
           // A new name each time: the engine may still hold a let-go one's last leave.
           const name = `sfu/${serial}/${layer}/${key}/${nextGroupSerial++}`;
           group = new LayerGroup(
             layer,
-            new EngineGroup(name, absSendTimeId),
+            new EngineGroup(name, absSendTimeId, false, transportCcId),
             engine,
             codec.params.clockRate,
             simulcast,
@@ -555,7 +555,7 @@ export class PublishedTrack {
       const path = member.path;
       const target = this.layerSource.layerGroup(
         group.layer,
-        path.group.absSendTimeId,
+        path.group,
         path.engine,
         cap,
       );

@@ -15,6 +15,7 @@ import {
   useAbsSendTime,
   useSdesMid,
   useSdesRTPStreamId,
+  useTransportWideCC,
 } from "werift";
 import { Buffer } from "node:buffer";
 import type { Config } from "../../config.ts";
@@ -175,6 +176,18 @@ export class SfuClient {
         payloadType: 96,
         rtcpFeedback: [{ type: "nack" }, { type: "nack", parameter: "pli" }],
       }),
+    ];
+  }
+
+  /**
+   * Takes the server's transport-wide sequence numbers (transport-cc) on the video it
+   * receives: call before joining. werift's receivers then send transport feedback of their
+   * own, which werift 0.25 writes with a short length (see sfu_transport_cc_test.ts).
+   */
+  takeTransportCc(): void {
+    this.pc.config.headerExtensions.video = [
+      ...(this.pc.config.headerExtensions.video ?? []),
+      useTransportWideCC(),
     ];
   }
 

@@ -7,6 +7,7 @@
  */
 import type { RTCRtpSender, RtpPacket } from "werift";
 import { SendEngine, type SendEngineOptions } from "../../send_engine/send_engine.ts";
+import type { TransportCcStamp } from "../../send_engine/send_messages.ts";
 import { srtpProfileFromDtlsId } from "../../rtp/srtp/srtp_profile.ts";
 import { writeAbsSendTime } from "../../rtp/abs_send_time.ts";
 import { selectedTransportOf } from "./ice_tcp.ts";
@@ -26,19 +27,22 @@ export class EngineGroup {
    * the negotiated id of abs-send-time, stamped into every packet of the group (a group whose
    * players negotiated it alike: an SFU subscriber's own); undefined writes no extension.
    * `solo`: the group has one player only (an SFU subscription, rewritten for it), so what
-   * its path sends needs no list of whom to send it to.
+   * its path sends needs no list of whom to send it to. `transportCcId`: the negotiated id of
+   * the transport-cc extension, whose element is written first (number 0): the Workers stamp
+   * each player's transport-wide number into it (SubscriberSpec.transportCc).
    */
   constructor(
     readonly name: string,
     readonly absSendTimeId?: number,
     readonly solo = false,
+    readonly transportCcId?: number,
   ) {}
 
   /** Sends `packet` to every player of the group: once, on every Worker that has one. */
   publish(engine: SendEngine, packet: RtpPacket): void {
     // Players still attached while the server stops: the engine is gone, nothing to send.
     if (engine.closed) return;
-    engine.publish(this.name, rtpBytes(packet, this.absSendTimeId));
+    engine.publish(this.name, rtpBytes(packet, this.absSendTimeId, this.transportCcId));
     this.packets++;
     this.octets += packet.payload.length;
   }
@@ -79,13 +83,15 @@ export class EngineSendPaths {
    * when the engine is not started, the transport has no keys or selected pair yet, or its
    * selected pair is not UDP (ICE-TCP: the engine only sends datagrams on the ICE mux's
    * socket); the caller keeps werift's path then. `affinity`: paths with the same key share
-   * a Worker (SendEngine's SubscriberSpec.affinity).
+   * a Worker (SendEngine's SubscriberSpec.affinity). `transportCc`: the transport's
+   * transport-wide numbering, stamped on the path's packets (SubscriberSpec.transportCc).
    */
   open(
     sender: RTCRtpSender,
     payloadType: number,
     group: EngineGroup,
     affinity?: string,
+    transportCc?: TransportCcStamp,
   ): EngineSendPath | undefined {
     const engine = this.#engine;
     if (!engine) return undefined;
@@ -105,6 +111,7 @@ export class EngineSendPaths {
         keys: { masterKey: config.keys.localMasterKey, masterSalt: config.keys.localMasterSalt },
         groups: [{ group: group.name, ssrc: sender.ssrc, payloadType }],
         affinity,
+        transportCc,
       });
     } catch {
       // An address the engine's socket cannot reach (another family): werift sends instead.
@@ -257,8 +264,9 @@ export class EngineSendPath implements RtpSendPath {
   /** Sends `packet` to this player only (a retransmission from the packet cache). */
   send(packet: RtpPacket): void {
     if (this.engine.closed) return;
-    const { name, absSendTimeId, solo } = this.group;
-    this.engine.publish(name, rtpBytes(packet, absSendTimeId), solo ? undefined : [this.id]);
+    const { name, absSendTimeId, solo, transportCcId } = this.group;
+    const bytes = rtpBytes(packet, absSendTimeId, transportCcId);
+    this.engine.publish(name, bytes, solo ? undefined : [this.id]);
     this.#ownPackets++;
     this.#ownOctets += packet.payload.length;
   }
@@ -276,18 +284,29 @@ export class EngineSendPath implements RtpSendPath {
 
 let scratch = new Uint8Array(1500);
 
-/** Bytes of a one-byte-header extension block holding abs-send-time alone (RFC 8285). */
-const absSendTimeBlockBytes = 8;
+/**
+ * Bytes of a one-byte-header extension block (RFC 8285) holding abs-send-time (4 bytes) and/or
+ * a transport-wide sequence number (3 bytes), padded to 32 bits, by which of them it holds.
+ */
+function extensionBlockBytes(absSendTime: boolean, transportCc: boolean): number {
+  if (!absSendTime && !transportCc) return 0;
+  return 4 + (absSendTime && transportCc ? 8 : 4);
+}
 
 /**
  * `packet` as the engine sends it: a 12-byte header (marker, payload type, sequence number,
  * timestamp, SSRC; no CSRCs or padding, as WeriftSendPath sends), with `absSendTimeId` the
- * abs-send-time extension stamped now, and the payload. The bytes are valid until the next
- * call (the engine copies them at once).
+ * abs-send-time extension stamped now, with `transportCcId` a transport-wide sequence number
+ * element first in the block (number 0, for the Worker to fill in per player), and the
+ * payload. The bytes are valid until the next call (the engine copies them at once).
  */
-export function rtpBytes(packet: RtpPacket, absSendTimeId?: number): Uint8Array {
+export function rtpBytes(
+  packet: RtpPacket,
+  absSendTimeId?: number,
+  transportCcId?: number,
+): Uint8Array {
   const { header, payload } = packet;
-  const extension = absSendTimeId === undefined ? 0 : absSendTimeBlockBytes;
+  const extension = extensionBlockBytes(absSendTimeId !== undefined, transportCcId !== undefined);
   const length = 12 + extension + payload.length;
   if (scratch.length < length) scratch = new Uint8Array(length);
   const out = scratch;
@@ -305,13 +324,25 @@ export function rtpBytes(packet: RtpPacket, absSendTimeId?: number): Uint8Array 
   out[9] = (ssrc >>> 16) & 0xff;
   out[10] = (ssrc >>> 8) & 0xff;
   out[11] = ssrc & 0xff;
-  if (absSendTimeId !== undefined) {
+  if (extension) {
     out[12] = 0xbe;
     out[13] = 0xde;
     out[14] = 0;
-    out[15] = 1;
-    out[16] = (absSendTimeId << 4) | 2;
-    writeAbsSendTime(out.subarray(17, 20), performance.timeOrigin + performance.now());
+    out[15] = (extension - 4) / 4;
+    let at = 16;
+    if (transportCcId !== undefined) {
+      out[at] = (transportCcId << 4) | 1;
+      out[at + 1] = 0;
+      out[at + 2] = 0;
+      at += 3;
+    }
+    if (absSendTimeId !== undefined) {
+      out[at] = (absSendTimeId << 4) | 2;
+      writeAbsSendTime(out.subarray(at + 1, at + 4), performance.timeOrigin + performance.now());
+      at += 4;
+    }
+    // Padding bytes of the block are 0.
+    out.fill(0, at, 12 + extension);
   }
   out.set(payload, 12 + extension);
   return out.subarray(0, length);

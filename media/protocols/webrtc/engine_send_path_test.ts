@@ -40,3 +40,17 @@ Deno.test("rtpBytes with an abs-send-time id: one RFC 8285 one-byte element stam
   assert.equal(parsed.header.sequenceNumber, 65535);
   assert.deepEqual([...parsed.payload], [...payload]);
 });
+
+Deno.test("rtpBytes with a transport-cc id: its element first (number 0), abs-send-time after", () => {
+  for (const abs of [undefined, 3]) {
+    const bytes = rtpBytes(packet, abs, 5);
+    // The Workers find the number's element at byte 16 (fanout.ts).
+    assert.deepEqual([...bytes.subarray(12, 19)], [0xbe, 0xde, 0, abs ? 2 : 1, 0x51, 0, 0]);
+    const parsed = RtpPacket.deSerialize(Buffer.from(bytes));
+    assert.deepEqual(
+      parsed.header.extensions.map((e) => [e.id, e.payload.length]),
+      abs ? [[5, 2], [3, 3]] : [[5, 2]],
+    );
+    assert.deepEqual([...parsed.payload], [...payload]);
+  }
+});
