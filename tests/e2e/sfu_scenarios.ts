@@ -89,7 +89,10 @@ type Stats = {
     nickName: string;
     outgoingTracks: Track[];
     incomingTracks: Record<string, string | null>;
-    incomingFeedbackStats: Record<string, { remb: number }>;
+    incomingFeedbackStats: Record<
+      string,
+      { remb: number; transportCcFeedback: number; transportCcEstimate: number }
+    >;
   }[];
 };
 
@@ -228,12 +231,20 @@ Deno.test("SFU SDK in Chromium: three simulcast participants in one room", async
         }
         const sent = await Promise.all(pages.map((p) => call<{ out: string[] }>(p, "outbound")));
         for (const [i, p] of body.participants.entries()) {
-          const remb = Object.values(p.incomingFeedbackStats).map((f) => f.remb);
+          const feedback = Object.values(p.incomingFeedbackStats);
+          const remb = feedback.map((f) => f.remb);
           const estimate = sent[i].out.find((s) => /^\d+$/.test(s)) ?? "?";
+          const tcc = Math.max(...feedback.map((f) => f.transportCcFeedback));
+          const tccKbps = Math.max(...feedback.map((f) => f.transportCcEstimate)) / 1000;
           console.log(
             `bench: ${p.nickName} send estimate ${Math.round(Number(estimate) / 1000)} kbps, ` +
-              `its REMB ${Math.round(Math.max(...remb) / 1000)} kbps`,
+              `its REMB ${Math.round(Math.max(...remb) / 1000)} kbps, ` +
+              `its transport-cc feedback ${tcc} packets, estimate from it ${
+                Math.round(tccKbps)
+              } kbps`,
           );
+          // Chromium answers the server's transport-wide numbers with transport feedback.
+          assert.ok(tcc > 0 && tccKbps > 0, `${p.nickName}: no transport-cc feedback`);
         }
         for (const p of body.participants) {
           const incoming = Object.entries(p.incomingTracks);
