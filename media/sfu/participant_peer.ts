@@ -228,7 +228,7 @@ export class ParticipantPeer {
    * numbers (werift's path, when the engine cannot take a track, sends them unstamped, and a
    * browser then estimates from abs-send-time and sends REMB for them).
    */
-  readonly #transportCc?: { log: TransportCcLog; estimate: TransportCcEstimate };
+  readonly #transportCc?: { log?: TransportCcLog; estimate: TransportCcEstimate };
 
   /**
    * `uplink`: send the client REMB for what it publishes (else it ramps on its own).
@@ -247,7 +247,8 @@ export class ParticipantPeer {
     this.#sendPaths = address.mux ? sendPaths : undefined;
     if (this.#sendPaths) {
       installTransportCcBytes();
-      this.#transportCc = { log: new TransportCcLog(), estimate: new TransportCcEstimate() };
+      // The log (about 24 KB) is made when the first numbered track starts.
+      this.#transportCc = { estimate: new TransportCcEstimate() };
     }
     this.#peer = new Peer(address, this.#codecs, {
       video: sfuExtensions("video"),
@@ -557,7 +558,7 @@ export class ParticipantPeer {
         track.engineAffinity,
         transportCcId === undefined
           ? undefined
-          : { id: transportCcId, log: this.#transportCc!.log.buffer },
+          : { id: transportCcId, log: (this.#transportCc!.log ??= new TransportCcLog()).buffer },
       );
       const path: RtpSendPath = enginePath ??
         new WeriftSendPath(sender, codec.payloadType, absSendTime?.id);
@@ -620,7 +621,7 @@ export class ParticipantPeer {
   #transportCcReport(rtcp: RtcpPacket): void {
     const transportCc = this.#transportCc;
     const bytes = transportCcBytes(rtcp);
-    if (!transportCc || !bytes) return;
+    if (!transportCc?.log || !bytes) return;
     let feedback;
     try {
       feedback = parseTransportCc(bytes);
