@@ -27,7 +27,13 @@ import { portPoolOf, type UdpPortPool } from "./port_pool.ts";
 import { installNoDefaultStun } from "./no_default_stun.ts";
 import { installUdpBindRetry } from "./udp_bind.ts";
 import type { TrickleCandidate } from "./sdpfrag.ts";
-import { dropHandshakeKeys, dropUnusedSrtpAuth, leanEvents } from "./werift_trim.ts";
+import {
+  compactHandshake,
+  dropHandshakeKeys,
+  dropUnusedSrtpAuth,
+  lazyDescriptions,
+  leanEvents,
+} from "./werift_trim.ts";
 
 /** Where the media sockets of a peer bind and what their candidates announce. */
 export interface PeerAddress {
@@ -293,11 +299,14 @@ export class Peer {
     if (!this.#trimmed) {
       this.#trimmed = true;
       // The handshake made the DTLS and SRTP objects: their events, unused HMACs and (for a
-      // DTLS server) the handshake's keys go.
+      // DTLS server) the handshake's keys and messages go; the negotiated descriptions are
+      // kept as text.
       leanEvents(this.pc);
+      lazyDescriptions(this.pc);
       for (const transport of this.pc.dtlsTransports) {
         dropUnusedSrtpAuth(transport);
         dropHandshakeKeys(transport);
+        compactHandshake(transport);
       }
     }
     if (this.#mediaReady.length === 0) return;

@@ -20,10 +20,21 @@
  * - A player whose every track is on the send engine never has werift protect RTP, and its
  *   browser sends none: `dropRtpProtection` lets werift's SRTP session (two contexts of
  *   derived keys and cipher buffers, about 12 KB) go, keeping SRTCP.
+ * - A connected DTLS server keeps every handshake message it sent and received (about 4.5 KB:
+ *   certificates, hellos, key exchanges) though it only ever asks which types it has:
+ *   `compactHandshake` keeps their types and sequence numbers.
+ * - werift keeps both negotiated descriptions parsed (about 10 KB of objects per peer, a
+ *   heap snapshot at 60 players): `lazyDescriptions` keeps their SDP text and parses it again
+ *   if werift looks (renegotiation), which it does not while a peer only plays or publishes.
  */
 import { Socket as DgramSocket } from "node:dgram";
 import { Stream } from "node:stream";
-import { Event as WeriftEvent, type RTCDtlsTransport, SrtpAuthenticationError } from "werift";
+import {
+  Event as WeriftEvent,
+  type RTCDtlsTransport,
+  SessionDescription,
+  SrtpAuthenticationError,
+} from "werift";
 import { MuxSocket } from "./ice_mux.ts";
 
 /** The methods werift's Event defines per instance, by name. */
@@ -375,4 +386,96 @@ export function dropHandshakeKeys(dtls: RTCDtlsTransport): boolean {
   cipher.localPrivateKey = undefined;
   cipher.localKeyPair = undefined;
   return true;
+}
+
+/** One handshake message as werift's DtlsContext caches it (the fields we keep). */
+interface CachedHandshake {
+  msg_type: number;
+  message_seq: number;
+}
+
+/** The fields of werift's DtlsContext (`RTCDtlsTransport.dtls.dtls`) `compactHandshake` touches. */
+interface DtlsContextFields {
+  flight?: number;
+  handshakeCache?: Record<string, { data: CachedHandshake[] }>;
+  lastFlight?: unknown[];
+}
+
+/**
+ * Keeps, of a connected DTLS server's handshake, only what werift reads once connected: the
+ * type and sequence number of each cached message (a retransmitted Finished makes werift ask
+ * whether the ClientKeyExchange came, then resend its last flight, kept as sent: `flight` 6),
+ * not their bytes; the last flight's message objects (read only by a DTLS client) and the
+ * list of hello extensions (read only by a client's first flight; a renegotiation makes new
+ * ones) go. A new ClientHello (renegotiation) starts a new context. Returns whether anything
+ * went.
+ */
+export function compactHandshake(dtls: RTCDtlsTransport): boolean {
+  if (dtls.role !== "server" || dtls.state !== "connected") return false;
+  const socket = (dtls as unknown as {
+    dtls?: DtlsSocketFields & { extensions?: unknown[]; dtls?: DtlsContextFields };
+  }).dtls;
+  const context = socket?.dtls;
+  const cache = context?.handshakeCache;
+  if (!socket?.connected || !cache || context.flight !== 6) return false;
+  let compacted = false;
+  for (const entry of Object.values(cache)) {
+    if (entry.data.every((h) => Object.keys(h).length === 2)) continue;
+    entry.data = entry.data.map((h) => ({ msg_type: h.msg_type, message_seq: h.message_seq }));
+    compacted = true;
+  }
+  if (context.lastFlight?.length) {
+    context.lastFlight = [];
+    compacted = true;
+  }
+  if (socket.extensions?.length) {
+    socket.extensions = [];
+    compacted = true;
+  }
+  return compacted;
+}
+
+/** The fields of werift's SDPManager (`RTCPeerConnection.sdpManager`) `lazyDescriptions` swaps. */
+const descriptionFields = ["currentLocalDescription", "currentRemoteDescription"] as const;
+
+/**
+ * Replaces werift's parsed current local and remote descriptions of `pc` (an
+ * RTCPeerConnection) by their SDP text, parsed again on first read (and kept from then on);
+ * werift setting a new description puts a plain field back. Only a description that reads
+ * back as the same SDP is replaced. Returns how many were.
+ */
+export function lazyDescriptions(pc: object): number {
+  const manager = (pc as { sdpManager?: Record<string, unknown> }).sdpManager;
+  if (!manager) return 0;
+  let replaced = 0;
+  for (const field of descriptionFields) {
+    const property = Object.getOwnPropertyDescriptor(manager, field);
+    const description = property?.value;
+    if (!(description instanceof SessionDescription)) continue;
+    const sdp = description.string;
+    if (SessionDescription.parse(sdp).string !== sdp) continue;
+    const type = description.type;
+    let parsed: SessionDescription | undefined;
+    Object.defineProperty(manager, field, {
+      configurable: true,
+      enumerable: true,
+      get(): SessionDescription {
+        if (!parsed) {
+          parsed = SessionDescription.parse(sdp);
+          parsed.type = type;
+        }
+        return parsed;
+      },
+      set(value: unknown) {
+        Object.defineProperty(manager, field, {
+          configurable: true,
+          enumerable: true,
+          writable: true,
+          value,
+        });
+      },
+    });
+    replaced++;
+  }
+  return replaced;
 }

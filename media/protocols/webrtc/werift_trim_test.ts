@@ -1,6 +1,21 @@
 import assert from "node:assert/strict";
-import { Event, type RTCDtlsTransport, RTCPeerConnection, SrtpAuthenticationError } from "werift";
-import { dropHandshakeKeys, dropRtpProtection, leanEvent, leanEvents } from "./werift_trim.ts";
+import {
+  Event,
+  type RTCDtlsTransport,
+  RTCPeerConnection,
+  RtcpPacket,
+  RtcpTransportLayerFeedback,
+  SrtpAuthenticationError,
+} from "werift";
+import { GenericNack } from "werift";
+import {
+  compactHandshake,
+  dropHandshakeKeys,
+  dropRtpProtection,
+  lazyDescriptions,
+  leanEvent,
+  leanEvents,
+} from "./werift_trim.ts";
 import { installNoDefaultStun } from "./no_default_stun.ts";
 
 /** Runs the same script on an event and records what its subscribers saw. */
@@ -141,5 +156,133 @@ Deno.test("dropHandshakeKeys lets a connected DTLS server's keys go, and only a 
   ) {
     assert.equal(dropHandshakeKeys(other as unknown as RTCDtlsTransport), false);
     assert.ok(other.dtls.cipher.localPrivateKey);
+  }
+});
+
+/** Two werift peers on loopback, offerer and answerer, connected (DTLS done). */
+async function connectedPair(): Promise<[RTCPeerConnection, RTCPeerConnection]> {
+  installNoDefaultStun();
+  const offerer = new RTCPeerConnection({ iceServers: [] });
+  const answerer = new RTCPeerConnection({ iceServers: [] });
+  offerer.addTransceiver("video", { direction: "sendonly" });
+  offerer.addTransceiver("audio", { direction: "sendonly" });
+  await negotiate(offerer, answerer);
+  const deadline = Date.now() + 10_000;
+  const connected = () =>
+    [offerer, answerer].every((pc) =>
+      pc.dtlsTransports.length > 0 && pc.dtlsTransports.every((t) => t.state === "connected")
+    );
+  while (!connected()) {
+    if (Date.now() > deadline) throw new Error("the two werift peers did not connect");
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  return [offerer, answerer];
+}
+
+/** One offer/answer exchange, with every candidate in the descriptions. */
+async function negotiate(offerer: RTCPeerConnection, answerer: RTCPeerConnection) {
+  await offerer.setLocalDescription(await offerer.createOffer());
+  await gathered(offerer);
+  await answerer.setRemoteDescription(offerer.localDescription!);
+  await answerer.setLocalDescription(await answerer.createAnswer());
+  await gathered(answerer);
+  await offerer.setRemoteDescription(answerer.localDescription!);
+}
+
+/** Waits for `pc`'s candidates (host ones only: no STUN), at most 5 s. */
+async function gathered(pc: RTCPeerConnection): Promise<void> {
+  if (pc.iceGatheringState === "complete") return;
+  await pc.iceGatheringStateChange.watch((s) => s === "complete", 5_000);
+}
+
+/** The DTLS transport of the pair that is the DTLS server, and the other side's. */
+function serverSide(pair: RTCPeerConnection[]): [RTCDtlsTransport, RTCDtlsTransport] {
+  const transports = pair.flatMap((pc) => pc.dtlsTransports);
+  const server = transports.find((t) => t.role === "server");
+  const client = transports.find((t) => t.role === "client");
+  assert.ok(server && client, "one DTLS server and one client");
+  return [server, client];
+}
+
+Deno.test("compactHandshake: a connected werift DTLS server keeps answering with message types only", async () => {
+  const pair = await connectedPair();
+  try {
+    const [server, client] = serverSide(pair);
+    /** werift's DtlsServer and its context: what compactHandshake relies on. */
+    const socket = (server as unknown as {
+      dtls: {
+        extensions: unknown[];
+        flight6?: { exec(): Promise<void> };
+        transport: { send(data: Uint8Array): unknown };
+        dtls: {
+          flight: number;
+          lastMessage: Uint8Array[];
+          lastFlight: unknown[];
+          handshakeCache: Record<string, { data: object[] }>;
+          checkHandshakesExist(types: number[]): boolean;
+        };
+      };
+    }).dtls;
+    const context = socket.dtls;
+    assert.equal(context.flight, 6, "werift's server ends its handshake at flight 6");
+    assert.ok(context.checkHandshakesExist([16]), "the ClientKeyExchange is in the cache");
+    const bytesBefore = JSON.stringify(context.handshakeCache).length;
+    assert.equal(compactHandshake(server), true);
+    assert.equal(compactHandshake(server), false, "once");
+    assert.equal(compactHandshake(client), false, "a DTLS client keeps its handshake");
+    assert.ok(JSON.stringify(context.handshakeCache).length < bytesBefore / 4);
+    assert.deepEqual(context.lastFlight, []);
+    assert.deepEqual(socket.extensions, []);
+    assert.ok(context.checkHandshakesExist([16]), "werift still finds the ClientKeyExchange");
+    // What werift does on a retransmitted Finished: its last flight again, as sent.
+    const sent: Uint8Array[] = [];
+    const send = socket.transport.send;
+    socket.transport.send = (data) => {
+      sent.push(data);
+      return send.call(socket.transport, data);
+    };
+    await socket.flight6!.exec();
+    socket.transport.send = send;
+    assert.deepEqual(sent.map((b) => [...b]), context.lastMessage.map((b) => [...b]));
+    // SRTCP still goes both ways.
+    const got = new Promise<RtcpPacket[]>((resolve) => client.onRtcp.once((p) => resolve([p])));
+    const nack = new RtcpTransportLayerFeedback({
+      feedback: new GenericNack({ senderSsrc: 1, mediaSourceSsrc: 2, lost: [5] }),
+    });
+    await server.sendRtcp([nack]);
+    const [packet] = await got;
+    assert.equal(packet.type, RtcpTransportLayerFeedback.type);
+  } finally {
+    for (const pc of pair) await pc.close();
+  }
+});
+
+Deno.test("lazyDescriptions: werift's descriptions read the same and renegotiate", async () => {
+  const [offerer, answerer] = await connectedPair();
+  try {
+    const before = [offerer, answerer].map((pc) => [
+      pc.localDescription?.sdp,
+      pc.remoteDescription?.sdp,
+    ]);
+    assert.equal(lazyDescriptions(offerer), 2);
+    assert.equal(lazyDescriptions(answerer), 2);
+    const manager = (answerer as unknown as { sdpManager: object }).sdpManager;
+    const field = Object.getOwnPropertyDescriptor(manager, "currentRemoteDescription");
+    assert.ok(field?.get, "no parsed description held until read");
+    assert.deepEqual(
+      [offerer, answerer].map((pc) => [pc.localDescription?.sdp, pc.remoteDescription?.sdp]),
+      before,
+    );
+    // A renegotiation (a third track) reads and replaces them.
+    offerer.addTransceiver("video", { direction: "sendonly" });
+    await negotiate(offerer, answerer);
+    assert.equal(answerer.getTransceivers().length, 3);
+    assert.equal(offerer.remoteDescription?.sdp.split("m=").length, 4);
+    const replaced = Object.getOwnPropertyDescriptor(manager, "currentRemoteDescription");
+    assert.ok(replaced && "value" in replaced, "werift's new description is a plain field");
+    assert.equal(offerer.connectionState, "connected");
+  } finally {
+    await offerer.close();
+    await answerer.close();
   }
 });
