@@ -137,7 +137,8 @@ interface Window {
 }
 
 /**
- * What an ffmpeg child of the pipeline does, from its arguments: a decoder writes raw video,
+ * What an ffmpeg child of the pipeline does, from its arguments: a fused one decodes and
+ * encodes every plain rendition of a source (a filter graph), a decoder writes raw video,
  * an encoder reads it.
  */
 function roleOf(pid: number): string {
@@ -147,6 +148,7 @@ function roleOf(pid: number): string {
   } catch {
     return "other";
   }
+  if (args.includes("-filter_complex")) return "fused";
   const raw = args.indexOf("rawvideo");
   if (raw < 0) return "other";
   return raw > args.indexOf("-i") ? "decoder" : "encoder";
@@ -217,7 +219,7 @@ class Bench {
       processCpu: cpuShareBetween(start, end, (pid) => pid === Deno.pid),
       threads: new Map(threadSharesBetween(start, end)),
       roles: new Map(
-        ["decoder", "encoder", "other"].map((
+        ["fused", "decoder", "encoder", "other"].map((
           role,
         ) => [
           role,

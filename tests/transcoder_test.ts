@@ -180,12 +180,15 @@ Deno.test("two transcoders of one source share one decoder; terminate ends every
     assert.equal((await outputStream(server, "a")).height, 120);
     assert.equal((await outputStream(server, "b")).height, 180);
     assert.equal(server.services.decoders.decoders, 1);
-    // One decoder and one encoder per transcoder; the source's AAC passes through.
-    assert.equal(childrenNamed("ffmpeg"), 3);
-    assert.equal(WorkerRunner.liveWorkers, workersBefore + 2);
+    // One ffmpeg decodes the source once and encodes both (fused renditions), once the one
+    // started for the first has handed over; the source's AAC passes through; no kernel
+    // Worker.
+    await waitFor("one ffmpeg", () => childrenNamed("ffmpeg") === 1 || undefined);
+    assert.equal(WorkerRunner.liveWorkers, workersBefore);
 
     await ok(server, "/transcoder2/terminate", { uri: "transcoder2://a" });
-    assert.equal(childrenNamed("ffmpeg"), 2);
+    await waitFor("one ffmpeg, for b", () => childrenNamed("ffmpeg") === 1 || undefined);
+    assert.equal(server.services.decoders.decoders, 1);
     await ok(server, "/transcoder2/terminate", { uri: "transcoder2://b" });
     await waitFor("every ffmpeg to exit", () => childrenNamed("ffmpeg") === 0 || undefined);
     assert.equal(server.services.decoders.decoders, 0);
@@ -241,8 +244,8 @@ Deno.test("server stop ends running transcoders with their processes and Workers
       encoder: { width: 160, height: 120, fps: 15, keyFrameInterval: 15, audioCodec: "opus" },
     });
     await outputStream(server, "t");
-    // Decoder, encoder and the AAC to Opus conversion.
-    assert.equal(childrenNamed("ffmpeg"), 3);
+    // The fused decoder and encoder, and the AAC to Opus conversion.
+    assert.equal(childrenNamed("ffmpeg"), 2);
   } finally {
     await server.stop();
   }

@@ -22,6 +22,8 @@ import { pictureBuffers } from "../mixer/buffer_pool.ts";
 import type { CodecEngine } from "../engine/engine.ts";
 import type { MediaFrame, Track } from "../frame.ts";
 import type { Stream, StreamReader } from "../stream.ts";
+import { type FusedOutput, FusedRenditions } from "./fused_renditions.ts";
+import { sourceGapMs } from "./rendition.ts";
 import { createVideoDecoder } from "./video_decoder.ts";
 import type { RawVideoFrame, VideoDecoder } from "./video_codec.ts";
 import type { PictureSize } from "./video_decoder_input.ts";
@@ -35,10 +37,19 @@ const sourceQueueFrames = 160;
 const maxHandOverPictures = 60;
 
 /**
- * The pictures a subscriber needs: none (its audio only), the source's size, or pictures
- * filling at most this box (aspect kept; the subscriber scales them further).
+ * The pictures a subscriber needs: none (its audio only), the source's size, pictures
+ * filling at most this box (aspect kept; the subscriber scales them further), or no
+ * pictures but the source encoded by the source's fused ffmpeg (`FusedNeed`).
  */
-export type PictureNeed = "none" | "source" | PictureSize;
+export type PictureNeed = "none" | "source" | PictureSize | FusedNeed;
+
+/**
+ * A plain H.264 rendition made by the one ffmpeg that decodes the source for all such
+ * renditions (see fused_renditions.ts); native engine only.
+ */
+export interface FusedNeed {
+  fused: FusedOutput;
+}
 
 /** What a subscriber of a decoded source receives. */
 export interface SourceListener {
@@ -116,6 +127,10 @@ class DecodedSource {
   readonly audio: Track | undefined;
   #reader: StreamReader;
   #reading: Promise<void>;
+  /** The fused renditions of the source, once one asked. */
+  #fused: FusedRenditions | undefined;
+  /** The fused rendition of each subscriber that has one. */
+  #fusedOf = new Map<SourceListener, FusedOutput>();
   /** True once a frame was read: a decoder starting later waits for a keyframe. */
   #started = false;
   #closed = false;
@@ -143,8 +158,21 @@ class DecodedSource {
   }
 
   /** Changes what a subscriber needs; the decoder follows. */
-  setNeed(listener: SourceListener, need: PictureNeed): void {
+  setNeed(listener: SourceListener, asked: PictureNeed): void {
     if (!this.listeners.has(listener) || this.#closed) return;
+    const fused = typeof asked === "object" && "fused" in asked ? asked.fused : undefined;
+    const need: "none" | "source" | PictureSize = fused ? "none" : asked as typeof need;
+    const had = this.#fusedOf.get(listener);
+    if (had && had !== fused) {
+      this.#fusedOf.delete(listener);
+      this.#fused?.remove(had);
+    }
+    if (fused) {
+      if (this.video && this.#engine.start && had !== fused) {
+        this.#fusedOf.set(listener, fused);
+        this.#fusedRenditions().add(fused);
+      }
+    }
     const viewer = this.#viewers.get(listener);
     if (need === "none" || !this.video) {
       if (viewer) this.#drop(viewer);
@@ -157,8 +185,25 @@ class DecodedSource {
     this.#retarget();
   }
 
+  /** The fused renditions of the source, made at the first that asks. */
+  #fusedRenditions(): FusedRenditions {
+    this.#fused ??= new FusedRenditions({
+      engine: this.#engine,
+      track: this.video!,
+      log: this.#log.child({ component: "fused" }),
+      requestKeyframe: () => this.#source.requestKeyframe(),
+      sourceGapMs,
+    });
+    return this.#fused;
+  }
+
   /** Removes a subscriber; true when it was one. */
   remove(listener: SourceListener): boolean {
+    const fused = this.#fusedOf.get(listener);
+    if (fused) {
+      this.#fusedOf.delete(listener);
+      this.#fused?.remove(fused);
+    }
     const viewer = this.#viewers.get(listener);
     if (viewer) {
       this.#drop(viewer);
@@ -310,6 +355,7 @@ class DecodedSource {
       this.#started = true;
       if (frame.trackId === videoId) {
         for (const sized of this.#decoders) sized.decoder.push(frame);
+        this.#fused?.push(frame);
       } else if (frame.trackId === audioId) {
         for (const listener of this.listeners) listener.onAudio(frame);
       }
@@ -324,7 +370,12 @@ class DecodedSource {
     const decoders = this.#decoders;
     this.#decoders = [];
     this.#target = undefined;
-    await Promise.all([...decoders.map((s) => s.decoder.close()), ...this.#stopping]);
+    await Promise.all([
+      ...decoders.map((s) => s.decoder.close()),
+      ...this.#stopping,
+      this.#fused?.close(),
+    ]);
+    this.#fusedOf.clear();
     for (const listener of this.listeners) listener.onEnd();
     this.listeners.clear();
     this.#viewers.clear();

@@ -24,7 +24,8 @@ import {
   type RawVideoFrame,
   type VideoEncoder,
 } from "./video_codec.ts";
-import { createVideoEncoder } from "./video_encoder.ts";
+import { createVideoEncoder, setH264Config } from "./video_encoder.ts";
+import type { FusedOutput } from "./fused_renditions.ts";
 import type { WatermarkImage } from "./watermark.ts";
 
 /** Longest source gap filled by repeating the last picture, in ms; longer ones are skipped. */
@@ -87,6 +88,11 @@ export interface RenditionOptions {
   /** The source's audio track, if any. */
   sourceAudio: Track | undefined;
   watermark?: PlacedWatermark;
+  /**
+   * False keeps a rendition that could be fused on the decoder → kernels → encoder path
+   * (default true: see `Rendition.fused`).
+   */
+  fuse?: boolean;
   /** Receives every output frame, track ids of `Rendition.tracks`. */
   onFrame: (frame: MediaFrame) => void;
   log: Logger;
@@ -131,6 +137,13 @@ export class Rendition {
   #encoder: VideoEncoder | undefined;
   #audioTranscode: LiveTranscode | undefined;
   #watermark: PlacedWatermark | undefined;
+  /**
+   * Its video when made by the source's fused ffmpeg (see fused_renditions.ts): native
+   * engine, H.264, no watermark, output size known from the start. Undefined otherwise,
+   * and once a watermark moved it to the kernels.
+   */
+  #fused: FusedOutput | undefined;
+  #fusedDropped = 0;
   #fps = 0;
   /** pts of the first picture: output frame n is presented at origin + n / fps. */
   #origin = 0;
@@ -169,6 +182,12 @@ export class Rendition {
         );
       }
       this.tracks.push(this.#video);
+      if (
+        engine.start && options.fuse !== false && profile.videoCodec === "H264" &&
+        !options.watermark && this.#video.width && this.#video.height
+      ) {
+        this.#fused = this.#fusedOutput(this.#video);
+      }
     }
     if (sourceAudio) {
       const audio = profile.audio;
@@ -194,9 +213,42 @@ export class Rendition {
     }
   }
 
+  /** True while its video is made by the source's fused ffmpeg. */
+  get fused(): boolean {
+    return this.#fused !== undefined;
+  }
+
+  /** The fused ffmpeg's rendition of this one: frames out, gaps and losses counted. */
+  #fusedOutput(video: Track): FusedOutput {
+    const { profile } = this.#options;
+    this.#fps = profile.fps;
+    return {
+      settings: {
+        codec: "H264",
+        width: video.width!,
+        height: video.height!,
+        fps: profile.fps,
+        keyFrameInterval: profile.keyFrameInterval,
+        bitrateKbps: profile.bitrateKbps,
+      },
+      onFrame: (frame) => {
+        if (this.#closed || !this.#fused) return;
+        if (frame.keyframe) setH264Config(video, frame.data);
+        this.#onVideoOut({ ...frame, trackId: video.id, codec: "H264" });
+      },
+      onSourceGap: () => {
+        this.#stats.sourceGaps++;
+      },
+      onDropped: (frames) => {
+        this.#fusedDropped += frames;
+      },
+    };
+  }
+
   /** Counters since start. */
   get stats(): RenditionStats {
     const stats = { ...this.#stats };
+    stats.droppedFrames += this.#fusedDropped;
     // The encoder counts what it refused and what a failed run lost.
     stats.droppedFrames += this.#encoder?.dropped ?? 0;
     return stats;
@@ -207,6 +259,7 @@ export class Rendition {
    * the source's aspect unbounded), or the source's size when it keeps that.
    */
   get pictureNeed(): PictureNeed {
+    if (this.#fused) return { fused: this.#fused };
     const { width, height } = this.#options.profile;
     if (width <= 0 && height <= 0) return "source";
     return {
@@ -220,15 +273,24 @@ export class Rendition {
     return this.#fps;
   }
 
-  /** Draws `watermark` over the frames composed from now on; undefined removes it. */
+  /**
+   * Draws `watermark` over the frames composed from now on; undefined removes it. A fused
+   * rendition moves to the kernels (its `pictureNeed` changes: the subscriber must pass it
+   * on), whose first frame comes from the decoder's first keyframe.
+   */
   setWatermark(watermark: PlacedWatermark | undefined): void {
     this.#watermark = watermark;
+    if (watermark && this.#fused) {
+      this.#fused = undefined;
+      this.#options.log.info("rendition moves to the kernels for a watermark");
+    }
     this.#composer?.setWatermark(watermark && { ...watermark.image, ...watermark });
   }
 
   /** A decoded picture of the source, in presentation order. */
   pushPicture(picture: RawVideoFrame): void {
-    if (this.#closed || !this.#video) return;
+    // A fused rendition's video comes from the fused ffmpeg, not from pictures.
+    if (this.#closed || !this.#video || this.#fused) return;
     if (!this.#composer && !this.#startVideo(picture)) return;
     this.#compose(picture);
   }

@@ -34,6 +34,8 @@ function h264Rendition(
     profile: { width, height, fps: 10, keyFrameInterval: 10, videoCodec: "H264", bitrateKbps: 0 },
     sourceVideo: source,
     sourceAudio: undefined,
+    // The decoder → kernels → encoder path is what these tests are about.
+    fuse: false,
     onFrame: (frame) => frames.push(frame),
     log: silentLogger,
   });

@@ -74,7 +74,10 @@ export class Transcoder {
   /** Changes the watermark of the output from its next frame; undefined removes it. */
   setWatermark(watermark: PlacedWatermark | undefined): void {
     this.#watermark = watermark;
-    this.#rendition?.setWatermark(watermark);
+    if (!this.#rendition) return;
+    this.#rendition.setWatermark(watermark);
+    // A fused rendition given a watermark now takes pictures instead.
+    this.#subscription?.need(this.#rendition.pictureNeed);
   }
 
   /** Ends the transcoder and its output stream (idempotent). */

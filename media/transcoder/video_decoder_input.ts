@@ -109,7 +109,7 @@ function withTrailingAud(data: Uint8Array, h264: boolean): Uint8Array {
  * unbounded), when it fits: ffmpeg's demuxer then passes the frame on as soon as its last
  * packet arrives instead of at the next frame's first (a frame of delay).
  */
-function boundPesLength(ts: Uint8Array): void {
+export function boundPesLength(ts: Uint8Array): void {
   let lengthAt = -1;
   let pesBytes = 0;
   for (let o = 0; o + tsPacketBytes <= ts.length; o += tsPacketBytes) {

@@ -132,7 +132,7 @@ class Run {
 }
 
 /** Sets the track's SPS/PPS from a keyframe's in-band ones, when they differ. */
-function setH264Config(track: VideoEncoderOptions["track"], accessUnit: Uint8Array): void {
+export function setH264Config(track: VideoEncoderOptions["track"], accessUnit: Uint8Array): void {
   const { sps, pps } = findH264ParameterSets(accessUnit);
   if (sps.length === 0 || pps.length === 0) return;
   const config = track.config;

@@ -74,16 +74,20 @@ export interface VideoEncoderArgs {
   outputArgs: string[];
 }
 
-/** ffmpeg's arguments for an encoder of `settings` on an engine of the given kind. */
-export function videoEncoderArgs(
-  settings: VideoEncoderSettings,
-  engine: EngineKind,
-): VideoEncoderArgs {
-  const { width, height, fps, keyFrameInterval } = settings;
+/**
+ * ffmpeg's codec options (option, value pairs) for an encoder of `settings` on an engine of
+ * the given kind, one thread included. `fps` 0 (the frames keep the source's own rate, see
+ * the fused renditions) sizes the default bitrate for `unknownBitrateFps` and the H.264
+ * level for `unknownLevelFps`.
+ */
+export function videoCodecArgs(settings: VideoEncoderSettings, engine: EngineKind): string[] {
+  const { width, height, keyFrameInterval } = settings;
+  const known = settings.fps > 0;
+  const fps = known ? settings.fps : unknownLevelFps;
   const gop = String(Math.max(1, Math.round(keyFrameInterval)));
   const bitrateKbps = settings.bitrateKbps > 0
     ? settings.bitrateKbps
-    : defaultVideoBitrateKbps(width, height, fps);
+    : defaultVideoBitrateKbps(width, height, known ? fps : unknownBitrateFps);
   const rate = `${bitrateKbps}k`;
   const fast = engine === "wasm";
   const codecArgs = settings.codec === "H264"
@@ -104,15 +108,31 @@ export function videoEncoderArgs(
       // Constant bitrate over a 1 s buffer, as WebRTC runs libvpx (it needs a bitrate).
       ...["-b:v", rate, "-minrate", rate, "-maxrate", rate, "-bufsize", rate],
     ];
+  // One thread: the pipeline runs many encoders side by side, and threads add delay.
+  return [...codecArgs, "-threads", "1"];
+}
+
+/**
+ * Frame rates assumed when the frames keep the source's rate (not known in advance): for the
+ * H.264 level the highest the pipeline outputs, so the level declared is never below what
+ * the stream needs; for the default bitrate the usual 30.
+ */
+const unknownLevelFps = 60;
+const unknownBitrateFps = 30;
+
+/** ffmpeg's arguments for an encoder of `settings` on an engine of the given kind. */
+export function videoEncoderArgs(
+  settings: VideoEncoderSettings,
+  engine: EngineKind,
+): VideoEncoderArgs {
+  const { width, height, fps } = settings;
   return {
     inputArgs: [
       ...["-f", "rawvideo", "-pix_fmt", "yuv420p", "-s", `${width}x${height}`],
       ...["-r", String(fps)],
     ],
     outputArgs: [
-      ...codecArgs,
-      // One thread: the pipeline runs many encoders side by side, and threads add delay.
-      ...["-threads", "1"],
+      ...videoCodecArgs(settings, engine),
       // Every picture in gives one frame out, neither dropped nor duplicated.
       ...["-fps_mode", "passthrough"],
       ...["-flush_packets", "1"],
