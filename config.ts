@@ -196,7 +196,7 @@ export const configSchema = z.strictObject({
       "Workers of the `ffi` send engine. Default: the number of CPU cores.",
     ),
     iceMux: z.enum(["auto", "on", "off"]).default("auto").describe(
-      "WebRTC peers of browsers and WHIP/WHEP clients share one UDP port (`ports.webrtcUdp`, a socket opened over FFI): `on`, `off` (each peer binds ports of `udpPortMin`..`udpPortMax`), or (`auto`) `on` when libc loads over FFI (needs `--allow-ffi`). Links to other servers (`/pull`) keep ports of their own.",
+      "WebRTC peers of browsers and WHIP/WHEP clients share one UDP port (`ports.webrtcUdp`, a socket opened over FFI): `on`, `off` (each peer binds ports of `udpPortMin`..`udpPortMax`), or (`auto`) `on` when libc loads over FFI (needs `--allow-ffi`). Links to other servers (`/pull`) are on it too.",
     ),
     maxPublishBitrateKbps: z.int().min(100).max(100_000).default(2500).describe(
       "The video bitrate a WebRTC publisher (Web SDK, WHIP) is told (REMB) it may send, in kbit/s, or its own `maxBitrate` (`constraints.video.maxBitrate`, `x-google-max-bitrate`, `b=AS`/`b=TIAS` of its offer) when lower; lowered while its packets arrive with loss. Without it a browser stays near its starting rate (WCS's `webrtc_cc_max_bitrate`).",

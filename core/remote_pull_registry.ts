@@ -6,6 +6,8 @@
  */
 import type { Config } from "../config.ts";
 import type { CodecEngine } from "../media/engine/engine.ts";
+import type { IceMux } from "../media/protocols/webrtc/ice_mux.ts";
+import type { EngineSendPaths } from "../media/protocols/webrtc/engine_send_path.ts";
 import { Stream } from "../media/stream.ts";
 import { peerAddress } from "../signaling/play_plan.ts";
 import { type Backoff, defaultBackoff, RemoteLink } from "../signaling/remote/remote_link.ts";
@@ -28,6 +30,10 @@ export interface RemotePullDeps {
   /** The `pulls` cap (shared with RTSP and RTMP pulls) and the `pushes` cap (RTMP pushes). */
   pulls: Cap;
   pushes: Cap;
+  /** The server's ICE mux: the links' peers take their UDP candidates on it when set. */
+  iceMux?: IceMux;
+  /** The server's send engine: a push's media goes through it when its peer is on the mux. */
+  sendPaths?: EngineSendPaths;
 }
 
 /** The remote pulls and pushes of a server. */
@@ -155,6 +161,7 @@ export class RemotePullRegistry {
       streams: d.streams,
       engine: d.engine,
       address: peerAddress(d),
+      sendPaths: d.sendPaths,
       nodeId: d.nodeId,
       log: this.#log,
       backoff: this.#backoff,

@@ -147,6 +147,8 @@ export function createServices(
       log,
       pulls: limits.pulls,
       pushes: limits.pushes,
+      iceMux: overrides.iceMux,
+      sendPaths,
     }),
     decoders,
     playRenditions,

@@ -56,8 +56,8 @@ export type PlayPlan =
   | { ok: false; info: string };
 
 /**
- * The media address of the configuration, on the server's ICE mux when it has one (callers
- * without one, such as links to other servers, get per-peer ports).
+ * The media address of the configuration, on the server's ICE mux when it has one (without
+ * it, each peer binds ports of the media range).
  */
 export function peerAddress(services: Pick<Services, "config" | "iceMux">): PeerAddress {
   const { media, bind, binds } = services.config;

@@ -307,6 +307,7 @@ class SipPhone {
         nodeId: services.nodeId,
         address: peerAddress(services),
         engine: services.engine,
+        sendPaths: services.sendPaths,
         log: this.#log,
         onFailed: (info) => {
           this.#log.info("the browser's media of a call failed", { callId, info });

@@ -1,11 +1,13 @@
 /**
  * The server's ICE mux with werift playing the Web SDK: publish and play go through the one
  * UDP port of `ports.webrtcUdp`, /health counts its datagrams, and a burst of hostile
- * datagrams at that port is dropped and counted while the player keeps receiving.
+ * datagrams at that port is dropped and counted while the player keeps receiving; with an IPv6
+ * media address (::1) the mux is an IPv6 socket and werift publishes and plays over it.
  */
 import assert from "node:assert/strict";
 import dgram from "node:dgram";
 import { IceMux } from "../media/protocols/webrtc/ice_mux.ts";
+import { afInet6 } from "../media/send_engine/sockaddr.ts";
 import { openPeerCount } from "../media/protocols/webrtc/peer.ts";
 import { startTestServer, testConfig } from "./helpers/test_server.ts";
 import { WcsClient } from "./helpers/wcs_client.ts";
@@ -120,5 +122,59 @@ Deno.test({
       await client.close();
       await s.stop();
     }
+  },
+});
+
+Deno.test({
+  name:
+    "ICE mux on IPv6: with the media bind ::1 the mux socket is AF_INET6, answers carry ::1 on its port, werift publishes and plays over ::1 (the player through the send engine)",
+  ...weriftSanitizers,
+  fn: async () => {
+    const muxesBefore = IceMux.openCount;
+    const s = await startTestServer(testConfig({
+      binds: { media: "::1" },
+      media: { iceMux: "on", sendEngine: "ffi", sendWorkers: 1 },
+    }));
+    const { client: pubClient } = await WcsClient.connect(s.wsUrl);
+    const { client: playClient } = await WcsClient.connect(s.wsUrl);
+    const publisher = new TestPublisher("VP8", 2, "udp6");
+    const player = new TestPlayer("VP8", undefined, "udp6");
+    try {
+      const mux = s.services.iceMux!;
+      assert.equal(mux.family, afInet6, "an AF_INET6 socket");
+      assert.equal(mux.host, "::1");
+      const pubId = crypto.randomUUID();
+      const answer = await publisher.publish(pubClient, { mediaSessionId: pubId, name: "v6" });
+      const candidates = answer.split("\r\n").filter((l) => l.startsWith("a=candidate:"));
+      assert.ok(candidates.length > 0, answer);
+      for (const c of candidates) {
+        const fields = c.split(" ");
+        assert.deepEqual([fields[2], fields[4], fields[5]], ["udp", "::1", `${mux.port}`], c);
+      }
+      publisher.start();
+      assert.equal((await nextStatus(pubClient, pubId)).status, "PUBLISHING");
+      await startPlaying(player, playClient, { name: "v6" });
+      await waitFor(
+        () => player.received.video > 50 && player.received.audio > 50,
+        10_000,
+        "media over ::1",
+      );
+      const pair = player.pc.dtlsTransports[0].iceTransport.connection.nominated!;
+      assert.deepEqual(
+        [pair.localCandidate.host, pair.remoteCandidate.host, pair.remoteCandidate.port],
+        ["::1", "::1", mux.port],
+      );
+      assert.equal(s.services.sendPaths.size, 2, "the player's 2 tracks on the engine");
+      const stats = [...(await s.services.sendPaths.engine!.stats()).values()];
+      assert.ok(stats.every((x) => x.sent > 20 && x.dropped === 0), JSON.stringify(stats));
+    } finally {
+      await publisher.close();
+      await player.pc.close();
+      await pubClient.close();
+      await playClient.close();
+      await s.stop();
+    }
+    assert.equal(IceMux.openCount, muxesBefore, "the mux socket closed");
+    await waitFor(() => openPeerCount() === 0, 5000, "every peer closed");
   },
 });

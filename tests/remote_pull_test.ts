@@ -173,6 +173,14 @@ Deno.test({
       });
       const published = a.services.streams.published("pushed");
       assert.ok(published instanceof Stream);
+      // B's peer is on its ICE mux and the push's video and audio go through its send engine
+      // (when FFI loads: the test servers then have both).
+      if (b.services.sendPaths.engine) {
+        await waitFor(
+          "the push's tracks on B's send engine",
+          () => b.services.sendPaths.size === 2 ? true : undefined,
+        );
+      }
       assert.equal(published.mediaSessionId, record.remoteMediaSessionId);
       assert.equal(published.mediaProvider, "WebRTC");
 

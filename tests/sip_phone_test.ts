@@ -221,6 +221,11 @@ Deno.test("SDK call to baresip: ESTABLISHED, sound both ways, hold, DTMF, the SD
       assert.match(await activeCalls(s.baresip), /ESTABLISHED/);
       // baresip's 400 Hz tone, made Opus, reaches the browser.
       await farEndSoundAt(browser);
+      // Through the send engine (the test server has the ICE mux and the engine when FFI
+      // loads), as a Web SDK player's media goes.
+      if (s.server.services.sendPaths.engine) {
+        assert.equal(s.server.services.sendPaths.size, 1, "the call's audio on the send engine");
+      }
       client.send("hold", { callId: "call-out-1" });
       const hold = await nextStatus(client, "hold");
       assert.deepEqual([hold.callId, hold.status], ["call-out-1", "HOLD"]);

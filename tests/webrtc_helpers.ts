@@ -18,11 +18,12 @@ import { startTestServer, type TestServer } from "./helpers/test_server.ts";
 import { WcsClient } from "./helpers/wcs_client.ts";
 
 /**
- * How a test peer reaches the server: "udp", or "tcp" as a client behind a firewall that
- * blocks UDP (ICE-TCP: it dials the server's TCP passive candidate, pairs and answers nothing
- * else, and closes its UDP sockets once gathered, so no datagram can carry its media).
+ * How a test peer reaches the server: "udp", "udp6" (UDP from ::1, the IPv6 loopback), or
+ * "tcp" as a client behind a firewall that blocks UDP (ICE-TCP: it dials the server's TCP
+ * passive candidate, pairs and answers nothing else, and closes its UDP sockets once gathered,
+ * so no datagram can carry its media).
  */
-export type TestTransport = "udp" | "tcp";
+export type TestTransport = "udp" | "udp6" | "tcp";
 
 /** Whether a werift protocol or candidate is TCP. */
 function onTcp(of: { localCandidate?: { transport: string } } | undefined): boolean {
@@ -30,16 +31,17 @@ function onTcp(of: { localCandidate?: { transport: string } } | undefined): bool
 }
 
 /**
- * werift ICE settings that keep a test peer on 127.0.0.1: host candidates of 127.0.0.1 only,
- * no ICE servers (a fresh object each call: werift keeps what it is given).
+ * werift ICE settings that keep a test peer on 127.0.0.1 (or `host`, e.g. "::1"): host
+ * candidates of that address only, no ICE servers (a fresh object each call: werift keeps
+ * what it is given).
  */
-export function loopbackIce() {
+export function loopbackIce(host = "127.0.0.1") {
   return {
     iceServers: [],
     iceUseIpv4: false,
     iceUseIpv6: false,
-    iceAdditionalHostAddresses: ["127.0.0.1"],
-    iceInterfaceAddresses: { udp4: "127.0.0.1" },
+    iceAdditionalHostAddresses: [host],
+    iceInterfaceAddresses: host.includes(":") ? { udp6: host } : { udp4: host },
   };
 }
 
@@ -83,7 +85,7 @@ function loopbackPeer(
   const pc = new RTCPeerConnection({
     // werift's debug knob keeps this share of incoming packets (the rest is dropped).
     debug: keepPercent === undefined ? {} : { inboundPacketLoss: keepPercent },
-    ...loopbackIce(),
+    ...loopbackIce(transport === "udp6" ? "::1" : "127.0.0.1"),
     codecs,
     ...(tcp ? tcpClientIce() : {}),
   });

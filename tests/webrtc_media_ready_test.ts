@@ -1,6 +1,6 @@
 /**
- * A player on the FFI send engine gets the engine's path even when its DTLS handshake comes
- * well after ICE: its tracks are attached when the peer's media is ready (every DTLS
+ * A player on the FFI send engine (of a WebRTC publish, or of a VOD file's frames) gets the
+ * engine's path even when its DTLS handshake comes well after ICE: its tracks are attached when the peer's media is ready (every DTLS
  * transport connected, so the SRTP keys the engine takes exist), not at the first sign of
  * connectivity. The test player drops its DTLS datagrams for 1.5 s after its first one.
  */
@@ -8,7 +8,8 @@ import assert from "node:assert/strict";
 import type { RTCPeerConnection } from "werift";
 import type { TestServer } from "./helpers/test_server.ts";
 import { startTestServer, testConfig } from "./helpers/test_server.ts";
-import type { WcsClient } from "./helpers/wcs_client.ts";
+import { WcsClient } from "./helpers/wcs_client.ts";
+import { makeClip } from "./helpers/media_fixtures.ts";
 import {
   nextStatus,
   startPublishing,
@@ -108,5 +109,44 @@ Deno.test({
       assert.equal(stats.length, 2);
       assert.ok(stats.every((x) => x.sent > 20), JSON.stringify(stats));
     }, startServer);
+  },
+});
+
+Deno.test({
+  name:
+    "send engine ffi: a player of a VOD file (frames packetized per player) whose DTLS lags ICE by 1.5 s still plays through the engine",
+  ...weriftSanitizers,
+  fn: async () => {
+    const config = testConfig({ media: { iceMux: "on", sendEngine: "ffi", sendWorkers: 1 } });
+    await Deno.mkdir(config.folders.media, { recursive: true });
+    await makeClip(`${config.folders.media}/clip.mp4`, { seconds: 20, audio: "opus" });
+    const s = await startTestServer(config);
+    const player = new TestPlayer("H264");
+    const { client } = await WcsClient.connect(s.wsUrl);
+    try {
+      const res = await s.post("/vod/startup", {
+        uri: "vod-live://clip.mp4",
+        localStreamName: "f",
+      });
+      assert.equal(res.status, 200, await res.text());
+      const id = crypto.randomUUID();
+      const heldSince = await playWithDtlsHeld(player, client, id, "f");
+      assert.equal((await nextStatus(client, id, 15_000)).status, "PLAYING");
+      assert.ok(heldSince() > 0, "the player sent DTLS");
+      assert.ok(
+        performance.now() >= heldSince() + dtlsHoldMs,
+        "PLAYING before the held DTLS flights went out",
+      );
+      assert.equal(s.services.sendPaths.size, 2, "the player's 2 tracks on the engine");
+      await waitFor(
+        () => player.received.video > 50 && player.received.audio > 50,
+        15_000,
+        "media through the engine",
+      );
+    } finally {
+      await player.pc.close();
+      await client.close();
+      await s.stop();
+    }
   },
 });

@@ -4,7 +4,9 @@
  * peer's transceivers), and a given Stream is sent to the browser (`play`): its audio as Opus
  * (through the shared conversion when it is G.711 or another codec), its video when the
  * negotiated codec is the stream's own. The peer answers the browser's offer (outgoing calls)
- * or makes the offer itself (incoming calls, whose answer comes later with `answer`).
+ * or makes the offer itself (incoming calls, whose answer comes later with `answer`). What
+ * the browser hears goes through the send engine once DTLS is up, when the server runs one and
+ * the peer is on the ICE mux (werift's path otherwise).
  */
 import type { RTCRtpTransceiver } from "werift";
 import { ParseError } from "../../core/errors.ts";
@@ -18,6 +20,7 @@ import {
 } from "../protocols/webrtc/codecs.ts";
 import { Peer, type PeerAddress } from "../protocols/webrtc/peer.ts";
 import { parseOfferMedia } from "../protocols/webrtc/sdp.ts";
+import type { EngineSendPaths } from "../protocols/webrtc/engine_send_path.ts";
 import { FrameSender } from "../publishers/webrtc_frame_sender.ts";
 import type { Stream } from "../stream.ts";
 import { WebRtcPublisher } from "./webrtc_publisher.ts";
@@ -35,6 +38,8 @@ export interface WebRtcCallPeerOptions {
   address: PeerAddress;
   /** Engine of the Opus conversion of what the browser hears. */
   engine: CodecEngine;
+  /** The server's send engine: sends what the browser hears when the peer is on the mux. */
+  sendPaths?: EngineSendPaths;
   log: Logger;
   /** Called once when the browser cannot be reached (ICE or DTLS failure, connect timeout). */
   onFailed: (info: string) => void;
@@ -63,7 +68,7 @@ export class WebRtcCallPeer {
     return this.#received;
   }
 
-  /** True once ICE and DTLS are up. */
+  /** True once ICE and DTLS are up (the SRTP keys exist). */
   get connected(): boolean {
     return this.#connected;
   }
@@ -156,9 +161,9 @@ export class WebRtcCallPeer {
       log: o.log,
       peer,
     });
-    peer.pc.connectionStateChange.subscribe((state) => {
-      if (state === "connected") this.#onConnected();
-    });
+    // At DTLS, not at werift's "connected" (which may come at ICE): the send engine takes
+    // the SRTP keys, and a track attached before them would stay on werift's path.
+    peer.onMediaReady(() => this.#onConnected());
     peer.onFailed((phase, diagnostics) => {
       const info = phase === "dtls" ? "Failed by DTLS error" : "Failed by ICE error";
       o.log.info("WebRTC call peer failed", { callId: o.callId, info, diagnostics });
@@ -198,7 +203,8 @@ export class WebRtcCallPeer {
     const frames = audio && audio.codec !== "OPUS"
       ? convertedAudio(source, "OPUS", o.engine, o.log)
       : source;
-    const sender = new FrameSender(frames);
+    // The engine sends from the ICE mux's socket: a peer on ports of its own keeps werift.
+    const sender = new FrameSender(frames, o.address.mux ? o.sendPaths : undefined);
     for (const transceiver of this.#peer!.pc.getTransceivers()) {
       const codec = transceiver.sender.codec?.name.toUpperCase();
       const track = frames.tracks.find((t) => t.kind === transceiver.kind);

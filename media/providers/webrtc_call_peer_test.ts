@@ -10,6 +10,8 @@ import {
 import { silentLogger } from "../../core/log.ts";
 import type { CodecEngine } from "../engine/engine.ts";
 import { openPeerCount } from "../protocols/webrtc/peer.ts";
+import { IceMux } from "../protocols/webrtc/ice_mux.ts";
+import { EngineSendPaths } from "../protocols/webrtc/engine_send_path.ts";
 import { Stream } from "../stream.ts";
 import { WebRtcCallPeer } from "./webrtc_call_peer.ts";
 import { loopbackIce } from "../../tests/webrtc_helpers.ts";
@@ -185,4 +187,52 @@ Deno.test("call peer: an offer without Opus audio is refused and holds no peer",
   await assert.rejects(peer.answer(noOpus), /no Opus audio/);
   await peer.close();
   assert.equal(openPeerCount(), 0);
+});
+
+Deno.test({
+  name:
+    "call peer on the ICE mux with the send engine: the far end is heard through the engine after DTLS, and leaves it at the call's end",
+  // werift's timers and the engine's Workers outlive the test body by a tick.
+  sanitizeOps: false,
+  sanitizeResources: false,
+  fn: async () => {
+    const mux = IceMux.open({ host: "127.0.0.1", port: 0 });
+    const sendPaths = new EngineSendPaths();
+    await sendPaths.start({ workers: 1, socketFd: mux.fd });
+    const browser = browserPeer();
+    const mic = new MediaStreamTrack({ kind: "audio" });
+    browser.addTransceiver(mic, { direction: "sendrecv" });
+    const heard = packetsArrive(browser, 25);
+    const peer = new WebRtcCallPeer({
+      callId: "call-engine",
+      sessionId: "session-1",
+      appKey: "defaultApp",
+      nodeId: "node",
+      address: { bind: "127.0.0.1", portMin: 42000, portMax: 42100, mux },
+      engine: {} as CodecEngine,
+      sendPaths,
+      log: silentLogger,
+      onFailed: () => {},
+    });
+    const far = opusSource();
+    try {
+      await browser.setLocalDescription(await browser.createOffer());
+      const answer = await peer.answer(browser.localDescription!.sdp);
+      assert.match(answer, new RegExp(`a=candidate:.* 127\\.0\\.0\\.1 ${mux.port} `));
+      await browser.setRemoteDescription({ type: "answer", sdp: answer });
+      peer.play(far.stream);
+      await talk(peer, mic, heard);
+      assert.equal(sendPaths.size, 1, "the call's audio on the engine");
+      await sendPaths.refresh();
+      assert.ok(sendPaths.paths()[0].sent >= 25, `engine sent ${sendPaths.paths()[0].sent}`);
+    } finally {
+      far.stop();
+      await peer.close();
+      await browser.close();
+    }
+    assert.equal(sendPaths.size, 0, "off the engine once the call ended");
+    assert.equal(openPeerCount(), 0);
+    await sendPaths.close();
+    await mux.close();
+  },
 });

@@ -1,14 +1,16 @@
 /**
  * A local stream published to another server over WebRTC (a remote push): our werift peer
  * offers to send H.264 video and Opus audio (audio of another codec through the shared Opus
- * conversion), and once the remote's answer is applied and the peer connects, the stream's
- * frames go out as RTP through the FrameSender.
+ * conversion), and once the remote's answer is applied and DTLS is up, the stream's frames go
+ * out as RTP through the FrameSender: by the send engine when the server runs one and the
+ * peer is on the ICE mux, by werift otherwise.
  */
 import type { Logger } from "../../core/log.ts";
 import { convertedAudio } from "../engine/audio_conversion.ts";
 import type { CodecEngine } from "../engine/engine.ts";
 import { serverOfferCodecs } from "../protocols/webrtc/codecs.ts";
 import { Peer, type PeerAddress } from "../protocols/webrtc/peer.ts";
+import type { EngineSendPaths } from "../protocols/webrtc/engine_send_path.ts";
 import type { Stream } from "../stream.ts";
 import { FrameSender } from "./webrtc_frame_sender.ts";
 
@@ -19,6 +21,8 @@ export interface RemotePublishOptions {
   /** Engine of the Opus conversion of audio of another codec. */
   engine: CodecEngine;
   address: PeerAddress;
+  /** The server's send engine: sends the stream when the peer is on the ICE mux. */
+  sendPaths?: EngineSendPaths;
   log: Logger;
   /** Called once when the peer fails (ICE or DTLS) after the answer was applied. */
   onFailed: (info: string) => void;
@@ -57,13 +61,12 @@ export class RemotePublish {
     });
   }
 
-  /** Applies the remote's answer; sending starts once the peer connects. */
+  /** Applies the remote's answer; sending starts once DTLS is up (the SRTP keys exist). */
   async accept(answerSdp: string): Promise<void> {
     const o = this.#options;
-    const pc = this.#peer.pc;
-    pc.connectionStateChange.subscribe((state) => {
-      if (state === "connected") this.#send();
-    });
+    // At DTLS, not at werift's "connected" (which may come at ICE): the send engine takes
+    // the SRTP keys, and a track attached before them would stay on werift's path.
+    this.#peer.onMediaReady(() => this.#send());
     this.#peer.onFailed((phase, diagnostics) => {
       const info = phase === "dtls" ? "Failed by DTLS error" : "Failed by ICE error";
       o.log.info("remote publish peer failed", { name: o.source.name, info, diagnostics });
@@ -92,7 +95,11 @@ export class RemotePublish {
     const frames = audio && audio.codec !== "OPUS"
       ? convertedAudio(source, "OPUS", engine, log)
       : source;
-    const sender = new FrameSender(frames);
+    // The engine sends from the ICE mux's socket: a peer on ports of its own keeps werift.
+    const sender = new FrameSender(
+      frames,
+      this.#options.address.mux ? this.#options.sendPaths : undefined,
+    );
     for (const transceiver of this.#peer.pc.getTransceivers()) {
       const codec = transceiver.sender.codec?.name.toUpperCase();
       const track = frames.tracks.find((t) => t.kind === transceiver.kind);

@@ -64,12 +64,16 @@ export class WebRtcFramePlayer implements RegisteredStream {
     );
   }
 
-  /** Answers the offer; sending and the PLAYING status start once the browser connects. */
+  /**
+   * Answers the offer; sending and the PLAYING status start once the peer's media is ready
+   * (DTLS connected, as for WebRtcPlayer: werift's "connected" may come at ICE, before the
+   * SRTP keys the send engine takes, and a track attached then would stay on werift's path).
+   */
   async answer(): Promise<string> {
     const pc = this.#peer.pc;
+    this.#peer.onMediaReady(() => this.#connected());
     pc.connectionStateChange.subscribe((state) => {
-      if (state === "connected") this.#connected();
-      else if (state === "failed") {
+      if (state === "failed") {
         void this.terminate(
           this.#status === "PLAYING" ? "Failed by ICE keep alive" : "Failed by ICE error",
         );

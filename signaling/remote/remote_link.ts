@@ -11,6 +11,7 @@ import { redactUri } from "../../core/redact.ts";
 import type { StreamRegistry } from "../../core/stream_registry.ts";
 import type { CodecEngine } from "../../media/engine/engine.ts";
 import type { PeerAddress } from "../../media/protocols/webrtc/peer.ts";
+import type { EngineSendPaths } from "../../media/protocols/webrtc/engine_send_path.ts";
 import { RemotePlay } from "../../media/providers/remote_play.ts";
 import { mediaStartTimeoutMs } from "../../media/providers/webrtc_publisher.ts";
 import { RemotePublish } from "../../media/publishers/remote_publish.ts";
@@ -38,6 +39,8 @@ export interface RemoteLinkOptions {
   streams: StreamRegistry;
   engine: CodecEngine;
   address: PeerAddress;
+  /** The server's send engine, for a push's media when `address` is on the ICE mux. */
+  sendPaths?: EngineSendPaths;
   nodeId: string;
   log: Logger;
   backoff: Readonly<Backoff>;
@@ -285,6 +288,7 @@ export class RemoteLink {
       source,
       engine: o.engine,
       address: o.address,
+      sendPaths: o.sendPaths,
       log: this.#log,
       onFailed: (info) => attempt.drop(`peer: ${info}`),
     });

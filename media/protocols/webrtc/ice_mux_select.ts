@@ -41,7 +41,7 @@ export function openIceMux(config: IceMuxConfig): IceMuxChoice {
   const mux = config.port !== 0
     ? IceMux.open({ host: config.host, port: config.port })
     : IceMux.openInRange(config.host, config.portMin, config.portMax);
-  // Peers that still bind ports of their own (links to other servers) must not probe it.
+  // Peers that still bind ports of the range (TCP listeners of ICE-TCP peers) must not probe it.
   if (mux.port >= config.portMin && mux.port <= config.portMax) {
     portPoolOf(config.portMin, config.portMax).reserve(mux.port);
   }
