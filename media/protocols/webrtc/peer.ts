@@ -33,6 +33,7 @@ import {
   dropUnusedSrtpAuth,
   lazyDescriptions,
   leanEvents,
+  shareLocalCertificate,
 } from "./werift_trim.ts";
 
 /** Where the media sockets of a peer bind and what their candidates announce. */
@@ -307,6 +308,7 @@ export class Peer {
         dropUnusedSrtpAuth(transport);
         dropHandshakeKeys(transport);
         compactHandshake(transport);
+        shareLocalCertificate(transport);
       }
     }
     if (this.#mediaReady.length === 0) return;

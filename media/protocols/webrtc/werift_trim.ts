@@ -23,6 +23,8 @@
  * - A connected DTLS server keeps every handshake message it sent and received (about 4.5 KB:
  *   certificates, hellos, key exchanges) though it only ever asks which types it has:
  *   `compactHandshake` keeps their types and sequence numbers.
+ * - Every DTLS transport decodes the server's one certificate for itself (about 0.5 KB, often
+ *   a slice keeping a larger buffer alive): `shareLocalCertificate` points it at one copy.
  * - werift keeps both negotiated descriptions parsed (about 10 KB of objects per peer, a
  *   heap snapshot at 60 players): `lazyDescriptions` keeps their SDP text and parses it again
  *   if werift looks (renegotiation), which it does not while a peer only plays or publishes.
@@ -478,4 +480,25 @@ export function lazyDescriptions(pc: object): number {
     replaced++;
   }
   return replaced;
+}
+
+/** The one copy of the local certificate every connected DTLS transport points at. */
+let sharedCertificate: Buffer | undefined;
+
+/**
+ * Points the decoded local certificate of `dtls`'s DTLS socket at one copy shared by every
+ * transport with the same certificate bytes. werift reads it only to send it in a handshake
+ * flight, copying it then (a renegotiation decodes it anew). Returns whether it was replaced.
+ */
+export function shareLocalCertificate(dtls: RTCDtlsTransport): boolean {
+  const cipher = (dtls as unknown as { dtls?: { cipher?: { localCert?: unknown } } }).dtls?.cipher;
+  const cert = cipher?.localCert;
+  if (!cipher || !(cert instanceof Uint8Array) || cert === sharedCertificate) return false;
+  if (!sharedCertificate || !Buffer.from(cert).equals(sharedCertificate)) {
+    // Buffer.alloc is never a slice of Node's shared pool: the copy holds only its bytes.
+    sharedCertificate = Buffer.alloc(cert.byteLength);
+    sharedCertificate.set(cert);
+  }
+  cipher.localCert = sharedCertificate;
+  return true;
 }

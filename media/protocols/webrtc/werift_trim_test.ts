@@ -15,6 +15,7 @@ import {
   lazyDescriptions,
   leanEvent,
   leanEvents,
+  shareLocalCertificate,
 } from "./werift_trim.ts";
 import { installNoDefaultStun } from "./no_default_stun.ts";
 
@@ -284,5 +285,26 @@ Deno.test("lazyDescriptions: werift's descriptions read the same and renegotiate
   } finally {
     await offerer.close();
     await answerer.close();
+  }
+});
+
+Deno.test("shareLocalCertificate: every transport points at one copy of the certificate", async () => {
+  const first = await connectedPair();
+  const second = await connectedPair();
+  try {
+    const transports = [...first, ...second].flatMap((pc) => pc.dtlsTransports);
+    /** werift's decoded local certificate of a transport (CipherContext.localCert). */
+    const cert = (t: RTCDtlsTransport) =>
+      (t as unknown as { dtls: { cipher: { localCert: Buffer } } }).dtls.cipher.localCert;
+    const before = transports.map((t) => Buffer.from(cert(t)));
+    assert.ok(before.every((b) => b.length > 100), "werift decodes the certificate per transport");
+    assert.notEqual(cert(transports[0]), cert(transports[2]));
+    for (const t of transports) assert.equal(shareLocalCertificate(t), true);
+    assert.equal(shareLocalCertificate(transports[0]), false, "once");
+    assert.ok(transports.every((t) => cert(t) === cert(transports[0])), "one copy");
+    assert.ok(transports.every((t, i) => cert(t).equals(before[i])), "the same bytes");
+    assert.equal(cert(transports[0]).buffer.byteLength, cert(transports[0]).length);
+  } finally {
+    for (const pc of [...first, ...second]) await pc.close();
   }
 });
