@@ -1,5 +1,6 @@
 /**
- * Transport-cc in SFU rooms, with werift participants on the send engine: the server offers
+ * Transport-cc in SFU rooms, with werift participants, on the send engine (two Workers) and on
+ * werift's send path: the server offers
  * subscribers the transport-wide sequence number extension and `a=rtcp-fb:* transport-cc`,
  * numbers every video packet of a transport in one sequence (across the tracks it carries,
  * whichever Worker sends them), reads the subscribers' feedback (sent by the test for a
@@ -22,7 +23,7 @@ import {
   type SimulcastPublisher,
   threeLayerShapes,
 } from "./helpers/simulcast_publisher.ts";
-import { startTestServer } from "./helpers/test_server.ts";
+import { startTestServer, testConfig } from "./helpers/test_server.ts";
 import { weriftSanitizers } from "./webrtc_helpers.ts";
 
 type Feedback = { transportCcFeedback: number; transportCcEstimate: number; remb: number };
@@ -89,130 +90,148 @@ class ModelledLink {
   }
 }
 
-Deno.test({
-  name:
-    "SFU transport-cc: numbers across a transport's tracks, feedback read, a narrow link's layer lowered and raised",
-  ...weriftSanitizers,
-  fn: async () => {
-    const clips = await makeLayerClips(threeLayerShapes, 3);
-    const server = await startTestServer();
-    const clients: SfuClient[] = [];
-    let publishing: SimulcastPublisher | undefined;
-    const links = new Map<SfuClient, ModelledLink>();
-    try {
-      const pub = await SfuClient.connect(server.wsUrl, "pub", "tcc", { simulcast: true });
-      const bob = await SfuClient.connect(server.wsUrl, "bob", "tcc");
-      // `open` has a wide link, `narrow` one that is narrowed later.
-      const open = await SfuClient.connect(server.wsUrl, "open", "tcc");
-      const narrow = await SfuClient.connect(server.wsUrl, "narrow", "tcc");
-      clients.push(pub, bob, open, narrow);
-      for (const client of [open, narrow]) {
-        client.takeTransportCc();
-        // werift's own feedback is kept off (see above): its receivers never start it.
-        client.pc.onTransceiverAdded.subscribe((t) => {
-          (t.receiver as unknown as { setupTWCC(): void }).setupTWCC = () => {};
-        });
-      }
-      publishing = await joinAsSimulcastPublisher(pub, "tcc", clips);
-      bob.addMedia();
-      await bob.join("tcc", "1");
+for (const sendEngine of ["ffi", "werift"] as const) {
+  Deno.test({
+    name:
+      `SFU transport-cc, ${sendEngine} send path: numbers across a transport's tracks, feedback read, a narrow link's layer lowered and raised`,
+    ...weriftSanitizers,
+    fn: async () => {
+      const clips = await makeLayerClips(threeLayerShapes, 3);
+      const server = await startTestServer(
+        testConfig({ media: { iceMux: "on", sendEngine, sendWorkers: 2 } }),
+      );
+      const clients: SfuClient[] = [];
+      let publishing: SimulcastPublisher | undefined;
+      const links = new Map<SfuClient, ModelledLink>();
+      try {
+        const pub = await SfuClient.connect(server.wsUrl, "pub", "tcc", { simulcast: true });
+        const bob = await SfuClient.connect(server.wsUrl, "bob", "tcc");
+        // `open` has a wide link, `narrow` one that is narrowed later.
+        const open = await SfuClient.connect(server.wsUrl, "open", "tcc");
+        const narrow = await SfuClient.connect(server.wsUrl, "narrow", "tcc");
+        clients.push(pub, bob, open, narrow);
+        for (const client of [open, narrow]) {
+          client.takeTransportCc();
+          // werift's own feedback is kept off (see above): its receivers never start it.
+          client.pc.onTransceiverAdded.subscribe((t) => {
+            (t.receiver as unknown as { setupTWCC(): void }).setupTWCC = () => {};
+          });
+        }
+        publishing = await joinAsSimulcastPublisher(pub, "tcc", clips);
+        bob.addMedia();
+        await bob.join("tcc", "1");
 
-      const numbers = new Map<SfuClient, number[]>([[open, []], [narrow, []]]);
-      const ids = new Map<SfuClient, number>();
-      const onPacket = (client: SfuClient) => (p: RtpPacket) => {
-        const id = ids.get(client);
-        const n = id === undefined ? undefined : transportSequence(p, id);
-        if (n === undefined) return;
-        numbers.get(client)!.push(n);
-        links.get(client)?.arrive(n, p.serialize().length + 10);
-      };
-      const openVideo = new H264Receiver(open.pc, onPacket(open));
-      const narrowVideo = new H264Receiver(narrow.pc, onPacket(narrow));
-      const wide = new ModelledLink(open, 10_000);
-      const link = new ModelledLink(narrow, 10_000);
-      links.set(open, wide);
-      links.set(narrow, link);
-      for (const client of [open, narrow]) {
-        await client.join("tcc", "1");
-        const offer = await client.waitFor((e) =>
-          e.type === "REMOTE_SDP" && (e.info as { type: string }).type === "offer"
-        );
-        const sdp = (offer.info as { sdp: string }).sdp;
-        assert.match(sdp, new RegExp(`a=extmap:\\d+ ${transportCcUri}`));
-        assert.match(sdp, /a=rtcp-fb:\d+ transport-cc/);
-        await client.until(() => client.pc.connectionState === "connected", "connected");
-        await client.until(
-          () =>
-            client.pc.getTransceivers().filter((t) =>
-              t.receiver.track?.kind === "video" &&
-              t.headerExtensions.some((e) => e.uri === transportCcUri)
-            ).length === 2,
-          "two videos with transport-cc",
-        );
-        const t = client.pc.getTransceivers().find((t) =>
-          t.headerExtensions.some((e) => e.uri === transportCcUri)
+        const numbers = new Map<SfuClient, number[]>([[open, []], [narrow, []]]);
+        const ids = new Map<SfuClient, number>();
+        const onPacket = (client: SfuClient) => (p: RtpPacket) => {
+          const id = ids.get(client);
+          const n = id === undefined ? undefined : transportSequence(p, id);
+          if (n === undefined) return;
+          numbers.get(client)!.push(n);
+          links.get(client)?.arrive(n, p.serialize().length + 10);
+        };
+        new H264Receiver(open.pc, onPacket(open));
+        new H264Receiver(narrow.pc, onPacket(narrow));
+        const wide = new ModelledLink(open, 10_000);
+        const link = new ModelledLink(narrow, 10_000);
+        links.set(open, wide);
+        links.set(narrow, link);
+        for (const client of [open, narrow]) {
+          await client.join("tcc", "1");
+          const offer = await client.waitFor((e) =>
+            e.type === "REMOTE_SDP" && (e.info as { type: string }).type === "offer"
+          );
+          const sdp = (offer.info as { sdp: string }).sdp;
+          assert.match(sdp, new RegExp(`a=extmap:\\d+ ${transportCcUri}`));
+          assert.match(sdp, /a=rtcp-fb:\d+ transport-cc/);
+          await client.until(() => client.pc.connectionState === "connected", "connected");
+          await client.until(
+            () =>
+              client.pc.getTransceivers().filter((t) =>
+                t.receiver.track?.kind === "video" &&
+                t.headerExtensions.some((e) => e.uri === transportCcUri)
+              ).length === 2,
+            "two videos with transport-cc",
+          );
+          const t = client.pc.getTransceivers().find((t) =>
+            t.headerExtensions.some((e) => e.uri === transportCcUri)
+          )!;
+          ids.set(client, t.headerExtensions.find((e) => e.uri === transportCcUri)!.id);
+        }
+        const stats = async (nickName: string) => {
+          const res = await server.post("/sfu/stats", { roomName: "tcc" });
+          assert.equal(res.status, 200);
+          return (await res.json() as Stats).participants.find((p) => p.nickName === nickName)!;
+        };
+        // The layer `nickName` gets of pub's video (bob's video has none).
+        const added = narrow.events.find((e) =>
+          e.type === "ADD_TRACKS" && (e.info as { nickName: string }).nickName === "pub"
         )!;
-        ids.set(client, t.headerExtensions.find((e) => e.uri === transportCcUri)!.id);
+        const pubVideo = (added.info as { info: { id: string; type: string }[] }).info
+          .find((t) => t.type === "VIDEO")!.id;
+        const layerOf = async (nickName: string) =>
+          (await stats(nickName)).incomingTracks[pubVideo];
+        const layerBecomes = (nickName: string, test: (layer: string | null) => boolean) =>
+          waitFor(`${nickName}'s layer`, async () => test(await layerOf(nickName)) || undefined);
+        await layerBecomes("open", (l) => l === "h send");
+        await layerBecomes("narrow", (l) => l === "h send");
+
+        // One numbering per transport over both videos (pub's layers and bob's): every number
+        // once, none skipped, whichever Worker sent the track.
+        await open.until(() => numbers.get(open)!.length >= 400, "400 numbered packets");
+        const seen = numbers.get(open)!.slice(0, 400).sort((a, b) => a - b);
+        const span = (seen[seen.length - 1] - seen[0]) & 0xffff;
+        assert.equal(new Set(seen).size, seen.length, "a number given twice");
+        assert.ok(span < 420, `400 packets numbered over ${span + 1}`);
+
+        // The feedback arrives; with room on the link the estimate keeps the top layer.
+        await waitFor("open's feedback counted", async () => {
+          const f = Object.values((await stats("open")).incomingFeedbackStats);
+          return f.some((x) => x.transportCcFeedback > 10 && x.transportCcEstimate > 0)
+            ? true
+            : undefined;
+        });
+        const openIn = await stats("open");
+        assert.equal(openIn.incomingTracks[pubVideo], "h send", JSON.stringify(openIn));
+
+        // A link of 450 kbit/s: the 600 kbit/s layer does not fit, 300 does.
+        link.kbps = 450;
+        const downFrom = performance.now();
+        await waitFor(
+          "narrow lowered",
+          async () => (await layerOf("narrow")) !== "h send" || undefined,
+          20_000,
+        );
+        const downMs = Math.round(performance.now() - downFrom);
+        const lowered = await stats("narrow");
+        assert.match(lowered.incomingTracks[pubVideo] ?? "", /^[ml] send$/);
+        const estimate = Math.max(
+          ...Object.values(lowered.incomingFeedbackStats).map((f) => f.transportCcEstimate),
+        );
+        assert.ok(estimate > 250_000 && estimate < 450_000, `estimate ${estimate} bit/s`);
+        // The subscriber with room keeps its layer.
+        assert.equal(await layerOf("open"), "h send");
+
+        // The link widens: the layer climbs back to the top.
+        link.kbps = 10_000;
+        const upFrom = performance.now();
+        await waitFor(
+          "narrow back to h",
+          async () => (await layerOf("narrow")) === "h send" || undefined,
+          40_000,
+        );
+        const upMs = Math.round(performance.now() - upFrom);
+        console.log(
+          `transport-cc (${sendEngine}): 450 kbit/s link lowered in ${downMs} ms (estimate ${estimate} bit/s); ` +
+            `widened: back to the top layer ${upMs} ms later (a climb waits 8 s after a step)`,
+        );
+      } finally {
+        for (const l of links.values()) l.stop();
+        publishing?.stop();
+        await Promise.allSettled(clients.map((c) => c.close()));
+        await server.stop();
       }
-      const stats = async (nickName: string) => {
-        const res = await server.post("/sfu/stats", { roomName: "tcc" });
-        assert.equal(res.status, 200);
-        return (await res.json() as Stats).participants.find((p) => p.nickName === nickName)!;
-      };
-      await open.until(() => openVideo.meter.width === 640, "open decoding 640x360");
-      await narrow.until(() => narrowVideo.meter.width === 640, "narrow decoding 640x360");
-
-      // One numbering per transport over both videos (pub's layers and bob's): every number
-      // once, none skipped, whichever Worker sent the track.
-      await open.until(() => numbers.get(open)!.length >= 400, "400 numbered packets");
-      const seen = numbers.get(open)!.slice(0, 400).sort((a, b) => a - b);
-      const span = (seen[seen.length - 1] - seen[0]) & 0xffff;
-      assert.equal(new Set(seen).size, seen.length, "a number given twice");
-      assert.ok(span < 420, `400 packets numbered over ${span + 1}`);
-
-      // The feedback arrives; with room on the link the estimate keeps the top layer.
-      await waitFor("open's feedback counted", async () => {
-        const f = Object.values((await stats("open")).incomingFeedbackStats);
-        return f.some((x) => x.transportCcFeedback > 10 && x.transportCcEstimate > 0)
-          ? true
-          : undefined;
-      });
-      const openIn = await stats("open");
-      assert.ok(Object.values(openIn.incomingTracks).includes("h send"), JSON.stringify(openIn));
-
-      // A link of 450 kbit/s: the 600 kbit/s layer does not fit, 300 does.
-      link.kbps = 450;
-      const downFrom = performance.now();
-      await narrow.until(() => narrowVideo.meter.width < 640, "narrow lowered", 10_000);
-      const downMs = Math.round(performance.now() - downFrom);
-      const lowered = await stats("narrow");
-      assert.ok(!Object.values(lowered.incomingTracks).includes("h send"));
-      const estimate = Math.max(
-        ...Object.values(lowered.incomingFeedbackStats).map((f) => f.transportCcEstimate),
-      );
-      assert.ok(estimate > 250_000 && estimate < 450_000, `estimate ${estimate} bit/s`);
-      // It stays down while the link stays narrow.
-      await new Promise((r) => setTimeout(r, 3000));
-      assert.ok(!Object.values((await stats("narrow")).incomingTracks).includes("h send"));
-      assert.ok(narrowVideo.meter.width < 640);
-      // The subscriber with room keeps its layer.
-      assert.ok(Object.values((await stats("open")).incomingTracks).includes("h send"));
-
-      // The link widens: the layer climbs back to the top.
-      link.kbps = 10_000;
-      const upFrom = performance.now();
-      await narrow.until(() => narrowVideo.meter.width === 640, "narrow back to 640", 40_000);
-      const upMs = Math.round(performance.now() - upFrom);
-      console.log(
-        `transport-cc: 450 kbit/s link lowered in ${downMs} ms (estimate ${estimate} bit/s); ` +
-          `widened: back to the top layer ${upMs} ms later (a climb waits 8 s after a step)`,
-      );
-    } finally {
-      for (const l of links.values()) l.stop();
-      publishing?.stop();
-      await Promise.allSettled(clients.map((c) => c.close()));
-      await server.stop();
-    }
-    await waitFor("every server peer closed", () => openPeerCount() === 0 ? true : undefined);
-  },
-});
+      await waitFor("every server peer closed", () => openPeerCount() === 0 ? true : undefined);
+    },
+  });
+}

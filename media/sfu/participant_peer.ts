@@ -224,11 +224,10 @@ export class ParticipantPeer {
   /** The send engine, when it runs and this peer is on the ICE mux whose socket it sends from. */
   readonly #sendPaths?: EngineSendPaths;
   /**
-   * Transport-cc of what the client receives: offered with the send engine, which stamps the
-   * numbers (werift's path, when the engine cannot take a track, sends them unstamped, and a
-   * browser then estimates from abs-send-time and sends REMB for them).
+   * Transport-cc of what the client receives: its numbers are stamped by the send engine's
+   * Workers or by werift's path, whichever sends a track, in one log per transport.
    */
-  readonly #transportCc?: { log?: TransportCcLog; estimate: TransportCcEstimate };
+  readonly #transportCc: { log?: TransportCcLog; estimate: TransportCcEstimate };
 
   /**
    * `uplink`: send the client REMB for what it publishes (else it ramps on its own).
@@ -245,11 +244,9 @@ export class ParticipantPeer {
     this.#signals = signals;
     this.#log = log;
     this.#sendPaths = address.mux ? sendPaths : undefined;
-    if (this.#sendPaths) {
-      installTransportCcBytes();
-      // The log (about 24 KB) is made when the first numbered track starts.
-      this.#transportCc = { estimate: new TransportCcEstimate() };
-    }
+    installTransportCcBytes();
+    // The log (about 24 KB) is made when the first numbered track starts.
+    this.#transportCc = { estimate: new TransportCcEstimate() };
     this.#peer = new Peer(address, this.#codecs, {
       video: sfuExtensions("video"),
       audio: sfuExtensions("audio"),
@@ -516,7 +513,7 @@ export class ParticipantPeer {
     const taken = new Set(inUse.values());
     const out: RTCRtpHeaderExtensionParameters[] = [];
     const uris = sfuExtensions(kind).map((e) => e.uri);
-    if (kind === "video" && this.#transportCc) uris.push(transportCcUri);
+    if (kind === "video") uris.push(transportCcUri);
     for (const uri of uris) {
       let id = inUse.get(uri);
       if (id === undefined) {
@@ -542,8 +539,12 @@ export class ParticipantPeer {
       const absSendTime = receiving.transceiver.headerExtensions.find((e) =>
         e.uri === absSendTimeUri
       );
-      const transportCcId = this.#transportCc &&
-        receiving.transceiver.headerExtensions.find((e) => e.uri === transportCcUri)?.id;
+      const transportCcId = receiving.transceiver.headerExtensions.find((e) =>
+        e.uri === transportCcUri
+      )?.id;
+      const transportCc = transportCcId === undefined
+        ? undefined
+        : { id: transportCcId, log: this.#transportCc.log ??= new TransportCcLog() };
       const group = new EngineGroup(
         `sfu/${nextEngineGroup++}`,
         absSendTime?.id,
@@ -556,12 +557,10 @@ export class ParticipantPeer {
         codec.payloadType,
         group,
         track.engineAffinity,
-        transportCcId === undefined
-          ? undefined
-          : { id: transportCcId, log: (this.#transportCc!.log ??= new TransportCcLog()).buffer },
+        transportCc && { id: transportCc.id, log: transportCc.log.buffer },
       );
       const path: RtpSendPath = enginePath ??
-        new WeriftSendPath(sender, codec.payloadType, absSendTime?.id);
+        new WeriftSendPath(sender, codec.payloadType, absSendTime?.id, transportCc);
       receiving.enginePath = enginePath;
       const budget = new RetransmitBudget();
       const subscription = track.subscribe(path);
@@ -621,7 +620,7 @@ export class ParticipantPeer {
   #transportCcReport(rtcp: RtcpPacket): void {
     const transportCc = this.#transportCc;
     const bytes = transportCcBytes(rtcp);
-    if (!transportCc?.log || !bytes) return;
+    if (!transportCc.log || !bytes) return;
     let feedback;
     try {
       feedback = parseTransportCc(bytes);
@@ -656,7 +655,6 @@ export class ParticipantPeer {
    * (werift's feedback to a publisher cut a browser's rate, see Peer).
    */
   #keepTransportCc(sdp: string): void {
-    if (!this.#transportCc) return;
     const ids = transportCcIds(sdp);
     for (const slot of this.#slots()) {
       const transceiver = slot.transceiver;

@@ -6,6 +6,10 @@
 import { Buffer } from "node:buffer";
 import { RtcpSenderInfo, RtcpSrPacket, type RTCRtpSender, RtpHeader, type RtpPacket } from "werift";
 import { writeAbsSendTime } from "../../rtp/abs_send_time.ts";
+import type { TransportCcLog } from "../../send_engine/transport_cc_log.ts";
+
+/** Bytes SRTP adds to a packet (the authentication tag of the AES-CM/HMAC-SHA1-80 profile). */
+const srtpTagBytes = 10;
 
 /**
  * Packets one subscriber track may have in flight in the socket layer; beyond it new packets
@@ -46,18 +50,31 @@ export class WeriftSendPath implements RtpSendPath {
   readonly #header: RtpHeader;
   /** The abs-send-time payload, rewritten in place for each packet; absent when not negotiated. */
   readonly #absSendTime?: Buffer;
+  /** The transport-cc number's payload, rewritten for each packet, and its transport's log. */
+  readonly #transportCc?: { payload: Buffer; log: TransportCcLog };
 
   /**
    * `absSendTimeId`: the negotiated id of the abs-send-time extension, written into every
    * packet sent (the receiver's bandwidth estimator reads it); undefined sends none.
+   * `transportCc`: the transport-cc extension id and the transport's log: each packet gets the
+   * transport's next number, recorded there (as the send engine's Workers do).
    */
-  constructor(sender: RTCRtpSender, payloadType: number, absSendTimeId?: number) {
+  constructor(
+    sender: RTCRtpSender,
+    payloadType: number,
+    absSendTimeId?: number,
+    transportCc?: { id: number; log: TransportCcLog },
+  ) {
     this.#sender = sender;
     this.ssrc = sender.ssrc;
     this.#header = new RtpHeader({ ssrc: sender.ssrc, payloadType });
+    if (transportCc) {
+      this.#transportCc = { payload: Buffer.alloc(2), log: transportCc.log };
+      this.#header.extensions.push({ id: transportCc.id, payload: this.#transportCc.payload });
+    }
     if (absSendTimeId !== undefined) {
       this.#absSendTime = Buffer.alloc(3);
-      this.#header.extensions = [{ id: absSendTimeId, payload: this.#absSendTime }];
+      this.#header.extensions.push({ id: absSendTimeId, payload: this.#absSendTime });
     }
   }
 
@@ -70,8 +87,15 @@ export class WeriftSendPath implements RtpSendPath {
     header.marker = packet.header.marker;
     header.sequenceNumber = packet.header.sequenceNumber;
     header.timestamp = packet.header.timestamp;
-    if (this.#absSendTime) {
-      writeAbsSendTime(this.#absSendTime, performance.timeOrigin + performance.now());
+    const transportCc = this.#transportCc;
+    const nowMs = this.#absSendTime || transportCc ? performance.timeOrigin + performance.now() : 0;
+    if (this.#absSendTime) writeAbsSendTime(this.#absSendTime, nowMs);
+    if (transportCc) {
+      const sequence = transportCc.log.next();
+      transportCc.payload[0] = sequence >>> 8;
+      transportCc.payload[1] = sequence & 0xff;
+      const bytes = header.serializeSize + packet.payload.length + srtpTagBytes;
+      transportCc.log.record(sequence, bytes, nowMs);
     }
     this.packets++;
     this.octets += packet.payload.length;
