@@ -27,7 +27,8 @@
  * ["metrics"]`: pictures the composer skipped plus ticks the encoder refused) over the window.
  * A value measured while a side ran below 90% of 30 fps is marked NOT VALID; the run exits 1
  * when the single native mixer ran below half of it (a broken pipeline, not a busy machine).
- * Run: deno task bench mixer  (or deno run -A bench/mixer.ts; BENCH_LOG=info shows the log)
+ * Run: deno task bench mixer  (or deno run -A bench/mixer.ts; BENCH_LOG=info shows the log;
+ * MIXER_BENCH_PHASES=video runs phase 1 only)
  */
 import { createLogger, type LogLevel, silentLogger } from "../core/log.ts";
 import type { StreamRecord } from "../core/records.ts";
@@ -508,11 +509,15 @@ const clipPath = await testClip(inputWidth, inputHeight, {
   keyFrameInterval: 2 * inputFps,
   seconds: clipSeconds,
 });
-await benchVideo(clipPath);
-await benchAudio(clipPath);
-try {
-  await benchWasm(clipPath);
-} catch (err) {
-  console.log(`wasm: FAILED: ${(err as Error).message}`);
+/** Phases to run (MIXER_BENCH_PHASES, comma-separated; default all): to repeat one for an A/B. */
+const phases = new Set((Deno.env.get("MIXER_BENCH_PHASES") ?? "video,audio,wasm").split(","));
+if (phases.has("video")) await benchVideo(clipPath);
+if (phases.has("audio")) await benchAudio(clipPath);
+if (phases.has("wasm")) {
+  try {
+    await benchWasm(clipPath);
+  } catch (err) {
+    console.log(`wasm: FAILED: ${(err as Error).message}`);
+  }
 }
 if (nativeBroken) Deno.exit(1);

@@ -81,6 +81,10 @@ export type KernelJob = ComposeJob | ReleaseJob;
 export interface ComposeResult {
   output: ArrayBuffer;
   spent: ArrayBuffer[];
+  /** Inputs' pictures drawn for this frame (the others were still on the canvas). */
+  tilesDrawn: number;
+  /** True when the whole canvas was drawn (background included), not only changed tiles. */
+  wholeCanvas: boolean;
 }
 
 /** A job as posted to the Worker. */

@@ -16,6 +16,12 @@ interface Scene {
   slots: Map<number, I420Ref>;
   /** Prepared watermark overlays by `Watermark.id`. */
   watermarks: Map<number, I420Ref>;
+  /**
+   * What the canvas shows apart from the slots' pictures (background, fit, each slot's
+   * rectangle; see `planOf`) when it can be updated tile by tile; undefined when it must be
+   * drawn whole (new canvas, watermarks, overlapping rectangles).
+   */
+  plan?: string;
 }
 
 const kernels = VideoKernels.create();
@@ -78,6 +84,28 @@ function resized(
   return video.allocI420(width, height);
 }
 
+/**
+ * What the canvas of `job` shows besides the slots' pictures, as a string to compare from
+ * frame to frame; undefined when the canvas cannot be updated tile by tile: watermarks
+ * (blended over several tiles and the background) or rectangles that overlap (a tile drawn
+ * again would cover the one drawn after it).
+ */
+function planOf(job: ComposeJob): string | undefined {
+  if ((job.watermarks?.length ?? 0) > 0) return undefined;
+  const rects = job.inputs.map((input) => input.rect);
+  for (let i = 0; i < rects.length; i++) {
+    for (let j = i + 1; j < rects.length; j++) {
+      const [a, b] = [rects[i], rects[j]];
+      if (
+        a.x < b.x + b.width && b.x < a.x + a.width && a.y < b.y + b.height && b.y < a.y + a.height
+      ) {
+        return undefined;
+      }
+    }
+  }
+  return JSON.stringify([job.background, job.backgroundSlot, job.fit, job.inputs]);
+}
+
 function compose(video: VideoKernels, job: ComposeJob): ComposeResult {
   let scene = scenes.get(job.scene);
   if (!scene || scene.canvas.width !== job.width || scene.canvas.height !== job.height) {
@@ -91,6 +119,13 @@ function compose(video: VideoKernels, job: ComposeJob): ComposeResult {
     scenes.set(job.scene, scene);
   }
   const spent: ArrayBuffer[] = [];
+  // Only the tiles of slots with a new picture of their old size need drawing when the rest
+  // of the canvas is as the last frame left it; anything else redraws the whole canvas.
+  const plan = planOf(job);
+  let whole = plan === undefined || plan !== scene.plan || job.evict.length > 0;
+  // Until this frame is drawn, the canvas matches no plan (a failure leaves it half drawn).
+  scene.plan = undefined;
+  const changed = new Set<number>();
   for (const slot of job.evict) {
     const picture = scene.slots.get(slot);
     if (picture) video.heap.free(picture.ptr);
@@ -104,28 +139,37 @@ function compose(video: VideoKernels, job: ComposeJob): ComposeResult {
           `${picture.width}x${picture.height} I420 needs ${bytes}`,
       );
     }
-    const ref = resized(video, scene.slots.get(picture.slot), picture.width, picture.height);
+    const old = scene.slots.get(picture.slot);
+    // A picture of another size may not cover what the old one did (letterbox margins).
+    if (old?.width !== picture.width || old.height !== picture.height) whole = true;
+    if (picture.slot === job.backgroundSlot) whole = true;
+    const ref = resized(video, old, picture.width, picture.height);
     scene.slots.set(picture.slot, ref);
     video.i420Bytes(ref).set(new Uint8Array(picture.data, 0, bytes));
     if (picture.data instanceof ArrayBuffer) spent.push(picture.data);
+    changed.add(picture.slot);
   }
   spent.push(...updateWatermarks(video, scene, job));
 
-  const backdrop = job.backgroundSlot === undefined
-    ? undefined
-    : scene.slots.get(job.backgroundSlot);
-  if (backdrop) {
-    const whole = { x: 0, y: 0, width: job.width, height: job.height };
-    const { crop, target } = fitPicture(backdrop.width, backdrop.height, whole, "crop");
-    video.scale(backdrop, crop, scene.canvas, target);
-  } else {
-    video.fill(scene.canvas, job.background);
+  if (whole) {
+    const backdrop = job.backgroundSlot === undefined
+      ? undefined
+      : scene.slots.get(job.backgroundSlot);
+    if (backdrop) {
+      const canvas = { x: 0, y: 0, width: job.width, height: job.height };
+      const { crop, target } = fitPicture(backdrop.width, backdrop.height, canvas, "crop");
+      video.scale(backdrop, crop, scene.canvas, target);
+    } else {
+      video.fill(scene.canvas, job.background);
+    }
   }
+  let drawn = 0;
   for (const input of job.inputs) {
     const picture = scene.slots.get(input.slot);
-    if (!picture) continue;
+    if (!picture || (!whole && !changed.has(input.slot))) continue;
     const { crop, target } = fitPicture(picture.width, picture.height, input.rect, job.fit);
     video.scale(picture, crop, scene.canvas, target);
+    drawn++;
   }
   for (const watermark of job.watermarks ?? []) {
     const overlay = scene.watermarks.get(watermark.id);
@@ -137,7 +181,8 @@ function compose(video: VideoKernels, job: ComposeJob): ComposeResult {
     throw new KernelError(`output buffer of ${job.output.byteLength} bytes, needs ${bytes}`);
   }
   new Uint8Array(job.output, 0, bytes).set(video.i420Bytes(scene.canvas));
-  return { output: job.output, spent };
+  scene.plan = plan;
+  return { output: job.output, spent, tilesDrawn: drawn, wholeCanvas: whole };
 }
 
 async function run(job: KernelJob): Promise<ComposeResult | null> {

@@ -17,6 +17,12 @@ import { TsDemuxer } from "../formats/mpegts/demuxer.ts";
 import type { MediaFrame, Track } from "../frame.ts";
 import { ConflictError } from "../../core/errors.ts";
 
+/**
+ * Bytes a PCM decoder reads at most at a time: four 20 ms frames of 48 kHz stereo, more than
+ * ffmpeg writes at once (one AAC frame, 4 KiB).
+ */
+const pcmReadBytes = 16 * 1024;
+
 /** The PCM format on both edges. */
 export interface PcmFormat {
   /** Samples per second per channel, in Hz. */
@@ -44,7 +50,10 @@ export interface PcmDecoderOptions {
   /** The compressed track whose frames are pushed. */
   track: Track;
   format: PcmFormat;
-  /** Receives PCM as ffmpeg writes it, whole sample frames, in order. */
+  /**
+   * Receives PCM as ffmpeg writes it, whole sample frames, in order. The samples are valid
+   * during the call only: their buffer is read into again (copy what is kept).
+   */
   onPcm: (samples: Int16Array) => void;
   log: Logger;
 }
@@ -86,24 +95,70 @@ export class PcmDecoder {
   }
 
   async #read(options: PcmDecoderOptions): Promise<void> {
-    const frameBytes = 2 * options.format.channels;
-    let carry = new Uint8Array(0);
+    const output = this.#job.output;
+    const reader = output instanceof ReadableStream ? byobReader(output) : undefined;
     try {
-      for await (const chunk of this.#job.output) {
-        if (this.#closed) break;
-        const bytes = carry.length > 0 ? concat(carry, chunk) : chunk;
-        const whole = bytes.length - bytes.length % frameBytes;
-        carry = bytes.slice(whole);
-        if (whole === 0) continue;
-        // A copy: the chunk's buffer may be reused and Int16Array needs an even offset.
-        options.onPcm(new Int16Array(bytes.slice(0, whole).buffer));
-      }
+      await (reader ? this.#readInto(reader, options) : this.#readChunks(options));
     } catch (err) {
       if (!this.#closed) options.log.warn("audio decoding failed", { err });
     }
     if (!this.#closed) {
       options.log.warn("audio decoder ended early", { errors: this.#job.errors });
     }
+  }
+
+  /**
+   * Reads a byte stream (the native engine's pipe) into one buffer over and over: iterating
+   * it would allocate 64 KiB per read (ffmpeg writes about 4 KiB, 50 times a second, per
+   * input) and the PCM was copied out of that again.
+   */
+  async #readInto(reader: ReadableStreamBYOBReader, options: PcmDecoderOptions): Promise<void> {
+    const frameBytes = 2 * options.format.channels;
+    let buffer = new ArrayBuffer(pcmReadBytes);
+    // Bytes of a sample frame cut by the previous read, at the buffer's start.
+    let filled = 0;
+    try {
+      for (;;) {
+        const { value, done } = await reader.read(
+          new Uint8Array(buffer, filled, buffer.byteLength - filled),
+        );
+        if (done || !value || this.#closed) return;
+        // The read took the buffer over and handed it back as `value.buffer`.
+        buffer = value.buffer as ArrayBuffer;
+        filled += value.length;
+        const whole = filled - filled % frameBytes;
+        if (whole === 0) continue;
+        options.onPcm(new Int16Array(buffer, 0, whole / 2));
+        new Uint8Array(buffer).copyWithin(0, whole, filled);
+        filled -= whole;
+      }
+    } finally {
+      reader.releaseLock();
+    }
+  }
+
+  /** Cuts output chunks of any size (the wasm engine's) into whole sample frames. */
+  async #readChunks(options: PcmDecoderOptions): Promise<void> {
+    const frameBytes = 2 * options.format.channels;
+    let carry = new Uint8Array(0);
+    for await (const chunk of this.#job.output) {
+      if (this.#closed) break;
+      const bytes = carry.length > 0 ? concat(carry, chunk) : chunk;
+      const whole = bytes.length - bytes.length % frameBytes;
+      carry = bytes.slice(whole);
+      if (whole === 0) continue;
+      // A copy: the chunk's buffer may be reused and Int16Array needs an even offset.
+      options.onPcm(new Int16Array(bytes.slice(0, whole).buffer));
+    }
+  }
+}
+
+/** A BYOB reader of `stream`, or undefined when it is not a byte stream. */
+function byobReader(stream: ReadableStream<Uint8Array>): ReadableStreamBYOBReader | undefined {
+  try {
+    return stream.getReader({ mode: "byob" });
+  } catch {
+    return undefined;
   }
 }
 

@@ -109,6 +109,13 @@ export interface ComposerStats {
   repeatedPictures: number;
   /** Output ticks of `start`'s clock skipped because every Worker was still busy. */
   skippedTicks: number;
+  /**
+   * Frames for which the Worker drew only the inputs with a new picture onto its canvas of
+   * the previous frame (same layout, sizes and background, no watermark), not all of it.
+   */
+  partialFrames: number;
+  /** Input pictures drawn onto the canvas (unchanged ones left as they were are not). */
+  tilesDrawn: number;
 }
 
 /** A watermark as kept by the composer: the image once, under an id new for each image. */
@@ -154,6 +161,8 @@ export class VideoComposer {
     droppedFrames: 0,
     repeatedPictures: 0,
     skippedTicks: 0,
+    partialFrames: 0,
+    tilesDrawn: 0,
   };
   readonly #options: Required<
     Omit<VideoComposerOptions, "watermark" | "backgroundImage" | "runner" | "workers" | "pool">
@@ -486,6 +495,8 @@ export class VideoComposer {
     return this.#runner.run(job, transfer, worker).then((result) => {
       for (const buffer of result!.spent) this.#pool.give(buffer);
       this.stats.composedFrames++;
+      if (!result!.wholeCanvas) this.stats.partialFrames++;
+      this.stats.tilesDrawn += result!.tilesDrawn;
       return { pts, width, height, data: new Uint8Array(result!.output, 0, this.#frameBytes) };
     });
   }

@@ -423,3 +423,76 @@ Deno.test("setBackground switches between colours and an image from the next fra
     }
   }
 });
+
+/** A picture whose luma varies with x and y (a misplaced or stale tile shows), chroma by `seed`. */
+function patterned(seed: number, pts: number, w = 640, h = 360): RawVideoFrame {
+  const data = new Uint8Array(i420Size(w, h));
+  for (let y = 0; y < h; y++) {
+    for (let x = 0; x < w; x++) data[y * w + x] = (x + 3 * y + seed * 37) & 255;
+  }
+  const chroma = chromaSize(w) * chromaSize(h);
+  data.fill((40 + seed * 29) & 255, w * h, w * h + chroma);
+  data.fill((200 - seed * 23) & 255, w * h + chroma);
+  return { width: w, height: h, data, pts };
+}
+
+Deno.test("tiles without a new picture stay on the canvas: every frame is what a whole redraw gives", async () => {
+  // The composer under test keeps its Worker's canvas from frame to frame; each reference
+  // frame comes from a new composer (a new scene, drawn whole) shown the same pictures.
+  using runner = new WorkerRunner();
+  using composer = new VideoComposer({ width, height, frameRate: 30, layout: "grid" });
+  const ids = ["a", "b", "c"];
+  for (const id of ids) composer.addInput(id);
+  const current = new Map<string, RawVideoFrame>();
+  let seed = 0;
+  const show = (id: string, tick: number, w = 640, h = 360) => {
+    const picture = patterned(++seed, tick * 3000, w, h);
+    current.set(id, picture);
+    composer.push(id, { ...picture, data: picture.data.slice() });
+  };
+  for (let tick = 0; tick < 12; tick++) {
+    // "a" changes every tick, "b" every third (at 5 it turns 4:3, letterboxed in its
+    // tile, and at 7 16:9 again), "c" never after the first; "c" leaves at 9.
+    show("a", tick);
+    if (tick % 3 === 0 && tick !== 6) show("b", tick);
+    if (tick === 5) show("b", tick, 320, 240);
+    if (tick === 7) show("b", tick);
+    if (tick === 0) show("c", tick);
+    if (tick === 9) {
+      composer.removeInput("c");
+      current.delete("c");
+    }
+    const frame = await composer.compose(tick);
+    const reference = new VideoComposer({ width, height, frameRate: 30, layout: "grid", runner });
+    for (const [id, picture] of current) {
+      reference.addInput(id);
+      reference.push(id, { ...picture, pts: 0 });
+    }
+    const whole = await reference.compose();
+    reference.close();
+    const at = frame.data.findIndex((byte, i) => byte !== whole.data[i]);
+    assert.equal(at, -1, `tick ${tick}: byte ${at} differs from the frame drawn whole`);
+    // Pixel values inside each tile are those of its input's current picture.
+    const rects = computeLayout(
+      "grid",
+      [...current.values()].map((p) => ({ width: p.width, height: p.height })),
+      { width, height },
+    );
+    [...current.values()].forEach((picture, i) => {
+      const rect = rects[i];
+      if (picture.width !== rect.width || picture.height !== rect.height) return;
+      for (const [dx, dy] of [[0, 0], [101, 57], [rect.width - 1, rect.height - 1]]) {
+        assert.equal(
+          pixel(frame, rect.x + dx, rect.y + dy).y,
+          picture.data[dy * picture.width + dx],
+          `tick ${tick}: input ${i} at ${dx},${dy} of its tile`,
+        );
+      }
+    });
+    composer.recycle(frame);
+  }
+  // Partial frames happened (ticks where "b" and "c" kept their pictures), and fewer tiles
+  // were drawn than a whole redraw of every frame would draw.
+  assert.ok(composer.stats.partialFrames >= 5, `partial frames: ${composer.stats.partialFrames}`);
+  assert.ok(composer.stats.tilesDrawn < 3 * 9 + 2 * 3, `tiles drawn: ${composer.stats.tilesDrawn}`);
+});

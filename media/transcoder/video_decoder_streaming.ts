@@ -200,11 +200,13 @@ export class StreamingVideoDecoder implements VideoDecoder {
     const job = engine.start!({
       inputArgs: [...decoderProbeArgs, ...input.args],
       // Every picture written out at once (the rawvideo muxer's buffer holds a tail), each
-      // at its decoded (or scaled) size.
+      // at its decoded (or scaled) size. `-avioflags direct`: one write() per picture rather
+      // than one per 32 KiB of ffmpeg's output buffer (11 for a 640x360 picture, each waking
+      // the server's reader); 4 decoders of 640x360 at 30 fps took 10-15% less CPU.
       outputArgs: [
         ...decoderScaleArgs(this.#options.box),
         ...decoderOutputArgs,
-        ...["-flush_packets", "1", "-autoscale", "0"],
+        ...["-flush_packets", "1", "-autoscale", "0", "-avioflags", "direct"],
       ],
       maxPendingWrites: maxPendingDecoderWrites,
     });
