@@ -66,6 +66,7 @@ import { H265Depacketizer } from "../media/rtp/h265_depacketizer.ts";
 import { parseRtpPacket } from "../media/rtp/packet.ts";
 import { parseSenderReports } from "../media/rtp/rtcp.ts";
 import { sdpTrack } from "../media/rtp/sdp_track.ts";
+import { parseTransportCc, transportCcPacket } from "../media/rtp/transport_cc.ts";
 import { parseFrame } from "../signaling/frame.ts";
 import { prng } from "./mutators.ts";
 import { decodePacketList, encodePacketList } from "./packet_list.ts";
@@ -96,6 +97,26 @@ const unsupportedCodec = (err: unknown) =>
   err instanceof BadRequestError && err.field === "audiocodecid";
 
 const decoder = new TextDecoder();
+
+/** Seeds of the transport_cc target: feedback packets of a few shapes. */
+function transportCcSeeds(): Uint8Array[] {
+  const shapes = [
+    (i: number) => 1000 + i * 5, // all received, small deltas: one run
+    (i: number) => i % 3 === 1 ? undefined : 1000 + i * 2, // losses: status vectors
+    (i: number) => 1000 + (i % 4 === 0 ? -20 : 80) * i, // large and negative deltas
+  ];
+  return shapes.map((arrival, k) =>
+    transportCcPacket(
+      k,
+      k + 1,
+      k,
+      Array.from({ length: 30 + k * 11 }, (_, i) => ({
+        sequence: (65530 + i) & 0xffff,
+        arrivalMs: arrival(i),
+      })),
+    )
+  );
+}
 
 /** Splits `data` into reads of 1 to 1,500 bytes, the same for the same input. */
 function* reads(data: Uint8Array): Generator<Uint8Array> {
@@ -466,6 +487,17 @@ export const targets: readonly FuzzTarget[] = [
     maxBytes: 8_000,
     run(input) {
       for (const packet of decodePacketList(input)) parseSenderReports(packet);
+    },
+  },
+  {
+    // Transport-cc feedback (RTPFB FMT 15) as a browser sends it: runs, both status vectors,
+    // small and large deltas, padding to 32 bits.
+    name: "transport_cc",
+    corpus: "rtcp",
+    seeds: () => transportCcSeeds(),
+    maxBytes: 2_000,
+    run(input) {
+      parseTransportCc(input);
     },
   },
   {

@@ -60,6 +60,9 @@ export function parseTransportCc(packet: Uint8Array): TransportCcFeedback {
   }
   const declared = ((packet[2] << 8 | packet[3]) + 1) * 4;
   if (declared > packet.length) throw new TruncatedError("transport feedback cut");
+  if (declared < fixedBytes) {
+    throw new ParseError(`transport feedback length ${declared} under ${fixedBytes} bytes`);
+  }
   let end = declared;
   if (packet[0] & 0x20) {
     const padding = packet[end - 1];
