@@ -22,6 +22,7 @@ import {
   tcpPassivePorts,
 } from "./ice_tcp.ts";
 import { installIceTcpGate } from "./ice_tcp_gate.ts";
+import { holdIceRoles } from "./ice_role_hold.ts";
 import { installIceMux, muxInterfaceAddresses } from "./ice_mux_werift.ts";
 import { portPoolOf, type UdpPortPool } from "./port_pool.ts";
 import { installNoDefaultStun } from "./no_default_stun.ts";
@@ -158,6 +159,7 @@ export class Peer {
     // On TCP the client's candidates never pair (it dials in: its checks make the pairs),
     // and werift, told they are all there, would fail at once with an empty check list.
     const remoteSdp = this.transport === "tcp" ? withoutEndOfCandidates(offerSdp) : offerSdp;
+    const renegotiating = this.pc.remoteDescription !== null;
     try {
       await this.pc.setRemoteDescription({ type: "offer", sdp: remoteSdp });
     } catch (err) {
@@ -174,7 +176,10 @@ export class Peer {
       }
     }
     await prepare();
-    await this.pc.setLocalDescription(await this.pc.createAnswer());
+    const describe = async () => {
+      await this.pc.setLocalDescription(await this.pc.createAnswer());
+    };
+    await (renegotiating ? holdIceRoles(this.pc, describe) : describe());
     return await this.#completeLocal();
   }
 
@@ -185,7 +190,11 @@ export class Peer {
    */
   async offer(prepare: () => void | Promise<void>): Promise<string> {
     await prepare();
-    await this.pc.setLocalDescription(await this.pc.createOffer());
+    const describe = async () => {
+      await this.pc.setLocalDescription(await this.pc.createOffer());
+    };
+    // A server offer after the client's (an SFU renegotiation) keeps the role ICE started with.
+    await (this.pc.remoteDescription !== null ? holdIceRoles(this.pc, describe) : describe());
     return await this.#completeLocal();
   }
 
