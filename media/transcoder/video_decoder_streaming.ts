@@ -202,7 +202,8 @@ export class StreamingVideoDecoder implements VideoDecoder {
       // Every picture written out at once (the rawvideo muxer's buffer holds a tail), each
       // at its decoded (or scaled) size. `-avioflags direct`: one write() per picture rather
       // than one per 32 KiB of ffmpeg's output buffer (11 for a 640x360 picture, each waking
-      // the server's reader); 4 decoders of 640x360 at 30 fps took 10-15% less CPU.
+      // the server's reader). 4 decoders of 640x360 at 30 fps writing to a pipe took 10-15%
+      // less CPU alone; inside bench/mixer.ts the difference is within the runs' noise.
       outputArgs: [
         ...decoderScaleArgs(this.#options.box),
         ...decoderOutputArgs,
