@@ -25,7 +25,9 @@
  * latency publisher → server → subscriber over loopback, p50/p99.
  *
  * Reports per step: server cores, packets delivered per server core-second, loss, CPU and RSS
- * per subscriber, latency. The last line reads `subscribers/core: fast <N>, werift <M>`:
+ * per subscriber (RSS as found, garbage included; for our server also after a full GC and a C
+ * heap trim at the window's end, per subscriber and per subscriber added since the previous
+ * step, `gc:rss/sub` and `gc:rss/added`), latency. The last line reads `subscribers/core: fast <N>, werift <M>`:
  * the largest N that kept up divided by the server cores it took.
  *
  * Janus 1.1 (Debian `janus`, C) is the peer in the same run: its streaming plugin gets the
@@ -54,6 +56,7 @@ import { configSchema } from "../config.ts";
 import { silentLogger } from "../core/log.ts";
 import { openPeerCount } from "../media/protocols/webrtc/peer.ts";
 import { startServer } from "../server.ts";
+import { trimMemory } from "../core/memory_trim.ts";
 import { WcsClient } from "../tests/helpers/wcs_client.ts";
 import { nextStatus, TestPlayer, TestPublisher } from "../tests/webrtc_helpers.ts";
 import { lines } from "./support/lines.ts";
@@ -106,7 +109,10 @@ function nowEpochMs(): number {
   return performance.timeOrigin + performance.now();
 }
 
-/** Child mode: the server with one sender, answering "stats" lines on stdin. */
+/** Time for V8 to unmap the pages a full GC freed before RSS is read again, in ms. */
+const gcSettleMs = 1_000;
+
+/** Child mode: the server with one sender, answering "stats" (and "gc") lines on stdin. */
 async function serve(sender: Sender): Promise<void> {
   const config = configSchema.parse({
     ports: { rest: 0, ws: 0, wss: 0, hls: 0, rtmp: 0, rtsp: 0, srt: 0, sip: 0 },
@@ -120,7 +126,17 @@ async function serve(sender: Sender): Promise<void> {
     throw new Error(`the ${sender} sender did not start`);
   }
   console.log(JSON.stringify({ ws: `ws://127.0.0.1:${server.wsPort}` }));
-  for await (const _line of lines(Deno.stdin.readable)) {
+  for await (const line of lines(Deno.stdin.readable)) {
+    if (line === "gc") {
+      // What the server still holds: V8 collects everything (the child runs with
+      // --expose-gc; the server has no GC hook) and glibc gives back its free pages, as the
+      // server's own trim does every 10 s (core/memory_trim.ts).
+      (globalThis as { gc?: () => void }).gc?.();
+      trimMemory();
+      await new Promise((r) => setTimeout(r, gcSettleMs));
+      console.log(JSON.stringify({ collected: true }));
+      continue;
+    }
     let dropped = 0;
     if (sendPaths.engine) {
       for (const s of (await sendPaths.engine.stats()).values()) dropped += s.dropped;
@@ -343,8 +359,10 @@ function usage(pid: number): Usage {
 
 /** A child of this file: its pid and a line channel over stdin/stdout. */
 function startChild(args: string[]) {
+  // The server child can be asked for a full GC (see `serve`).
+  const flags = args[0] === "--serve" ? ["--v8-flags=--expose-gc"] : [];
   const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", new URL(import.meta.url).pathname, ...args],
+    args: ["run", "-A", ...flags, new URL(import.meta.url).pathname, ...args],
     stdin: "piped",
     stdout: "piped",
     stderr: "inherit",
@@ -437,6 +455,8 @@ interface StepResult {
   inRate: number;
   cores: number;
   rssKb: number;
+  /** RSS after a full garbage collection and a C heap trim (ours only), in KB. */
+  rssAfterGcKb?: number;
   loss: number;
   /** Share of the offered packets (sent x N) not received within the window. */
   shortfall: number;
@@ -454,6 +474,9 @@ interface StepResult {
   /** Server CPU (ms per s) and RSS (KB) per subscriber above the publisher-only idle. */
   cpuPerSubMs?: number;
   rssPerSubKb?: number;
+  /** The same after a full GC and trim, at this step and since the previous one (KB). */
+  rssPerSubAfterGcKb?: number;
+  rssPerAddedSubAfterGcKb?: number;
 }
 
 function percentile(sorted: number[], p: number): number {
@@ -470,6 +493,8 @@ interface Target {
   publisher: StampedPublisher;
   /** Packets the send engine dropped so far (0 elsewhere). */
   engineDropped(): Promise<number>;
+  /** Has the process collect its garbage and trim its C heap (ours only). */
+  collectGarbage?(): Promise<void>;
   /** Stops the publisher and the fan-out, once the receivers have left. */
   close(): Promise<void>;
 }
@@ -494,6 +519,9 @@ async function oursTarget(sender: Sender): Promise<Target> {
     receiverArgs: ["ours", ws],
     publisher,
     engineDropped: async () => (await server.ask<{ engineDropped: number }>("stats")).engineDropped,
+    async collectGarbage() {
+      await server.ask("gc");
+    },
     async close() {
       publisher.pause();
       await peer.close();
@@ -641,11 +669,18 @@ async function measure(target: Target): Promise<StepResult[]> {
     const engineDropped = await target.engineDropped();
     const latencies = stats.flatMap((r) => r.latencies).sort((a, b) => a - b);
     const cores = (after.cpuSeconds - before.cpuSeconds) / cpuSeconds;
+    // After everything else of the window was read: the collection pauses the server.
+    let rssAfterGcKb: number | undefined;
+    if (target.collectGarbage) {
+      await target.collectGarbage();
+      rssAfterGcKb = usage(target.pid).rssKb;
+    }
     return {
       n,
       inRate: sent / seconds,
       cores,
       rssKb: after.rssKb,
+      rssAfterGcKb,
       loss: n === 0 ? 0 : Math.max(0, loss),
       shortfall: n === 0 ? 0 : Math.max(0, 1 - received / (sent * n)),
       deliveredPerCore: cores > 0 ? received / seconds / cores : 0,
@@ -662,7 +697,7 @@ async function measure(target: Target): Promise<StepResult[]> {
   const results: StepResult[] = [];
   console.log(`\n${target.label}:`);
   console.log(
-    "subscribers  in-pkts/s  server-cores  subs/core  delivered/core-s  short  loss    engine-drops  auth-fail  seq-gaps  silent  cpu/sub(ms/s)  rss/sub(KB)  latency p50/p99 (ms)  load",
+    "subscribers  in-pkts/s  server-cores  subs/core  delivered/core-s  short  loss    engine-drops  auth-fail  seq-gaps  silent  cpu/sub(ms/s)  rss/sub(KB)  gc:rss/sub  gc:rss/added  latency p50/p99 (ms)  load",
   );
   for (const n of steps) {
     if (performance.now() - started > budgetMs) {
@@ -691,6 +726,14 @@ async function measure(target: Target): Promise<StepResult[]> {
     results.push(r);
     r.cpuPerSubMs = (r.cores - idle.cores) / n * 1000;
     r.rssPerSubKb = (r.rssKb - idle.rssKb) / n;
+    if (r.rssAfterGcKb !== undefined && idle.rssAfterGcKb !== undefined) {
+      r.rssPerSubAfterGcKb = (r.rssAfterGcKb - idle.rssAfterGcKb) / n;
+      // Per subscriber added since the previous step: what one more costs once the code,
+      // caches and Workers the first ones brought up are there.
+      const previous = results.at(-2);
+      const from = previous?.rssAfterGcKb ?? idle.rssAfterGcKb;
+      r.rssPerAddedSubAfterGcKb = (r.rssAfterGcKb - from) / (n - (previous?.n ?? 0));
+    }
     console.log(
       `${String(n).padStart(11)}  ${Math.round(r.inRate).toString().padStart(9)}  ${
         r.cores.toFixed(2).padStart(12)
@@ -702,16 +745,25 @@ async function measure(target: Target): Promise<StepResult[]> {
         String(r.seqGaps).padStart(8)
       }  ${String(r.silent).padStart(6)}  ${r.cpuPerSubMs.toFixed(2).padStart(13)}  ${
         Math.round(r.rssPerSubKb).toString().padStart(11)
-      }  ${`${r.p50.toFixed(2)} / ${r.p99.toFixed(2)}`.padEnd(20)}  ${
-        Deno.loadavg()[0].toFixed(2)
-      }`,
+      }  ${gcCell(r.rssPerSubAfterGcKb, 10)}  ${gcCell(r.rssPerAddedSubAfterGcKb, 12)}  ${
+        `${r.p50.toFixed(2)} / ${r.p99.toFixed(2)}`.padEnd(20)
+      }  ${Deno.loadavg()[0].toFixed(2)}`,
     );
     if (!keptUp(r)) break;
   }
-  console.log(`idle (publisher only): ${idle.cores.toFixed(2)} cores, RSS ${idle.rssKb} KB`);
+  console.log(
+    `idle (publisher only): ${idle.cores.toFixed(2)} cores, RSS ${idle.rssKb} KB${
+      idle.rssAfterGcKb === undefined ? "" : ` (${idle.rssAfterGcKb} KB after a full GC)`
+    }`,
+  );
   await Promise.all(children.map((c) => c.stop()));
   await target.close();
   return results;
+}
+
+/** A KB figure of the table, "-" where not measured (Janus). */
+function gcCell(kb: number | undefined, width: number): string {
+  return (kb === undefined ? "-" : Math.round(kb).toString()).padStart(width);
 }
 
 /** Whether a step lost under 1% and delivered all but `maxShortfall` of what was offered. */
