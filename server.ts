@@ -94,9 +94,11 @@ export async function startServer(
     rtsp?: RunningRtspServer;
     srt?: RunningSrtServer;
   } = {};
+  const restRequests = new InflightTracker();
   const restHandler = createRestHandler({
     services,
     operations,
+    inflight: restRequests,
     listenerFigures: () => ({
       ...(listeners.rest ? { rest: { restarts: listeners.rest.restarts } } : {}),
       ...listeners.signaling?.limitsSnapshot(),
@@ -107,13 +109,12 @@ export async function startServer(
       ...(iceMux.mux ? { webrtcUdp: { port: iceMux.mux.port, ...iceMux.mux.counters } } : {}),
     }),
   });
-  const restRequests = new InflightTracker();
   const restHost = config.binds.rest ?? config.bind;
   const wsHost = config.binds.ws ?? config.bind;
   const rest = await HttpListener.start({
     hostname: restHost,
     port: config.ports.rest,
-    handler: restRequests.wrap(restHandler),
+    handler: restHandler,
     onError: (err) => {
       log.error("rest listener error", { err });
       return new Response("internal error", { status: 500 });

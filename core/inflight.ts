@@ -18,22 +18,39 @@ export class InflightTracker {
     return this.#inflight;
   }
 
+  /**
+   * Counts a request in; false while draining (answer it with `refusal()`). A handler that
+   * counts itself saves the extra async layer of `wrap`; it calls `leave()` once answered.
+   */
+  enter(): boolean {
+    if (this.#draining) return false;
+    this.#inflight++;
+    return true;
+  }
+
+  /** Counts a request entered with `enter()` out. */
+  leave(): void {
+    if (--this.#inflight === 0) this.#idle?.resolve();
+  }
+
+  /** The answer to a request that came while draining. */
+  refusal(): Response {
+    return Response.json({ error: "unavailable", message: "the server is shutting down" }, {
+      status: 503,
+      headers: { "Connection": "close" },
+    });
+  }
+
   /** The handler, counted. */
   wrap(
     handler: (req: Request) => Response | Promise<Response>,
   ): (req: Request) => Promise<Response> {
     return async (req) => {
-      if (this.#draining) {
-        return Response.json({ error: "unavailable", message: "the server is shutting down" }, {
-          status: 503,
-          headers: { "Connection": "close" },
-        });
-      }
-      this.#inflight++;
+      if (!this.enter()) return this.refusal();
       try {
         return await handler(req);
       } finally {
-        if (--this.#inflight === 0) this.#idle?.resolve();
+        this.leave();
       }
     };
   }

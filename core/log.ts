@@ -30,7 +30,20 @@ export interface Logger {
   readonly recent?: LogRing;
   /** This logger without the recent ring, for lines so frequent they would push all others out. */
   unkept(): Logger;
+  /**
+   * A writer of `level` lines saying `msg` whose fields the caller writes as JSON members
+   * itself (`"a":1,"b":"x"`, keys in the order of `keys`): the text `logger[level](msg, fields)`
+   * would write, without building the object, for lines written so often (one per REST
+   * request) that the object and its stringify cost more than the rest of the line. The
+   * caller writes only plain values and redacts nothing (no URI in them). Undefined when the
+   * level is off or a key would collide with the line's or the logger's own; the ordinary
+   * methods then write the line.
+   */
+  memberWriter(level: LogLevel, msg: string, keys: readonly string[]): MemberWriter | undefined;
 }
+
+/** Writes one line whose fields are the JSON members given (see `Logger.memberWriter`). */
+export type MemberWriter = (members: string) => void;
 
 /** Options of createLogger. */
 export interface LoggerOptions {
@@ -148,7 +161,27 @@ export function createLogger(options: LoggerOptions): Logger {
     enabled: (level) => levelRanks[level] <= threshold,
     child: (fields) => createLogger({ ...options, fields: { ...base, ...fields } }),
     unkept: () => createLogger({ ...options, recent: undefined }),
+    memberWriter: (level, msg, keys) => {
+      if (levelRanks[level] > threshold || redactText(msg) !== msg) return undefined;
+      const head = format.head?.(level, msg, keys);
+      if (head === undefined) return undefined;
+      return (members) => {
+        const text = `{"time":"${isoNow()}${head}${members === "" ? "" : ","}${members}}`;
+        options.recent?.add(text);
+        write(text, level);
+      };
+    },
   };
+}
+
+/** Formats a line; `head` (when the base fields are plain) gives a line's text after its time. */
+interface LineFormat {
+  (level: LogLevel, msg: string, fields: LogFields | undefined): string;
+  /**
+   * The text between the time and the fields' members of a line with fields `keys`:
+   * `","level":..,"msg":..` and the base's members; undefined when a key is taken.
+   */
+  head?: (level: LogLevel, msg: string, keys: readonly string[]) => string | undefined;
 }
 
 /**
@@ -159,9 +192,7 @@ export function createLogger(options: LoggerOptions): Logger {
  * (which would move its value to that key's place), the line is the base's JSON, kept, joined
  * to the fields' own: the same text. Other lines take the merged object as before.
  */
-function lineFormatter(
-  base: LogFields,
-): (level: LogLevel, msg: string, fields: LogFields | undefined) => string {
+function lineFormatter(base: LogFields): LineFormat {
   const merged = (level: LogLevel, msg: string, fields: LogFields | undefined) => {
     const line: LogFields = { time: isoNow(), level, msg: redactText(msg), ...base, ...fields };
     return JSON.stringify(line, needsReplacer(fields) ? errorReplacer : undefined);
@@ -170,7 +201,7 @@ function lineFormatter(
   if (!baseKeys.every((key) => isPlainValue(base[key]) && !isIndexLike(key))) return merged;
   const taken = new Set([...lineKeys, ...baseKeys]);
   const baseJson = baseKeys.length > 0 ? "," + JSON.stringify(base).slice(1, -1) : "";
-  return (level, msg, fields) => {
+  const format: LineFormat = (level, msg, fields) => {
     if (typeof msg !== "string") return merged(level, msg, fields);
     let fieldsJson = "}";
     if (fields) {
@@ -186,6 +217,11 @@ function lineFormatter(
       JSON.stringify(redactText(msg))
     }${baseJson}${fieldsJson}`;
   };
+  format.head = (level, msg, keys) =>
+    keys.some((key) => taken.has(key) || isIndexLike(key))
+      ? undefined
+      : `","level":"${level}","msg":${JSON.stringify(redactText(msg))}${baseJson}`;
+  return format;
 }
 
 /** A key starting with a digit: integer-like keys come first in an object, whatever their place. */

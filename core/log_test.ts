@@ -138,3 +138,30 @@ Deno.test("an error line is written at once, after the lines buffered before it"
   }
   assert.deepEqual(text.trimEnd().split("\n").map((l) => JSON.parse(l).msg), ["before", "failed"]);
 });
+
+Deno.test("a member writer's line is the line the ordinary method writes for the same fields", () => {
+  const lines: string[] = [];
+  const log = createLogger({ level: "info", write: (l) => lines.push(l) }).child({
+    component: "rest",
+  });
+  const write = log.memberWriter("info", "request", ["method", "path", "status", "ms"]);
+  assert.ok(write);
+  const fields = { method: "POST", path: "/rest-api/stream/find_all", status: 200, ms: 0.12 };
+  write(`"method":"POST","path":"/rest-api/stream/find_all","status":200,"ms":0.12`);
+  log.info("request", fields);
+  assert.equal(lines.length, 2);
+  // The two lines may straddle a millisecond: compare them without their time.
+  const withoutTime = (line: string) => line.replace(/^\{"time":"[^"]*"/, "");
+  assert.equal(withoutTime(lines[0]), withoutTime(lines[1]));
+  assert.deepEqual({ ...JSON.parse(lines[0]), time: 0 }, {
+    time: 0,
+    level: "info",
+    msg: "request",
+    component: "rest",
+    ...fields,
+  });
+  // A key of the line or of the base, or a level that is off: no writer.
+  assert.equal(log.memberWriter("info", "request", ["component"]), undefined);
+  assert.equal(log.memberWriter("info", "request", ["time"]), undefined);
+  assert.equal(log.memberWriter("debug", "request", ["method"]), undefined);
+});

@@ -9,6 +9,7 @@ import type { z } from "zod";
 import { BadRequestError, MediaServerError, NotImplementedError } from "../core/errors.ts";
 import { pathOf } from "../core/http_listener.ts";
 import type { Logger } from "../core/log.ts";
+import type { InflightTracker } from "../core/inflight.ts";
 import type { Services } from "../core/services.ts";
 import { serverVersion } from "../core/version.ts";
 import type { Operation, OperationContext } from "./operation.ts";
@@ -34,6 +35,19 @@ export interface RestAppOptions {
   operations: readonly Operation[];
   /** Connection caps of the listeners, for `/health`. */
   listenerFigures?: ListenerFigures;
+  /**
+   * Counts the requests in flight so a stop can let them finish (503 while draining); counted
+   * inside the handler, which spares a wrapping async layer per request.
+   */
+  inflight?: InflightTracker;
+}
+
+/** An operation's route: the operation and its request line's method and path members. */
+interface OperationRoute {
+  op: Operation;
+  /** `"method":"POST","path":"/rest-api/..."` (and GET's), kept for every request line. */
+  postMembers: string;
+  getMembers: string;
 }
 
 /**
@@ -43,48 +57,101 @@ export interface RestAppOptions {
  * `next()` costs about a quarter of the throughput.
  */
 export function createRestHandler(
-  { services, operations, listenerFigures }: RestAppOptions,
+  { services, operations, listenerFigures, inflight }: RestAppOptions,
 ): (req: Request) => Promise<Response> {
   const app = createRestApp({ services, operations, listenerFigures });
   // A line per request (the console's own polling included) would fill the recent-lines ring.
   const log = services.log.child({ component: "rest" }).unkept();
+  // An operation's request line is written from kept JSON members: building the fields'
+  // object and stringifying it cost more than the rest of the line.
+  const requestLine = log.memberWriter("info", "request", ["method", "path", "status", "ms"]);
   const access = createRestAccess(services.config);
   const time = services.config.metrics.enabled
     ? createRestTimer(restPrefix, operations)
     : undefined;
+  const maxBodyBytes = services.config.rest.maxBodyBytes;
   // Operations are answered without the router when the path and method match exactly: its
   // dispatch cost as much as the rest of a small request. Other methods (HEAD, OPTIONS, the
   // 405s) and every other route go through the app. Each await on the way costs a turn of
-  // the microtask queue, so the request goes through as few async functions as it can.
-  const byPath = new Map(operations.map((op) => [restPrefix + op.path, op]));
+  // the microtask queue, so a request goes through one async function and awaits only what
+  // is pending: its body, a later turn when the slice is spent, an asynchronous handler.
+  const byPath = new Map<string, OperationRoute>(operations.map((op) => {
+    const path = JSON.stringify(restPrefix + op.path);
+    return [restPrefix + op.path, {
+      op,
+      postMembers: `"method":"POST","path":${path}`,
+      getMembers: `"method":"GET","path":${path}`,
+    }];
+  }));
   const ctx: OperationContext = { services };
   const errorLog = services.log.child({ component: "rest" });
   return async (req) => {
     const started = performance.now();
-    const method = req.method;
-    const path = pathOf(req.url);
-    // The console's files hold no secret; its page asks for credentials itself.
-    let res = isConsoleFile(method, path) ? undefined : access.refuse(req, method, path);
-    if (!res) {
-      const op = byPath.get(path);
-      if (op && (method === "POST" || (method === "GET" && op.allowGet))) {
+    if (inflight && !inflight.enter()) return inflight.refusal();
+    try {
+      const method = req.method;
+      const path = pathOf(req.url);
+      // The console's files hold no secret; its page asks for credentials itself.
+      let res = isConsoleFile(method, path) ? undefined : access.refuse(req, method, path);
+      const route = byPath.get(path);
+      if (res) {
+        // Refused before any route ran.
+      } else if (route && (method === "POST" || (method === "GET" && route.op.allowGet))) {
         try {
-          res = await answerOperation(op, req, method, ctx);
+          const raw = method === "GET" ? undefined : await operationBody(req, maxBodyBytes);
+          // A burst of operations runs in slices, /health (not an operation) between them.
+          const turn = turns.admit();
+          if (turn) await turn;
+          const answer = runOperation(route.op, raw, ctx);
+          res = answer instanceof Promise ? await answer : answer;
         } catch (err) {
           res = errorAnswer(err, path, errorLog);
         }
       } else {
         res = await app.fetch(req);
       }
+      access.addCors(req, res.headers);
+      const ms = performance.now() - started;
+      const status = res.status;
+      time?.(path, status, ms / 1000);
+      const roundedMs = Math.round(ms * 100) / 100;
+      if (route && requestLine) {
+        const members = method === "POST"
+          ? route.postMembers
+          : method === "GET"
+          ? route.getMembers
+          : `"method":${JSON.stringify(method)},"path":${JSON.stringify(path)}`;
+        requestLine(`${members},"status":${status},"ms":${roundedMs}`);
+      } else if (log.enabled("info")) {
+        log.info("request", { method, path, status, ms: roundedMs });
+      }
+      return res;
+    } finally {
+      inflight?.leave();
     }
-    access.addCors(req, res.headers);
-    const ms = performance.now() - started;
-    time?.(path, res.status, ms / 1000);
-    if (log.enabled("info")) {
-      log.info("request", { method, path, status: res.status, ms: Math.round(ms * 100) / 100 });
-    }
-    return res;
   };
+}
+
+/**
+ * An operation's JSON body (undefined for none). A body declared as exactly
+ * `application/json` is parsed by the runtime as it takes it (`req.json()`, a third of the
+ * cost of reading it as text first); other bodies go through `readText` and `parseJsonBody`.
+ */
+async function operationBody(req: Request, maxBytes: number): Promise<unknown> {
+  const declared = req.headers.get("Content-Length");
+  if (
+    declared !== null && declared !== "0" &&
+    req.headers.get("Content-Type") === "application/json"
+  ) {
+    if (Number(declared) > maxBytes) throw new PayloadTooLargeError(maxBytes);
+    try {
+      return await req.json();
+    } catch (err) {
+      if (err instanceof SyntaxError) throw malformedJson(err);
+      throw err;
+    }
+  }
+  return parseJsonBody(req, await readText(req, maxBytes));
 }
 
 /** Runs an operation: its JSON body (none for GET) checked against its schema, then its handler. */
@@ -96,13 +163,30 @@ async function answerOperation(
 ): Promise<Response> {
   const raw = method === "GET"
     ? undefined
-    : parseJsonBody(req, await readText(req, ctx.services.config.rest.maxBodyBytes));
-  // A burst of operations runs in slices, /health (not an operation) between them.
+    : await operationBody(req, ctx.services.config.rest.maxBodyBytes);
   const turn = turns.admit();
   if (turn) await turn;
+  return await runOperation(op, raw, ctx);
+}
+
+/**
+ * An operation's answer to a parsed body: the body checked against its schema, then its
+ * handler; a promise only when the handler's result is one.
+ */
+function runOperation(
+  op: Operation,
+  raw: unknown,
+  ctx: OperationContext,
+): Response | Promise<Response> {
   const body = parseBody(op.body, raw ?? {});
   if (!op.handle) throw new NotImplementedError(op.path);
-  const result = await op.handle(body, ctx);
+  const result = op.handle(body, ctx);
+  if (result instanceof Promise) return result.then((value) => operationAnswer(op, value));
+  return operationAnswer(op, result);
+}
+
+/** The HTTP answer of an operation's result. */
+function operationAnswer(op: Operation, result: unknown): Response {
   if (op.response === null || result === undefined) {
     return new Response(null, { status: 200, headers: { "Content-Type": "application/json" } });
   }
@@ -203,8 +287,13 @@ function parseJsonBody(req: Request, text: string): unknown {
   try {
     return JSON.parse(text);
   } catch (err) {
-    throw new BadRequestError("body", `malformed JSON: ${(err as Error).message}`);
+    throw malformedJson(err as Error);
   }
+}
+
+/** The 400 of a body that is not JSON. */
+function malformedJson(err: Error): BadRequestError {
+  return new BadRequestError("body", `malformed JSON: ${err.message}`);
 }
 
 /** Reads a body as UTF-8 text, refusing more than `maxBytes` without buffering the excess. */
