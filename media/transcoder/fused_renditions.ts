@@ -7,11 +7,10 @@
  * rendition through two pipes and the server, and ran one more ffmpeg per rendition).
  *
  * Timestamps: the source's frames go in as MPEG-TS with their own pts and dts, and ffmpeg
- * runs with `-copyts`, so every encoded frame comes out on the source's timeline (a
- * profile's frame rate is kept by ffmpeg's constant-rate output on ticks of that timeline:
- * a missing input frame repeats a picture, one too many is dropped; unlike the `fps`
- * filter, which holds each picture until the next arrives, it adds no frame of delay). A
- * rendition of frame rate 0 keeps the source's frames and their pts.
+ * runs with `-copyts`, so every encoded frame comes out on the source's timeline (the
+ * `fps` filter resamples a profile's frame rate on ticks of that timeline; a missing input
+ * frame repeats the last picture). A rendition of frame rate 0 keeps the source's frames
+ * and their pts.
  *
  * The set of renditions changes (one added or removed) by a new ffmpeg, started at the
  * source's next keyframe beside the running one: each rendition moves to the new process
@@ -422,18 +421,19 @@ function to90k(pts: number, clockRate: number): number {
 
 /**
  * ffmpeg's output options for the fused renditions: the decoded picture split in as many
- * branches, each scaled with area averaging into its size (aspect kept, letterboxed in
- * black as the kernels fit), then encoded as the single encoder would (`videoCodecArgs`,
- * options given per output stream) at its constant frame rate (or the source's frames as
- * they are); one MPEG-TS out, every frame written at once.
+ * branches, each resampled to its frame rate (`fps` filter, none when it follows the
+ * source), scaled with area averaging into its size (aspect kept, letterboxed in black as
+ * the kernels fit), then encoded as the single encoder would (`videoCodecArgs`, options
+ * given per output stream); one MPEG-TS out, every frame written at once.
  */
 export function fusedOutputArgs(renditions: readonly VideoEncoderSettings[]): string[] {
   const n = renditions.length;
   const branches = n === 1 ? ["[0:v]"] : renditions.map((_, i) => `[s${i}]`);
   const graph = [
     ...(n === 1 ? [] : [`[0:v]split=${n}${branches.join("")}`]),
-    ...renditions.map(({ width, height }, i) => {
+    ...renditions.map(({ width, height, fps }, i) => {
       const filters = [
+        ...(fps > 0 ? [`fps=${fps}`] : []),
         `scale=w=${width}:h=${height}:force_original_aspect_ratio=decrease` +
         `:force_divisible_by=2:flags=area`,
         `pad=w=${width}:h=${height}:x=(ow-iw)/2:y=(oh-ih)/2:color=black`,
@@ -459,16 +459,14 @@ export function fusedOutputArgs(renditions: readonly VideoEncoderSettings[]): st
     // guessed from the first packets, which moves jittered pts (RTMP's milliseconds) onto
     // its grid, and two processes guessing apart would not continue each other's frames.
     const timeBase = follows ? [`-enc_time_base:v:${i}`, `1:${pipelineVideoClockHz}`] : [];
-    const rate = follows
-      ? [`-fps_mode:v:${i}`, "passthrough"]
-      : [`-fps_mode:v:${i}`, "cfr", `-r:v:${i}`, String(settings.fps)];
-    return ["-map", `[o${i}]`, ...own, ...forced, ...timeBase, ...rate];
+    return ["-map", `[o${i}]`, ...own, ...forced, ...timeBase];
   });
   return [
     "-filter_complex",
     graph,
     ...streams,
-    ...["-an", "-flush_packets", "1"],
+    // Each filtered picture gives one frame, on its own pts (no further rate conversion).
+    ...["-an", "-fps_mode", "passthrough", "-flush_packets", "1"],
     // A PES that declares its length is demuxed as soon as it is in, not at the next one.
     ...["-muxdelay", "0", "-muxpreload", "0", "-omit_video_pes_length", "0", "-f", "mpegts"],
   ];

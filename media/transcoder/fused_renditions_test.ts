@@ -62,8 +62,12 @@ function settings(width: number, height: number, rate: number): VideoEncoderSett
 async function play(
   codec: "H264" | "VP8",
   outputs: VideoEncoderSettings[],
-): Promise<{ sourcePts: number[]; got: MediaFrame[][]; processes: number }> {
-  const { track, frames } = await source(codec);
+  edit: (frames: MediaFrame[]) => MediaFrame[] = (frames) => frames,
+): Promise<{ sourcePts: number[]; got: MediaFrame[][]; processes: number; gaps: number }> {
+  const clip = await source(codec);
+  const track = clip.track;
+  const frames = edit(clip.frames);
+  let gaps = 0;
   const engine = new NativeEngine();
   const fused = new FusedRenditions({
     engine,
@@ -73,7 +77,9 @@ async function play(
     sourceGapMs: 2000,
   });
   const got = outputs.map(() => [] as MediaFrame[]);
-  outputs.forEach((s, i) => fused.add({ settings: s, onFrame: (f) => got[i].push(f) }));
+  outputs.forEach((s, i) =>
+    fused.add({ settings: s, onFrame: (f) => got[i].push(f), onSourceGap: () => gaps++ })
+  );
   try {
     for (const frame of frames) {
       fused.push(frame);
@@ -90,7 +96,7 @@ async function play(
     await fused.close();
     assert.equal(engine.runningJobs, 0);
     const sourcePts = frames.map((f) => f.pts).sort((a, b) => a - b);
-    return { sourcePts, got, processes };
+    return { sourcePts, got, processes, gaps };
   } finally {
     await engine.close();
   }
@@ -127,7 +133,9 @@ for (const codec of ["H264", "VP8"] as const) {
     assert.ok(pts.length >= sourcePts.length - held, `${pts.length} of ${sourcePts.length}`);
     assert.deepEqual(pts, sourcePts.slice(0, pts.length));
     assert.equal(same[0].keyframe, true);
-    // 10 fps: frames on the 10 fps ticks of the source's timeline.
+    // 10 fps: frames on the 10 fps ticks of the source's timeline, from its first picture
+    // (none made up before it).
+    assert.ok(Math.abs(slower[0].pts - sourcePts[0]) <= 9000, `first at ${slower[0].pts}`);
     for (let i = 1; i < slower.length; i++) {
       assert.equal(slower[i].pts - slower[i - 1].pts, 9000, `frame ${i}`);
     }
@@ -140,3 +148,26 @@ for (const codec of ["H264", "VP8"] as const) {
     }
   });
 }
+
+Deno.test("fused renditions: a source gap over 2 s restarts at the next keyframe, not filled with repeats", async () => {
+  const gapTicks = 3 * 90000;
+  // 1.5 s of the clip, then the rest 3 s later (keyframes every second).
+  const cut = Math.round(1.5 * fps);
+  const { got, gaps, processes } = await play(
+    "H264",
+    [settings(160, 120, 10)],
+    (frames) =>
+      frames.map((f, i) => i < cut ? f : { ...f, pts: f.pts + gapTicks, dts: f.dts + gapTicks }),
+  );
+  assert.equal(gaps, 1);
+  assert.equal(processes, 1);
+  const [frames] = got;
+  const steps = frames.slice(1).map((f, i) => f.pts - frames[i].pts);
+  // Every step is one 10 fps tick but one, the jump over the gap (at least its 3 s).
+  const jumps = steps.filter((step) => step !== 9000);
+  assert.equal(jumps.length, 1, `steps ${steps}`);
+  assert.ok(jumps[0] >= gapTicks, `jump ${jumps[0]}`);
+  const after = frames[steps.indexOf(jumps[0]) + 1];
+  assert.equal(after.keyframe, true);
+  assert.equal((await decodes(frames)).errors, "");
+});
