@@ -1,7 +1,7 @@
 /**
  * The few libc calls Deno has no API for (getrlimit, setrlimit, statvfs; opendir/readdir for
  * /proc/self/fd, which Deno lets a program read only with --allow-all; getsockname,
- * getpeername and shutdown for a socket Deno gives no handle on; malloc_trim, mallopt), through
+ * getpeername and shutdown for a socket Deno gives no handle on; malloc_trim), through
  * Deno.dlopen.
  * Loaded once on first use; undefined when FFI is not permitted (no `--allow-ffi`) or the C
  * library cannot be opened (not glibc/Linux), so callers fall back or go without.
@@ -22,8 +22,6 @@ const symbols = {
   setsockopt: { parameters: ["i32", "i32", "i32", "buffer", "u32"], result: "i32" },
   // glibc only (musl has none): null where missing.
   malloc_trim: { parameters: ["usize"], result: "i32", optional: true },
-  // glibc only: malloc's tunables (arenas, mapping threshold); null where missing.
-  mallopt: { parameters: ["i32", "i32"], result: "i32", optional: true },
 } as const;
 
 /** The loaded libc symbols. */
