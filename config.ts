@@ -264,6 +264,9 @@ export const configSchema = z.strictObject({
     partDurationMs: z.int().min(100).max(5000).default(500).describe(
       "LL-HLS part duration, in ms (with `hls.lowLatency`).",
     ),
+    transport: z.enum(["auto", "ffi", "deno"]).default("auto").describe(
+      "Sockets of the HLS port: `ffi` libc sockets with epoll, segments sent with sendfile(2) from a memfd (no copy per viewer; needs FFI permission and glibc on Linux), `deno` Deno's sockets, `auto` ffi when available, else deno.",
+    ),
     idleTimeoutSec: z.int().min(1).max(86_400).default(30).describe(
       "An HLS output started by a viewer stops after this long without a viewer request, in seconds.",
     ),

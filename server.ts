@@ -179,9 +179,15 @@ export async function startServer(
         log: log.child({ component: "hls" }),
       }),
       log: log.child({ component: "hls" }),
+      transport: config.hls.transport,
     });
     listeners.hls = hls;
-    log.info("listening", { service: "hls", address: hlsHost, port: hls.port });
+    log.info("listening", {
+      service: "hls",
+      address: hlsHost,
+      port: hls.port,
+      transport: hls.transport,
+    });
     if (services.cdn) {
       starting = `cdn port ${config.ports.cdn}`;
       cdn = await CdnListener.start({

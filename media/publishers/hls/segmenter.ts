@@ -8,6 +8,7 @@
  * closes; a complete segment's parts are then views into the segment's bytes.
  */
 
+import { bodyReleased } from "./hls_body_release.ts";
 import { BadRequestError } from "../../../core/errors.ts";
 import type { MediaFrame, Track } from "../../frame.ts";
 import { findH264ParameterSets, parseH264Sps } from "../../codecs/h264.ts";
@@ -558,6 +559,7 @@ class Segmenter implements MemoryHlsSegmenter {
       // Parts become views of the segment's bytes, so each byte is held once.
       let at = 0;
       for (const part of segment.parts) {
+        if (part.bytes !== segment.bytes) bodyReleased(part.bytes);
         part.bytes = segment.bytes.subarray(at, at + part.bytes.length);
         at += part.bytes.length;
       }
@@ -567,7 +569,11 @@ class Segmenter implements MemoryHlsSegmenter {
     if (segment.bytes.length === 0) return;
     this.#segments.push(segment);
     while (this.#segments.length > this.#window) {
-      if (this.#segments.shift()!.discontinuity) this.#discontinuitySequence++;
+      const gone = this.#segments.shift()!;
+      if (gone.discontinuity) this.#discontinuitySequence++;
+      // Out of the window: no longer served (a 404), so copies kept for sending can go.
+      bodyReleased(gone.bytes!);
+      for (const part of gone.parts) bodyReleased(part.bytes);
     }
     this.#updateVariant(segment);
     this.#notify();
