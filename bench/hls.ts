@@ -49,6 +49,11 @@ if (!["all", "latency", "viewers"].includes(part)) {
   Deno.exit(2);
 }
 
+/**
+ * `hls.transport` of our server: as the environment sets it (MEDIASERVER_HLS_TRANSPORT=deno
+ * measures the Deno.listen transport), else its default.
+ */
+const oursTransport = Deno.env.get("MEDIASERVER_HLS_TRANSPORT") ?? "auto";
 /** Stream name published and played. */
 const streamName = "bench";
 /** Picture and rate of the publisher. */
@@ -406,7 +411,7 @@ async function viewersPart(): Promise<void> {
   );
   for (const kind of loadKinds) {
     console.log(`${kind}:`);
-    console.log(viewersLine("  ours  (deno run main.ts)", v.ours[kind]));
+    console.log(viewersLine(`  ours  (main.ts, transport ${oursTransport})`, v.ours[kind]));
     console.log(viewersLine("  nginx (1 worker, sendfile)", v.nginx[kind]));
     console.log(viewersLine("  bare Deno.serve, files in memory", v.bare[kind]));
   }

@@ -7,6 +7,7 @@ import { concatBytes } from "../../../signaling/websocket/bytes.ts";
 import { createHlsSegmenter, HlsCodecError, type MemoryHlsSegmenter } from "./segmenter.ts";
 import type { HlsSegmenterOptions } from "./hls_segmenter_api.ts";
 import { HlsTimeline } from "./hls_timeline.ts";
+import { onBodyReleased } from "./hls_body_release.ts";
 
 const clips = new Map<string, Promise<{ tracks: Track[]; frames: MediaFrame[] }>>();
 
@@ -551,4 +552,42 @@ Deno.test("LL-HLS segmenters on a shared timeline: after a new publisher (a new 
   }
   assert.match(audio.playlist(), /#EXT-X-TARGETDURATION:2\n/);
   assert.match(audio.playlist(), /#EXT-X-PART:DURATION=0\.\d+,URI="\d+\.\d+\.ts"/);
+});
+
+Deno.test("LL-HLS segmenter: bodies leaving the window (segments and their parts) are released, those in it are not", async () => {
+  const { tracks, frames } = await clip("h264");
+  const released = new Set<Uint8Array>();
+  const stop = onBodyReleased((body) => released.add(body));
+  try {
+    const s = createHlsSegmenter(options(tracks, { partDurationMs: 500, windowSegments: 2 }));
+    const seen = new Map<number, Uint8Array>();
+    const parts = new Map<number, Uint8Array[]>();
+    const record = () => {
+      for (let msn = 0; msn < 8; msn++) {
+        const bytes = s.segment(msn);
+        if (!bytes || seen.has(msn)) continue;
+        seen.set(msn, bytes);
+        const list: Uint8Array[] = [];
+        for (let part = 0; s.part(msn, part); part++) list.push(s.part(msn, part)!);
+        parts.set(msn, list);
+      }
+    };
+    for (const f of frames) {
+      s.push(f);
+      record();
+    }
+    s.end();
+    record();
+    assert.ok(seen.size >= 4, `${seen.size} segments cut`);
+    let inWindow = 0;
+    for (const [msn, bytes] of seen) {
+      const served = s.segment(msn) !== undefined;
+      if (served) inWindow++;
+      assert.equal(released.has(bytes), !served, `segment ${msn}`);
+      for (const part of parts.get(msn)!) assert.equal(released.has(part), !served);
+    }
+    assert.equal(inWindow, 2);
+  } finally {
+    stop();
+  }
 });
