@@ -39,6 +39,8 @@ RUN deno cache --frozen main.ts && deno task build:wasm \
  && chown -R mediaserver:mediaserver /app/content /app/records /app/logs "$DENO_DIR"
 
 ENV MEDIASERVER_BIND=0.0.0.0
+# The start task's allocator settings: memory a burst of load freed goes back to the system.
+ENV MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=131072
 # WS signaling, REST, HLS, WSS, RTMP, RTSP, WebRTC media, MPEG-TS/SRT receivers.
 EXPOSE 8080 8081 8082 8443 1935 554 31000-31999/udp 30000-30099/udp
 VOLUME ["/app/content", "/app/records", "/app/logs"]

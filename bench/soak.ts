@@ -17,7 +17,7 @@
  * the runtime reached before that collection is printed too.
  */
 import { makeClip } from "../tests/helpers/media_fixtures.ts";
-import { freePort, startPermissions, waitForHttp } from "../tests/helpers/process.ts";
+import { freePort, startEnv, startPermissions, waitForHttp } from "../tests/helpers/process.ts";
 import { WcsClient } from "../tests/helpers/wcs_client.ts";
 import { upgradeRequest } from "../tests/helpers/raw_ws_client.ts";
 import { type HeapCount, heapGrowth, Inspector } from "./support/inspector.ts";
@@ -238,6 +238,7 @@ const server = new Deno.Command("prlimit", {
   cwd: new URL("..", import.meta.url).pathname,
   env: {
     NO_COLOR: "1",
+    ...startEnv,
     MEDIASERVER_PORTS_REST: String(ports.rest),
     MEDIASERVER_PORTS_WS: String(ports.ws),
     MEDIASERVER_PORTS_RTMP: String(ports.rtmp),

@@ -6,6 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { configTable } from "../scripts/config_table.ts";
+import { startEnv } from "./helpers/process.ts";
 
 const root = new URL("../", import.meta.url);
 const unit = Deno.readTextFileSync(new URL("scripts/mediaserver.service", root));
@@ -51,4 +52,13 @@ Deno.test("install: the container runs as a non-root user with the start task's 
   const start = (tasks.start as string).split("&&").map((c) => c.trim()).at(-1)!.split(/\s+/);
   assert.deepEqual(flags(args), flags(start));
   assert.equal(args.at(-1), start.at(-1));
+});
+
+Deno.test("install: the unit and the container set the start task's environment", () => {
+  assert.ok(Object.keys(startEnv).length > 0, "the start task sets no environment");
+  const containerEnv = [...dockerfile.matchAll(/^ENV (.+)$/gm)].flatMap((m) => m[1].split(/\s+/));
+  for (const [name, value] of Object.entries(startEnv)) {
+    assert.ok(directives("Environment").includes(`${name}=${value}`), `unit: no ${name}=${value}`);
+    assert.ok(containerEnv.includes(`${name}=${value}`), `Dockerfile: no ${name}=${value}`);
+  }
 });

@@ -1,19 +1,29 @@
 /** Helpers for tests that run the server or peers as subprocesses. */
 import dgram from "node:dgram";
 
+/** The server's command of the `start` task in deno.json (after its kernel build). */
+const startCommand: readonly string[] = (() => {
+  const denoJson = JSON.parse(
+    Deno.readTextFileSync(new URL("../../deno.json", import.meta.url)),
+  ) as { tasks: { start: string } };
+  return denoJson.tasks.start.split("&&").at(-1)!.trim().split(/\s+/);
+})();
+
 /**
  * The permissions and V8 flags of the `start` task, read from deno.json so that tests and
  * benchmarks run the server exactly as users start it.
  */
-export const startPermissions: readonly string[] = (() => {
-  const denoJson = JSON.parse(
-    Deno.readTextFileSync(new URL("../../deno.json", import.meta.url)),
-  ) as { tasks: { start: string } };
-  const serverCommand = denoJson.tasks.start.split("&&").at(-1)!;
-  return serverCommand.trim().split(/\s+/).filter((arg) =>
-    arg.startsWith("--allow-") || arg.startsWith("--v8-flags=")
-  );
-})();
+export const startPermissions: readonly string[] = startCommand.filter((arg) =>
+  arg.startsWith("--allow-") || arg.startsWith("--v8-flags=")
+);
+
+/** The environment the `start` task sets for the server (its `NAME=value` words). */
+export const startEnv: Readonly<Record<string, string>> = Object.fromEntries(
+  startCommand.slice(0, startCommand.indexOf("deno")).map((word) => {
+    const equals = word.indexOf("=");
+    return [word.slice(0, equals), word.slice(equals + 1)];
+  }),
+);
 
 /** A TCP port that was free a moment ago on 127.0.0.1. */
 export function freePort(): number {
@@ -87,7 +97,7 @@ export function spawnDeno(
   return new Deno.Command(Deno.execPath(), {
     args,
     cwd: new URL("../..", import.meta.url).pathname,
-    env: { NO_COLOR: "1", ...env },
+    env: { NO_COLOR: "1", ...startEnv, ...env },
     stdin: "null",
     stdout: output,
     stderr: output,
