@@ -375,7 +375,10 @@ async function benchNative(clip720: string): Promise<void> {
   }
   const peerOne = await peers([singleProfilePeer(clip720, ...profiles[0])]);
   const peerFour = await peers(profiles.map(([w, h]) => singleProfilePeer(clip720, w, h)));
-  const peerSplit = await peers([splitPeer(clip720)]);
+  const splitRun = await peers([splitPeer(clip720)]);
+  // ffmpeg reports the progress of its first output; the split's outputs move in lockstep, so
+  // each profile made as many frames (a ratio per output frame must count all four).
+  const peerSplit = { ...splitRun, outFps: profiles.map(() => splitRun.outFps[0]) };
 
   const oursOne = Math.max(0, one.cpu - idle.cpu);
   const oursFour = Math.max(0, four.cpu - idle.cpu);
