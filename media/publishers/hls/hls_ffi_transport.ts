@@ -19,6 +19,7 @@
 import {
   acceptRetryFirstMs,
   acceptRetryMaxMs,
+  type HlsHttpReply,
   Http1Responder,
   idleSweepMs,
   idleTimeoutMs,
@@ -76,6 +77,8 @@ const MSG_MORE = 0x8000;
 const MFD_CLOEXEC = 1;
 const SHUT_WR = 1;
 const EINTR = 4;
+/** accept4 failures that a pause may cure: EMFILE, ENFILE, ENOBUFS, ENOMEM. */
+const acceptPauseErrnos = new Set([24, 23, 105, 12]);
 const EAGAIN = 11;
 
 /** struct epoll_event: packed (12 bytes) on x86-64, 8-aligned (16) elsewhere. */
@@ -394,11 +397,8 @@ export class FfiTransport implements HlsTransport {
     const view = this.#eventView;
     for (;;) {
       const n = await libc.epoll_wait(this.#epollFd, this.#events, maxEvents, -1);
-      if (n < 0) {
-        if (this.#errno.getInt32() === EINTR) continue;
-        this.#options.log.error("hls epoll_wait failed", { errno: this.#errno.getInt32() });
-        return;
-      }
+      // Interrupted by a signal (its errno is the waiting thread's, unread here): wait again.
+      if (n < 0) continue;
       for (let i = 0; i < n; i++) {
         const fd = view.getUint32(i * eventBytes + eventDataOffset, true);
         if (fd === wakeToken) return;
@@ -428,8 +428,9 @@ export class FfiTransport implements HlsTransport {
       );
       if (fd < 0) {
         const errno = this.#errno.getInt32();
-        if (errno === EAGAIN || errno === EINTR) return;
-        if (this.#stopping) return;
+        if (errno === EAGAIN || this.#stopping) return;
+        // A client gone before it was taken, a signal: take the next one.
+        if (!acceptPauseErrnos.has(errno)) continue;
         // Out of descriptors: connections being served go on; accept again after a pause
         // (the listener leaves the set meanwhile, or its level would wake the loop at once).
         this.#restarts++;
@@ -525,15 +526,25 @@ export class FfiTransport implements HlsTransport {
     void this.#responder.answer(head, c.remote).then((reply) => {
       c.handling = false;
       if (c.closed) return;
-      const keepAlive = head.keepAlive && !this.#stopping;
-      const { head: bytes, body } = this.#responder.split(reply, head, keepAlive);
-      const file = this.#files.use(body);
-      if (file) this.#queue(c, bytes, file);
-      // Small bodies (playlists): the whole response, kept per body, in one send.
-      else this.#queue(c, this.#responder.message(reply, head, keepAlive), undefined);
-      c.closeAfter = !keepAlive;
-      this.#pump(c);
+      try {
+        this.#answer(c, head, reply);
+      } catch (err) {
+        this.#options.log.error("hls answer failed", { path: head.path, err });
+        this.#close(c);
+      }
     });
+  }
+
+  /** Queues the handler's reply to `head` and goes on with the connection. */
+  #answer(c: Conn, head: ParsedHead, reply: HlsHttpReply): void {
+    const keepAlive = head.keepAlive && !this.#stopping;
+    const { head: bytes, body } = this.#responder.split(reply, head, keepAlive);
+    const file = this.#files.use(body);
+    if (file) this.#queue(c, bytes, file);
+    // Small bodies (playlists): the whole response, kept per body, in one send.
+    else this.#queue(c, this.#responder.message(reply, head, keepAlive), undefined);
+    c.closeAfter = !keepAlive;
+    this.#pump(c);
   }
 
   #queue(c: Conn, out: Uint8Array, file: BodyFile | undefined): void {
