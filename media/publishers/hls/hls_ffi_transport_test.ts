@@ -158,12 +158,16 @@ Deno.test({
   }
 });
 
-Deno.test({
-  name:
-    "HLS ffi transport: a client that stops reading is dropped after the idle timeout; another is served meanwhile",
-  ignore,
-}, async () => {
-  const listener = await start({ idleTimeoutMs: 600 });
+for (const transport of ["ffi", "deno"] as const) {
+  Deno.test({
+    name:
+      `HLS ${transport} transport: a client that stops reading is dropped after the idle timeout; another is served meanwhile`,
+    ignore: transport === "ffi" && ignore,
+  }, () => stalledClientDropped(transport));
+}
+
+async function stalledClientDropped(transport: "ffi" | "deno"): Promise<void> {
+  const listener = await start({ transport, idleTimeoutMs: 600 });
   const stalled = await Deno.connect({ hostname: "127.0.0.1", port: listener.port });
   const other = await Deno.connect({ hostname: "127.0.0.1", port: listener.port });
   try {
@@ -187,7 +191,7 @@ Deno.test({
     other.close();
     await listener.shutdown();
   }
-});
+}
 
 Deno.test({
   name:

@@ -111,9 +111,12 @@ export class HlsListener {
 /** One connection's state, for the idle sweep and shutdown. */
 interface Connection {
   conn: Deno.TcpConn;
-  /** Waiting for a request (not handling one). */
-  reading: boolean;
-  /** Since when it waits, in ms (performance.now). */
+  /**
+   * Waiting for a request, handling one (not idling: a blocking reload may wait long), or
+   * waiting for the client to take an answer's bytes.
+   */
+  phase: "reading" | "handling" | "writing";
+  /** Since when it waits for the client (a request, or the next bytes taken), in ms. */
   sinceMs: number;
 }
 
@@ -152,7 +155,7 @@ class DenoTransport implements HlsTransport {
     clearInterval(this.#sweep);
     this.#listener.close();
     await this.#accepting;
-    this.#closeIdle(0);
+    this.#closeIdle(0, "reading");
     let timer: ReturnType<typeof setTimeout> | undefined;
     const grace = new Promise((resolve) => timer = setTimeout(resolve, shutdownGraceMs));
     await Promise.race([Promise.all(this.#tasks), grace]);
@@ -183,16 +186,21 @@ class DenoTransport implements HlsTransport {
     }
   }
 
-  /** Closes connections waiting for a request for `olderThanMs` or longer. */
-  #closeIdle(olderThanMs: number): void {
+  /**
+   * Closes connections that waited `olderThanMs` or longer for a request or, with `writing`,
+   * for the client to take any byte of an answer (a stalled client holds no one else up, but
+   * would hold its socket and a segment forever).
+   */
+  #closeIdle(olderThanMs: number, phase?: Connection["phase"]): void {
     const now = performance.now();
     for (const c of this.#connections) {
-      if (c.reading && now - c.sinceMs >= olderThanMs) close(c.conn);
+      const waiting = phase ? c.phase === phase : c.phase !== "handling";
+      if (waiting && now - c.sinceMs >= olderThanMs) close(c.conn);
     }
   }
 
   async #serve(conn: Deno.TcpConn): Promise<void> {
-    const state: Connection = { conn, reading: true, sinceMs: performance.now() };
+    const state: Connection = { conn, phase: "reading", sinceMs: performance.now() };
     this.#connections.add(state);
     try {
       conn.setNoDelay(true);
@@ -210,7 +218,7 @@ class DenoTransport implements HlsTransport {
     const remote = conn.remoteAddr;
     const reader = new RequestReader();
     for (;;) {
-      state.reading = true;
+      state.phase = "reading";
       state.sinceMs = performance.now();
       let taken: ParsedHead | Refusal | undefined;
       while ((taken = reader.take()) === undefined) {
@@ -220,22 +228,26 @@ class DenoTransport implements HlsTransport {
         reader.received(n);
       }
       if (taken instanceof Refusal) {
-        await write(conn, this.#responder.refusal(taken));
+        await write(state, this.#responder.refusal(taken));
         return;
       }
-      // Handling (a blocking reload may wait long) is not idling: the idle sweep leaves it.
-      state.reading = false;
+      state.phase = "handling";
       const reply = await this.#responder.answer(taken, remote);
       const keepAlive = taken.keepAlive && !this.#stopping;
-      await write(conn, this.#responder.message(reply, taken, keepAlive));
+      await write(state, this.#responder.message(reply, taken, keepAlive));
       if (!keepAlive) return;
     }
   }
 }
 
-async function write(conn: Deno.TcpConn, message: Uint8Array): Promise<void> {
+/** Writes all of `message`; each write the client takes bytes of restarts its idle clock. */
+async function write(state: Connection, message: Uint8Array): Promise<void> {
+  state.phase = "writing";
   let at = 0;
-  while (at < message.length) at += await conn.write(message.subarray(at));
+  while (at < message.length) {
+    state.sinceMs = performance.now();
+    at += await state.conn.write(message.subarray(at));
+  }
 }
 
 function close(conn: Deno.Conn): void {
