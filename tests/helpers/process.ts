@@ -25,12 +25,27 @@ export const startEnv: Readonly<Record<string, string>> = Object.fromEntries(
   }),
 );
 
-/** A TCP port that was free a moment ago on 127.0.0.1. */
+/**
+ * Ports `freePort` gave lately: the kernel may hand a port it just freed out again, and one
+ * server's ports, picked one after another, must differ (CI once got REST and RTMP on one).
+ */
+const givenPorts = new Set<number>();
+/** Ports remembered in `givenPorts`; the oldest is forgotten beyond. */
+const maxGivenPorts = 1024;
+/** Tries for a port not given lately before taking one anyway. */
+const maxFreePortTries = 64;
+
+/** A TCP port that was free a moment ago on 127.0.0.1, and not one this process got lately. */
 export function freePort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const { port } = listener.addr as Deno.NetAddr;
-  listener.close();
-  return port;
+  for (let tries = 1;; tries++) {
+    const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    const { port } = listener.addr as Deno.NetAddr;
+    listener.close();
+    if (givenPorts.has(port) && tries < maxFreePortTries) continue;
+    givenPorts.add(port);
+    if (givenPorts.size > maxGivenPorts) givenPorts.delete(givenPorts.values().next().value!);
+    return port;
+  }
 }
 
 /** Binds a UDP socket on 127.0.0.1:`port`; undefined when the port is taken. */
