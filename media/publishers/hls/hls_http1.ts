@@ -60,7 +60,8 @@ const maxEncodedTextChars = 64 * 1024;
 /** Request heads up to this long are decoded in JS (cheaper than a decoder call), in bytes. */
 const jsDecodeMaxBytes = 4096;
 
-const reasons: Record<number, string> = {
+/** Reason phrases of the statuses the HLS server answers (status lines, viewer metrics). */
+export const reasonPhrases: Record<number, string> = {
   200: "OK",
   204: "No Content",
   400: "Bad Request",
@@ -305,7 +306,7 @@ function headText(
   date: string,
   connection: ConnectionHeader,
 ): string {
-  let text = `HTTP/1.1 ${reply.status} ${reasons[reply.status] ?? "Unknown"}\r\n`;
+  let text = `HTTP/1.1 ${reply.status} ${reasonPhrases[reply.status] ?? "Unknown"}\r\n`;
   for (const [name, value] of reply.headers) text += `${name}: ${value}\r\n`;
   text += `Content-Length: ${bodyBytes}\r\nDate: ${date}\r\n`;
   if (connection === ConnectionHeader.Close) text += "Connection: close\r\n";

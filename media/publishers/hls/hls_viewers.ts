@@ -6,6 +6,7 @@
  * A player of an audio group fetches a video variant and an audio rendition side by side:
  * each is followed on its own, so alternating between them is no profile switch.
  */
+import { reasonPhrases } from "./hls_http1.ts";
 
 /** A viewer seen within this long is active, in ms (players reload playlists every few s). */
 export const viewerActiveMs = 10_000;
@@ -14,17 +15,6 @@ export const viewerForgetMs = 60_000;
 /** Most viewers remembered per output; the least recently seen one makes room. */
 export const maxViewersPerOutput = 10_000;
 
-/** Reason phrases of the statuses the HLS server answers, for `requestsStatuses`. */
-const reasons: Record<number, string> = {
-  200: "OK",
-  204: "No Content",
-  400: "Bad Request",
-  404: "Not Found",
-  405: "Method Not Allowed",
-  500: "Internal Server Error",
-  503: "Service Unavailable",
-};
-
 /** `requestsStatuses` keys by status, made once each. */
 const statusLabels = new Map<number, string>();
 
@@ -32,7 +22,7 @@ const statusLabels = new Map<number, string>();
 function statusLabel(status: number): string {
   let label = statusLabels.get(status);
   if (label === undefined) {
-    label = `${status} ${reasons[status] ?? ""}`.trim();
+    label = `${status} ${reasonPhrases[status] ?? ""}`.trim();
     statusLabels.set(status, label);
   }
   return label;
