@@ -20,7 +20,6 @@ import {
   openForViewer,
   SessionStreamClient,
   streamInfo,
-  viewerKey,
   withFinalStatus,
   withoutSdp,
 } from "./webrtc_streams.ts";
@@ -44,16 +43,12 @@ async function handleMsePlay(
   ctx: SignalingContext,
 ): Promise<void> {
   const { services } = ctx;
-  const stream = await admit(session, payload, services, "playStream");
-  if (!stream) return;
-  const name = String(stream.name ?? "");
-  const clientStream = withoutSdp(stream);
-  const fail = (info: string) =>
-    new SessionStreamClient(session, services, clientStream).status("FAILED", info);
-  const key = viewerKey(session, stream, services);
-  const source = await openForViewer(services, name, key, fail);
-  if (source === null) return;
-  if (!source) return fail(streamInfo.notFound);
+  const admitted = await admit(session, payload, services, "playStream");
+  if (!admitted) return;
+  const opened = await openForViewer(session, admitted, services);
+  if (!opened) return;
+  const { stream, name, clientStream, fail } = admitted;
+  const { source, key } = opened;
   const video = source instanceof Stream ? source.videoTrack : undefined;
   if (!(source instanceof Stream) || (video && video.codec !== "H264")) {
     // MSE carries H.264 only; other video would need a transcoder.

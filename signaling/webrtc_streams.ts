@@ -135,16 +135,27 @@ export function withoutSdp(stream: Record<string, unknown>): Record<string, unkn
   return rest;
 }
 
+/** A publish or play request that passed `admit`. */
+export interface AdmittedStream {
+  /** The stream object as the backend's hook answered it, with the client's SDP. */
+  stream: Record<string, unknown>;
+  name: string;
+  /** The stream object without its SDP, as status events carry it. */
+  clientStream: Record<string, unknown>;
+  /** Sends the client a FAILED status with `info`. */
+  fail: (info: string) => void;
+}
+
 /**
- * The checks and hook common to publish and play. Returns the stream object to go on with,
- * or undefined after the client got its FAILED status.
+ * The checks and hook common to publish and play. Returns the request to go on with, or
+ * undefined after the client got its FAILED status.
  */
 export async function admit(
   session: SignalingSession,
   payload: unknown,
   services: Services,
   hook: "publishStream" | "playStream",
-): Promise<Record<string, unknown> | undefined> {
+): Promise<AdmittedStream | undefined> {
   const stream = parsePayload(streamObject, payload) as Record<string, unknown>;
   const fail = (info: string, s = stream) =>
     new SessionStreamClient(session, services, withoutSdp(s)).status("FAILED", info);
@@ -176,7 +187,18 @@ export async function admit(
     return undefined;
   }
   // The backend may only change the stream's own fields, never its identity.
-  return { ...outcome.body, mediaSessionId: stream.mediaSessionId, sdp: stream.sdp };
+  const admitted: Record<string, unknown> = {
+    ...outcome.body,
+    mediaSessionId: stream.mediaSessionId,
+    sdp: stream.sdp,
+  };
+  const clientStream = withoutSdp(admitted);
+  return {
+    stream: admitted,
+    name: String(admitted.name ?? ""),
+    clientStream,
+    fail: (info) => new SessionStreamClient(session, services, clientStream).status("FAILED", info),
+  };
 }
 
 function isRegistered(services: Services, mediaSessionId: string): boolean {
@@ -205,12 +227,9 @@ async function handlePublish(
   ctx: SignalingContext,
 ): Promise<void> {
   const { services } = ctx;
-  const stream = await admit(session, payload, services, "publishStream");
-  if (!stream) return;
-  const name = String(stream.name ?? "");
-  const clientStream = withoutSdp(stream);
-  const fail = (info: string) =>
-    new SessionStreamClient(session, services, clientStream).status("FAILED", info);
+  const admitted = await admit(session, payload, services, "publishStream");
+  if (!admitted) return;
+  const { stream, name, clientStream, fail } = admitted;
   if (services.streams.published(name)) return fail(streamInfo.nameInUse);
   const media = offerMedia(stream.sdp, fail, ctx);
   if (!media) return;
@@ -264,16 +283,12 @@ async function handlePlay(
   ctx: SignalingContext,
 ): Promise<void> {
   const { services } = ctx;
-  const stream = await admit(session, payload, services, "playStream");
-  if (!stream) return;
-  const name = String(stream.name ?? "");
-  const clientStream = withoutSdp(stream);
-  const fail = (info: string) =>
-    new SessionStreamClient(session, services, clientStream).status("FAILED", info);
-  const key = viewerKey(session, stream, services);
-  const source = await openForViewer(services, name, key, fail);
-  if (source === null) return;
-  if (!source) return fail(streamInfo.notFound);
+  const admitted = await admit(session, payload, services, "playStream");
+  if (!admitted) return;
+  const opened = await openForViewer(session, admitted, services);
+  if (!opened) return;
+  const { stream, fail } = admitted;
+  const { source, key } = opened;
   const media = offerMedia(stream.sdp, fail, ctx);
   if (!media) return;
   const plan = planPlay(services, source, media, playRequest(stream), ctx.log);
@@ -297,22 +312,25 @@ export function viewerKey(
 }
 
 /**
- * The stream a viewer plays under `name` (through the CDN when it is on: access checked,
- * streams of other nodes brought here); null after `fail` was told why it cannot.
+ * The stream a viewer plays under its request's name (through the CDN when it is on: access
+ * checked with the viewer's key, streams of other nodes brought here), with that key;
+ * undefined after the client was told why it cannot.
  */
 export async function openForViewer(
+  session: SignalingSession,
+  { stream, name, fail }: AdmittedStream,
   services: Services,
-  name: string,
-  key: string | undefined,
-  fail: (info: string) => void,
-): Promise<RegisteredStream | undefined | null> {
+): Promise<{ source: RegisteredStream; key: string | undefined } | undefined> {
+  const key = viewerKey(session, stream, services);
   try {
-    return await services.streams.open(name, key);
+    const source = await services.streams.open(name, key);
+    if (source) return { source, key };
+    fail(streamInfo.notFound);
   } catch (err) {
     if (!(err instanceof MediaServerError)) throw err;
     fail(err instanceof NotFoundError ? streamInfo.notFound : err.message);
-    return null;
   }
+  return undefined;
 }
 
 /** What a play request asks of the stream's picture: `width`/`height`, `maxBitrate` (kbit/s). */
