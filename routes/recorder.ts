@@ -5,23 +5,33 @@ import { noParams, operation, requiredString, uriWithScheme } from "./operation.
 
 const multiUri = uriWithScheme("multi-recorder");
 
-/** Operations of the recorder and multipleRecorder groups. */
-export const recorderOperations = [
-  operation({
-    path: "/recorder/startup",
+/** The operation at `path` that starts recording a stream (`/recorder/startup` and its alias). */
+export function startRecordingOperation(path: string) {
+  return operation({
+    path,
     summary: "Start recording a stream to a file.",
     body: z.object({ mediaSessionId: requiredString, config: recordingConfig.optional() }),
     response: null,
     handle: ({ mediaSessionId, config }, { services }) =>
       services.recorders.startup(mediaSessionId, config),
-  }),
-  operation({
-    path: "/recorder/terminate",
+  });
+}
+
+/** The operation at `path` that stops recording a stream (`/recorder/terminate` and its alias). */
+export function stopRecordingOperation(path: string) {
+  return operation({
+    path,
     summary: "Stop recording a stream; the file gets its final name.",
     body: z.object({ mediaSessionId: requiredString }),
     response: null,
     handle: ({ mediaSessionId }, { services }) => services.recorders.terminate(mediaSessionId),
-  }),
+  });
+}
+
+/** Operations of the recorder and multipleRecorder groups. */
+export const recorderOperations = [
+  startRecordingOperation("/recorder/startup"),
+  stopRecordingOperation("/recorder/terminate"),
   operation({
     path: "/recorder/find_all",
     summary: "List every recorder.",

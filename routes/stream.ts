@@ -3,11 +3,12 @@ import { Buffer } from "node:buffer";
 import { z } from "zod";
 import { ConflictError, NotFoundError } from "../core/errors.ts";
 import { filterRecords } from "../core/filter.ts";
-import { recordingConfig, streamRecord } from "../core/records.ts";
+import { streamRecord } from "../core/records.ts";
 import { takeSnapshot } from "../media/publishers/snapshot.ts";
 import { deliverStreamEvent } from "../media/publishers/stream_events.ts";
 import { Stream } from "../media/stream.ts";
 import { findFilter, noParams, operation, requiredString } from "./operation.ts";
+import { startRecordingOperation, stopRecordingOperation } from "./recorder.ts";
 
 const streamFind = findFilter(streamRecord, {
   /** Extra parts of the records to include; "metrics" adds the metrics object. */
@@ -59,21 +60,8 @@ export const streamOperations = [
       return { data: Buffer.from(png).toString("base64") };
     },
   }),
-  operation({
-    path: "/stream/startRecording",
-    summary: "Start recording a stream to a file.",
-    body: z.object({ mediaSessionId: requiredString, config: recordingConfig.optional() }),
-    response: null,
-    handle: ({ mediaSessionId, config }, { services }) =>
-      services.recorders.startup(mediaSessionId, config),
-  }),
-  operation({
-    path: "/stream/stopRecording",
-    summary: "Stop recording a stream.",
-    body: z.object({ mediaSessionId: requiredString }),
-    response: null,
-    handle: ({ mediaSessionId }, { services }) => services.recorders.terminate(mediaSessionId),
-  }),
+  startRecordingOperation("/stream/startRecording"),
+  stopRecordingOperation("/stream/stopRecording"),
   operation({
     path: "/stream/event/send",
     summary: "Send a data event to every Web SDK player of a stream; 409 when it has none.",
