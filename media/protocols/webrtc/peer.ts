@@ -27,6 +27,7 @@ import { installIceMux, muxInterfaceAddresses } from "./ice_mux_werift.ts";
 import { portPoolOf, type UdpPortPool } from "./port_pool.ts";
 import { installNoDefaultStun } from "./no_default_stun.ts";
 import { installUdpBindRetry } from "./udp_bind.ts";
+import { installFfiSrtpReceive } from "./srtp_receive_ffi.ts";
 import type { TrickleCandidate } from "./sdpfrag.ts";
 import {
   compactHandshake,
@@ -105,6 +106,7 @@ export class Peer {
     installNoDefaultStun();
     installIceMux();
     installIceTcpGate();
+    installFfiSrtpReceive();
     const codecs = {
       video: negotiated.filter((c) => c.kind === "video").map((c) => c.params),
       audio: negotiated.filter((c) => c.kind === "audio").map((c) => c.params),
