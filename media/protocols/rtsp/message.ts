@@ -81,14 +81,25 @@ export function writeRequest(req: RtspRequest): Uint8Array {
   if (/[\s]/.test(req.method) || /[\r\n ]/.test(req.url)) {
     throw new ParseError("RTSP method and URL must not hold white space");
   }
-  let head = `${req.method} ${req.url} RTSP/1.0\r\n`;
-  for (const [name, value] of req.headers) {
+  return writeMessage(`${req.method} ${req.url} RTSP/1.0`, req.headers, req.body);
+}
+
+/**
+ * The bytes of an RTSP message (request or response): its first line, header fields, a
+ * Content-Length when there is a body, and the body.
+ */
+export function writeMessage(
+  firstLine: string,
+  headers: Iterable<[string, string]>,
+  body: Uint8Array = new Uint8Array(0),
+): Uint8Array {
+  let head = `${firstLine}\r\n`;
+  for (const [name, value] of headers) {
     if (/[\r\n]/.test(name) || /[\r\n]/.test(value)) {
       throw new ParseError(`RTSP header ${name} holds a line break`);
     }
     head += `${name}: ${value}\r\n`;
   }
-  const body = req.body ?? new Uint8Array(0);
   if (body.length > 0) head += `Content-Length: ${body.length}\r\n`;
   head += "\r\n";
   const headBytes = encoder.encode(head);

@@ -2,7 +2,7 @@
  * RTSP 1.0 responses a server writes (RFC 2326 §7): status line, CSeq echoed from the
  * request, header fields, and a body with its Content-Length.
  */
-import { ParseError } from "../../../core/errors.ts";
+import { writeMessage } from "./message.ts";
 
 /** Reason phrases of the statuses the server answers (RFC 2326 §7.1.1). */
 export const rtspReasons: Readonly<Record<number, string>> = {
@@ -35,25 +35,12 @@ export interface RtspReply {
   afterWrite?: () => void;
 }
 
-const encoder = new TextEncoder();
-
 /** The bytes of a response to the request of `cseq` (none when the request had no CSeq). */
 export function writeResponse(cseq: string | undefined, reply: RtspReply): Uint8Array {
-  let head = `RTSP/1.0 ${reply.status} ${rtspReasons[reply.status] ?? "Unknown"}\r\n`;
   const fields: [string, string][] = cseq === undefined ? [] : [["CSeq", cseq]];
-  for (const [name, value] of [...fields, ...(reply.headers ?? [])]) {
-    if (/[\r\n]/.test(name) || /[\r\n]/.test(value)) {
-      throw new ParseError(`RTSP header ${name} holds a line break`);
-    }
-    head += `${name}: ${value}\r\n`;
-  }
-  const body = reply.body ?? new Uint8Array(0);
-  if (body.length > 0) head += `Content-Length: ${body.length}\r\n`;
-  head += "\r\n";
-  const headBytes = encoder.encode(head);
-  if (body.length === 0) return headBytes;
-  const out = new Uint8Array(headBytes.length + body.length);
-  out.set(headBytes);
-  out.set(body, headBytes.length);
-  return out;
+  return writeMessage(
+    `RTSP/1.0 ${reply.status} ${rtspReasons[reply.status] ?? "Unknown"}`,
+    [...fields, ...(reply.headers ?? [])],
+    reply.body,
+  );
 }
