@@ -319,6 +319,11 @@ export const configSchema = z.strictObject({
       "Streams published as `<login>#<room>` join the mixer `<room>`, made on the first join and ended when the last input leaves.",
     ),
   }).prefault({}),
+  rtmp: z.strictObject({
+    transport: z.enum(["auto", "ffi", "deno"]).default("auto").describe(
+      "How the RTMP port's connections write: `ffi` with one send(2) on the socket's descriptor per write, what the socket does not take at once through Deno's write (needs FFI permission and a C library on Linux), `deno` Deno's writes only, `auto` ffi when available, else deno.",
+    ),
+  }).prefault({}),
   rtsp: z.strictObject({
     transport: z.enum(["auto", "udp", "tcp"]).default("auto").describe(
       "How RTSP pulls receive media: UDP, TCP interleaved, or UDP falling back to TCP when no packet comes.",

@@ -13,7 +13,9 @@
  * Anchors: SRS reports 4,000 players per core, nginx-rtmp 2,400.
  *
  * `RTMP_BENCH_PLAYERS` sets the steps, comma-separated (default 50,200,500); steps the open
- * file limit cannot hold are left out.
+ * file limit cannot hold are left out. `RTMP_BENCH_TRANSPORTS` the `rtmp.transport` values our
+ * server runs with, one after the other in the same run (default `auto`; `ffi,deno` compares
+ * the write paths).
  */
 import {
   fanOut,
@@ -34,6 +36,13 @@ import { startNginxRtmp } from "../tests/helpers/nginx_rtmp.ts";
 import { ServerProcess } from "../tests/helpers/server_process.ts";
 
 const steps = playerSteps("RTMP_BENCH_PLAYERS", "50,200,500");
+const transports = (Deno.env.get("RTMP_BENCH_TRANSPORTS") ?? "auto").split(",").map((t) => {
+  const name = t.trim();
+  if (name !== "auto" && name !== "ffi" && name !== "deno") {
+    throw new Error(`RTMP_BENCH_TRANSPORTS: ${name} is not auto, ffi or deno`);
+  }
+  return name;
+});
 
 /** Publishes the source to `url` and measures the fan-out of `pids` serving it. */
 async function run(
@@ -55,22 +64,27 @@ async function run(
 const source = await makeSource();
 try {
   const sourceBytesPerSecond = (await Deno.stat(source)).size / sourceSeconds;
-  // Run as `deno task start` runs it, every port its own (other servers may hold the defaults).
-  const dir = await Deno.makeTempDir({ prefix: "bench-rtmp-" });
-  const ours = new ServerProcess("ours", dir, { log: { level: "warn" } });
-  let oursResult: Result;
-  try {
-    await ours.start();
-    oursResult = await run(
-      "ours",
-      `${ours.rtmpUrl}/bench`,
-      () => [ours.pid],
-      source,
-      sourceBytesPerSecond,
-    );
-  } finally {
-    await ours.stop();
-    await Deno.remove(dir, { recursive: true });
+  const oursResults: Result[] = [];
+  for (const transport of transports) {
+    // Run as `deno task start` runs it, every port its own (other servers may hold the
+    // defaults).
+    const dir = await Deno.makeTempDir({ prefix: "bench-rtmp-" });
+    const ours = new ServerProcess("ours", dir, { log: { level: "warn" }, rtmp: { transport } });
+    try {
+      await ours.start();
+      oursResults.push(
+        await run(
+          transports.length > 1 ? `ours ${transport}` : "ours",
+          `${ours.rtmpUrl}/bench`,
+          () => [ours.pid],
+          source,
+          sourceBytesPerSecond,
+        ),
+      );
+    } finally {
+      await ours.stop();
+      await Deno.remove(dir, { recursive: true });
+    }
   }
   const nginx = await startNginxRtmp();
   let nginxResult: Result;
@@ -94,16 +108,20 @@ try {
       keepUpShare * 100
     }% of the source's bytes`,
   );
-  for (const line of [...fanOutLines(oursResult), ...fanOutLines(nginxResult)]) console.log(line);
-  const a = perPlayer(oursResult);
+  for (const result of [...oursResults, nginxResult]) {
+    for (const line of fanOutLines(result)) console.log(line);
+  }
   const b = perPlayer(nginxResult);
-  console.log(
-    `ratio ours/nginx per player: CPU ${b.cpu > 0 ? (a.cpu / b.cpu).toFixed(2) : "n/a"}, memory ${
-      (a.memKb / Math.max(1, b.memKb)).toFixed(2)
-    } (from the first step: ${
-      (a.memKbMarginal / Math.max(1, b.memKbMarginal)).toFixed(2)
-    }) (anchors: SRS 4,000 players/core, nginx-rtmp 2,400)`,
-  );
+  for (const result of oursResults) {
+    const a = perPlayer(result);
+    console.log(
+      `ratio ${result.label}/nginx per player: CPU ${
+        b.cpu > 0 ? (a.cpu / b.cpu).toFixed(2) : "n/a"
+      }, memory ${(a.memKb / Math.max(1, b.memKb)).toFixed(2)} (from the first step: ${
+        (a.memKbMarginal / Math.max(1, b.memKbMarginal)).toFixed(2)
+      }) (anchors: SRS 4,000 players/core, nginx-rtmp 2,400)`,
+    );
+  }
 } finally {
   await Deno.remove(source);
 }

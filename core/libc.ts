@@ -1,7 +1,7 @@
 /**
  * The few libc calls Deno has no API for (getrlimit, setrlimit, statvfs; opendir/readdir for
  * /proc/self/fd, which Deno lets a program read only with --allow-all; getsockname,
- * getpeername and shutdown for a socket Deno gives no handle on; malloc_trim), through
+ * getpeername, shutdown and send for a socket Deno gives no handle on; malloc_trim), through
  * Deno.dlopen.
  * Loaded once on first use; undefined when FFI is not permitted (no `--allow-ffi`) or the C
  * library cannot be opened (not glibc/Linux), so callers fall back or go without.
@@ -20,6 +20,9 @@ const symbols = {
   // SO_RCVBUF of a UDP socket (SRT), which Deno's node:dgram does not set.
   getsockopt: { parameters: ["i32", "i32", "i32", "buffer", "buffer"], result: "i32" },
   setsockopt: { parameters: ["i32", "i32", "i32", "buffer", "u32"], result: "i32" },
+  // send(2) on the descriptor of a Deno TCP connection (RTMP players: one call per write
+  // instead of an async op; media/protocols/rtmp/fd_send.ts). (fd, bytes, length, flags)
+  send: { parameters: ["i32", "buffer", "usize", "i32"], result: "isize" },
   // glibc only (musl has none): null where missing.
   malloc_trim: { parameters: ["usize"], result: "i32", optional: true },
 } as const;

@@ -50,7 +50,7 @@ export interface RtmpServerDeps {
   hooks: RtmpHooks;
   /** This node's id, in every hook body. */
   nodeId: string;
-  config: Pick<Config, "bind" | "binds" | "ports" | "limits" | "cdn">;
+  config: Pick<Config, "bind" | "binds" | "ports" | "limits" | "cdn" | "rtmp">;
 }
 
 /** A listening RTMP server. */
@@ -84,11 +84,12 @@ export function startRtmpServer(
       connections: new Cap("rtmp connections", limits.connectionsPerListener),
       perAddress: new KeyedCap("rtmp connections per address", limits.connectionsPerAddress),
       setupTimeoutMs: options.setupTimeoutMs,
+      transport: deps.config.rtmp.transport,
     },
   );
   const address = deps.config.binds.rtmp ?? deps.config.bind;
   const port = server.listen(address, deps.config.ports.rtmp);
-  log.info("listening", { service: "rtmp", address, port });
+  log.info("listening", { service: "rtmp", address, port, transport: server.transport });
   return {
     port,
     limitsSnapshot: () => server.limitsSnapshot(),

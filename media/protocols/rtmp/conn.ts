@@ -4,10 +4,14 @@
  * timeout so a peer that stops reading is dropped instead of holding its writer forever.
  * Writes issued while one is in flight go out together as one write, and one interval timer
  * shared by every connection watches them, so a player costs one write and no timer per frame.
+ * With `fdSend` (the `ffi` transport, fd_send.ts) a write first goes out with one synchronous
+ * send(2) on the socket's descriptor, and only what the socket does not take at once through
+ * Deno's write; the callbacks of the writes done at once run together in one microtask.
  */
 import { ParseError, TruncatedError } from "../../../core/errors.ts";
 import { ChunkReader } from "./chunk_reader.ts";
 import { joinChunkBytes, outChunkBytes, writeChunks } from "./chunk_writer.ts";
+import { findDescriptor, sendNow } from "./fd_send.ts";
 import {
   buildHandshakeEcho,
   buildHandshakeHello,
@@ -64,6 +68,11 @@ export type WriteDone = (err?: RtmpClosedError) => void;
 export interface RtmpConnOptions {
   /** Longest a write may wait for the peer to take bytes, in milliseconds (`writeTimeoutMs`). */
   readonly writeTimeoutMs?: number;
+  /**
+   * Write with send(2) on the socket's descriptor once it is found (see fd_send.ts; the caller
+   * checked `fdSendSupport`). Default false: Deno's writes only.
+   */
+  readonly fdSend?: boolean;
 }
 
 /** An RTMP connection: bytes in, messages out; messages in, chunks out. */
@@ -74,6 +83,29 @@ export class RtmpConn {
    */
   static #watched = new Set<RtmpConn>();
   static #checker: ReturnType<typeof setInterval> | undefined;
+  /**
+   * Callbacks of writes that send(2) took whole, run together in one microtask: a caller
+   * (the fan-out) starts its next write from the callback, which must not recurse into this.
+   */
+  static #sentDone: WriteDone[] = [];
+  static #sentDoneQueued = false;
+
+  static #runSentDone = (): void => {
+    const done = RtmpConn.#sentDone;
+    RtmpConn.#sentDone = [];
+    RtmpConn.#sentDoneQueued = false;
+    for (const d of done) d();
+  };
+
+  /** Runs `done` (one callback or several) with the others of this turn's sends. */
+  static #afterSend(done: WriteDone | WriteDone[]): void {
+    if (Array.isArray(done)) RtmpConn.#sentDone.push(...done);
+    else RtmpConn.#sentDone.push(done);
+    if (!RtmpConn.#sentDoneQueued) {
+      RtmpConn.#sentDoneQueued = true;
+      queueMicrotask(RtmpConn.#runSentDone);
+    }
+  }
 
   /** Closes the watched connections whose write has waited longer than their timeout. */
   static #checkWrites = (): void => {
@@ -107,10 +139,22 @@ export class RtmpConn {
   #inFlightDone: WriteDone | undefined;
   #inFlightJoined: WriteDone[] | undefined;
   #closed = false;
+  /** The socket's descriptor for send(2) while the connection is open, else -1. */
+  #fd = -1;
 
   constructor(conn: Deno.Conn, options: RtmpConnOptions = {}) {
     this.#conn = conn;
     this.#writeTimeoutMs = options.writeTimeoutMs ?? writeTimeoutMs;
+    if (options.fdSend) {
+      findDescriptor(conn as Deno.TcpConn, (fd) => {
+        if (!this.#closed) this.#fd = fd;
+      });
+    }
+  }
+
+  /** Whether writes go out with send(2) on the socket's descriptor (found, and open). */
+  get sendsOnDescriptor(): boolean {
+    return this.#fd >= 0;
   }
 
   /** True once `close()` ran or the peer went away. */
@@ -249,21 +293,35 @@ export class RtmpConn {
       (this.#queuedDone ??= []).push(done);
       return;
     }
+    if (this.#fd >= 0) {
+      const n = sendNow(this.#fd, bytes, 0);
+      if (n === bytes.length) {
+        RtmpConn.#afterSend(done);
+        return;
+      }
+      this.#inFlightDone = done;
+      this.#write(bytes, n);
+      return;
+    }
     this.#inFlightDone = done;
-    this.#write(bytes);
+    this.#write(bytes, 0);
   }
 
   // Writes chain bound handlers instead of running an async function each: players write
   // dozens of times a second, and each call's closures and frames were garbage to collect.
-  #write(bytes: Uint8Array): void {
+  // `offset`: bytes of `bytes` already sent.
+  #write(bytes: Uint8Array, offset: number): void {
     this.#writeStartMs = performance.now();
     if (!RtmpConn.#watched.has(this)) {
       RtmpConn.#watched.add(this);
       RtmpConn.#checker ??= setInterval(RtmpConn.#checkWrites, writeCheckIntervalMs);
     }
     this.#inFlight = bytes;
-    this.#inFlightOffset = 0;
-    this.#conn.write(bytes).then(this.#wrote, this.#writeFailed);
+    this.#inFlightOffset = offset;
+    this.#conn.write(offset === 0 ? bytes : bytes.subarray(offset)).then(
+      this.#wrote,
+      this.#writeFailed,
+    );
   }
 
   /** Continues a partial write; once all is written, starts what was queued meanwhile. */
@@ -303,8 +361,14 @@ export class RtmpConn {
       this.#queuedDone = undefined;
       if (this.#closed) failed = queuedDone;
       else {
-        this.#inFlightJoined = queuedDone;
-        this.#write(queued.length === 1 ? queued[0] : joinChunkBytes(queued));
+        const bytes = queued.length === 1 ? queued[0] : joinChunkBytes(queued);
+        // The socket took the last bytes, so it likely has room: try it at once.
+        const sent = this.#fd >= 0 ? sendNow(this.#fd, bytes, 0) : 0;
+        if (sent === bytes.length) RtmpConn.#afterSend(queuedDone);
+        else {
+          this.#inFlightJoined = queuedDone;
+          this.#write(bytes, sent);
+        }
       }
     }
     done?.(err);
@@ -316,6 +380,8 @@ export class RtmpConn {
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
+    // Deno closes the descriptor now or soon; its number may then be another socket's.
+    this.#fd = -1;
     if (RtmpConn.#watched.delete(this) && RtmpConn.#watched.size === 0) {
       clearInterval(RtmpConn.#checker);
       RtmpConn.#checker = undefined;

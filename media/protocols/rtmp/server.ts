@@ -18,6 +18,7 @@ import {
 } from "../../../core/errors.ts";
 import type { Logger } from "../../../core/log.ts";
 import { RtmpClosedError, RtmpConn, windowAckBytes } from "./conn.ts";
+import { resolveFdSend, type RtmpTransport } from "./fd_send.ts";
 import {
   buildCommand,
   buildOnStatus,
@@ -106,6 +107,12 @@ export interface RtmpHandlers {
 export interface RtmpServerOptions extends ListenerCaps {
   /** Overrides `sessionSetupTimeoutMs` (tests). */
   readonly setupTimeoutMs?: number;
+  /**
+   * How connections write (`rtmp.transport`): `ffi` with send(2) on the socket's descriptor
+   * (fd_send.ts; the constructor throws when it cannot run), `deno` with Deno's writes, `auto`
+   * (default) ffi when it can run, else deno.
+   */
+  readonly transport?: RtmpTransport;
 }
 
 /** Serves RTMP on one TCP listener. */
@@ -114,14 +121,19 @@ export class RtmpServer {
   #handlers: RtmpHandlers;
   #log: Logger;
   #options: RtmpServerOptions;
+  /** The write path the connections take: "ffi" or "deno". */
+  readonly transport: "ffi" | "deno";
 
   constructor(handlers: RtmpHandlers, log: Logger, options: RtmpServerOptions) {
     this.#handlers = handlers;
     this.#log = log;
     this.#options = options;
+    const fdSend = resolveFdSend(options.transport ?? "auto");
+    this.transport = fdSend ? "ffi" : "deno";
+    const connOptions = { fdSend };
     this.#listener = new CappedListener(options, {
       protocol: "rtmp",
-      wrap: (tcp) => new RtmpConn(tcp),
+      wrap: (tcp) => new RtmpConn(tcp, connOptions),
       serve: (conn) => this.#serve(conn),
     }, log);
   }
