@@ -28,6 +28,7 @@ import { portPoolOf, type UdpPortPool } from "./port_pool.ts";
 import { installNoDefaultStun } from "./no_default_stun.ts";
 import { installUdpBindRetry } from "./udp_bind.ts";
 import { installFfiSrtpReceive } from "./srtp_receive_ffi.ts";
+import { installRtpHeaderParse } from "./rtp_header_parse.ts";
 import type { TrickleCandidate } from "./sdpfrag.ts";
 import {
   compactHandshake,
@@ -107,6 +108,7 @@ export class Peer {
     installIceMux();
     installIceTcpGate();
     installFfiSrtpReceive();
+    installRtpHeaderParse();
     const codecs = {
       video: negotiated.filter((c) => c.kind === "video").map((c) => c.params),
       audio: negotiated.filter((c) => c.kind === "audio").map((c) => c.params),
