@@ -6,11 +6,11 @@
  * the server (the decoder → raw frames → encoder path moved 10 MB/s of pictures per 360p30
  * rendition through two pipes and the server, and ran one more ffmpeg per rendition).
  *
- * Timestamps: the source's frames go in as MPEG-TS with their own pts and dts, and ffmpeg
- * runs with `-copyts`, so every encoded frame comes out on the source's timeline (the
- * `fps` filter resamples a profile's frame rate on ticks of that timeline; a missing input
- * frame repeats the last picture). A rendition of frame rate 0 keeps the source's frames
- * and their pts.
+ * Timestamps: the source's frames go in with their own pts and dts (fragmented MP4, IVF for
+ * VP8), and ffmpeg runs with `-copyts`, so every encoded frame comes out on the source's
+ * timeline less the input's origin (the `fps` filter resamples a profile's frame rate on
+ * ticks of that timeline; a missing input frame repeats the last picture). A rendition of
+ * frame rate 0 keeps the source's frames and their pts.
  *
  * The set of renditions changes (one added or removed) by a new ffmpeg, started at the
  * source's next keyframe beside the running one: each rendition moves to the new process
@@ -27,14 +27,13 @@
  */
 import type { Logger } from "../../core/log.ts";
 import type { CodecEngine, LiveJob } from "../engine/engine.ts";
-import { defaultTimestampOffset90k, TsMuxer } from "../formats/mpegts/muxer.ts";
 import { timestampWrap } from "../formats/mpegts/pes.ts";
 import { TsDemuxer } from "../formats/mpegts/demuxer.ts";
+import { FragmentedInput } from "./fused_input.ts";
 import type { MediaFrame, Track } from "../frame.ts";
 import { pipelineVideoClockHz, type VideoEncoderSettings } from "./video_codec.ts";
 import { videoCodecArgs } from "./video_encoder_args.ts";
 import {
-  boundPesLength,
   type DecoderInput,
   decoderInput,
   decoderProbeArgs,
@@ -225,7 +224,7 @@ export class FusedRenditions {
     const { engine, track, log } = this.#options;
     const outputs = [...this.#outputs.values()];
     const size = keyframeSize(track, keyframe) ?? { width: 2, height: 2 };
-    const input = timedInput(track, size);
+    const input = timedInput(track, size, keyframe);
     let job: LiveJob;
     try {
       job = engine.start!({
@@ -386,31 +385,22 @@ export class FusedRenditions {
 }
 
 /**
- * The source's frames as ffmpeg reads them, with their pts and dts: MPEG-TS for H.264 and
- * H.265 with each access unit's delimiter in front, as MPEG-TS has it (the decoder's input
- * moves it to the end to save a frame of delay, which made ffmpeg's parser give each
- * picture the pts of the frame before: the decoder maps pictures to pts itself, but here
- * ffmpeg's pts are the output's); IVF for VP8, as the decoder has it.
+ * The source's frames as ffmpeg reads them, with their pts and dts: a fragmented MP4 for
+ * H.264 and H.265 (see fused_input.ts), IVF for VP8, as the decoder has it.
  */
-function timedInput(track: Track, size: { width: number; height: number }): TimedInput {
+function timedInput(
+  track: Track,
+  size: { width: number; height: number },
+  keyframe: MediaFrame,
+): TimedInput {
   // IVF timestamps are the frames' own (no offset).
   if (track.codec === "VP8") return { ...decoderInput(track, size), offset90k: 0 };
-  // The muxer repeats the track's SPS/PPS before keyframes that lack them in-band.
-  const muxer = new TsMuxer({ tracks: [{ ...track, id: 0 }] });
-  return {
-    args: ["-f", "mpegts"],
-    encode: (frame) => {
-      const ts = muxer.mux({ ...frame, trackId: 0 });
-      boundPesLength(ts);
-      return ts;
-    },
-    offset90k: defaultTimestampOffset90k,
-  };
+  return new FragmentedInput(track, size, keyframe.dts);
 }
 
 /** A fused process's input, and what its container adds to every pts (90 kHz). */
 interface TimedInput extends DecoderInput {
-  offset90k: number;
+  readonly offset90k: number;
 }
 
 function to90k(pts: number, clockRate: number): number {
