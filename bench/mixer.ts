@@ -77,7 +77,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
  * What an ffmpeg child of the server does, from its arguments: video decoders write raw
- * video and video encoders read it; audio decoders write s16le PCM and audio encoders read it.
+ * video and audio decoders s16le PCM; encoders read them (the mixer's A/V encoder both).
  */
 function roleOf(pid: number): string {
   let args: string[];
@@ -86,12 +86,19 @@ function roleOf(pid: number): string {
   } catch {
     return "other";
   }
-  const input = args.indexOf("-i");
-  for (const [format, kind] of [["rawvideo", "video"], ["s16le", "audio"]]) {
-    const at = args.indexOf(format);
-    if (at >= 0) return `${kind} ${at > input ? "decoders" : "encoder"}`;
-  }
-  return "other";
+  const lastInput = args.lastIndexOf("-i");
+  const inputs = args.slice(0, lastInput);
+  const outputs = args.slice(lastInput);
+  if (outputs.includes("rawvideo")) return "video decoders";
+  if (outputs.includes("s16le")) return "audio decoders";
+  const [video, audio] = [inputs.includes("rawvideo"), inputs.includes("s16le")];
+  return video && audio
+    ? "A/V encoder"
+    : video
+    ? "video encoder"
+    : audio
+    ? "audio encoder"
+    : "other";
 }
 
 /** What one measured window of the server gives. */

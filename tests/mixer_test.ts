@@ -477,9 +477,9 @@ Deno.test("load test: 2 mixers x 3 streams start, and stop ends every mixer and 
       "mixer://mixer-test-1",
       "mixer://mixer-test-2",
     ]);
-    // Each mixer: one video and one audio encoder, and an audio decoder per input; the
+    // Each mixer: one encoder of its video and sound, and an audio decoder per input; the
     // inputs' video decoders are shared.
-    assert.ok(childrenNamed("ffmpeg") >= ffmpegBefore + 2 * (2 + 3) + 3);
+    assert.ok(childrenNamed("ffmpeg") >= ffmpegBefore + 2 * (1 + 3) + 3);
     await ok(server, "/mixer/test/stop", {});
     assert.deepEqual(await mixers(server), []);
     await waitFor(

@@ -22,6 +22,7 @@ import { pipelineVideoClockHz, type VideoEncoder } from "../transcoder/video_cod
 import { createVideoEncoder } from "../transcoder/video_encoder.ts";
 import type { PlacedWatermark } from "../transcoder/rendition.ts";
 import { AudioMixer } from "./audio_mixer.ts";
+import { AvEncoder } from "./av_encoder.ts";
 import { pictureBuffers } from "./buffer_pool.ts";
 import { i420Size, type YuvColor } from "./i420.ts";
 import type { CustomLayout, LayoutName } from "./layout.ts";
@@ -161,7 +162,8 @@ export class Mixer {
   #composer: VideoComposer | undefined;
   #encoder: VideoEncoder | undefined;
   #audio: AudioMixer | undefined;
-  #audioEncoder: PcmEncoder | undefined;
+  /** The sound's encoder: its own ffmpeg, or the A/V encoder that also encodes the video. */
+  #audioEncoder: Pick<PcmEncoder, "push" | "close"> | undefined;
   #videoTrack: Track | undefined;
   #audioTrack: Track | undefined;
   #format: PcmFormat;
@@ -234,22 +236,39 @@ export class Mixer {
           maxQueuedFrames: Math.ceil(maxInputFps * (videoDelayMs[this.#pace] / 1000 + 0.2)),
           pool: pictureBuffers,
         });
-        this.#encoder = createVideoEncoder({
-          engine,
-          settings: {
-            codec: "H264",
-            width,
-            height,
-            fps,
-            keyFrameInterval: settings.keyFrameInterval,
-            bitrateKbps: settings.videoBitrateKbps,
-          },
-          track: videoTrack,
-          onFrame: (frame) => this.#emit(frame),
-          log: log.child({ stage: "video encoder" }),
-        });
+        const video = {
+          codec: "H264" as const,
+          width,
+          height,
+          fps,
+          keyFrameInterval: settings.keyFrameInterval,
+          bitrateKbps: settings.videoBitrateKbps,
+        };
+        if (audioTrack && engine.start) {
+          // One ffmpeg for both: a process and its pipes fewer per mixer.
+          const av = new AvEncoder({
+            engine,
+            video,
+            videoTrack,
+            format: this.#format,
+            audioTrack,
+            audioBitrate: settings.audioBitrateKbps * 1000,
+            onFrame: (frame) => this.#emit(frame),
+            log: log.child({ stage: "encoder" }),
+          });
+          this.#encoder = av.video;
+          this.#audioEncoder = av;
+        } else {
+          this.#encoder = createVideoEncoder({
+            engine,
+            settings: video,
+            track: videoTrack,
+            onFrame: (frame) => this.#emit(frame),
+            log: log.child({ stage: "video encoder" }),
+          });
+        }
       }
-      if (audioTrack) {
+      if (audioTrack && !this.#audioEncoder) {
         this.#audioEncoder = new PcmEncoder({
           engine,
           format: this.#format,
