@@ -80,14 +80,13 @@ export class RawMkvWriter {
 
   /**
    * The bytes in front of a block of `payloadBytes` of track `track` at `timeMs` (whole ms,
-   * not before the track's previous block): a new cluster when due, and the block's header.
+   * after the track's previous block): a new cluster when due, and the block's header.
    */
   blockHeader(track: number, timeMs: number, payloadBytes: number): Uint8Array {
     const parts: Uint8Array[] = [];
-    if (
-      this.#clusterMs === undefined || timeMs - this.#clusterMs >= clusterSpanMs ||
-      timeMs < this.#clusterMs
-    ) {
+    // Relative times are signed 16-bit: a block of one track a little before the cluster's
+    // start (the other track's block opened it) stays in it.
+    if (this.#clusterMs === undefined || Math.abs(timeMs - this.#clusterMs) >= clusterSpanMs) {
       this.#clusterMs = timeMs;
       parts.push(unknownSizeStart(0x1f43b675), uintElement(0xe7, Math.max(0, timeMs)));
     }
