@@ -33,8 +33,14 @@ interface WeriftDtlsTransport {
   stop(): Promise<void>;
 }
 
-/** The unprotector of each transport whose received SRTP goes through FFI. */
-const unprotectors = new WeakMap<object, FfiSrtpUnprotector>();
+/** A transport's FFI decryption: its unprotector is made at the first packet received. */
+interface FfiReceive {
+  unprotector?: FfiSrtpUnprotector;
+  closed: boolean;
+}
+
+/** The FFI decryption of each transport whose received SRTP goes through FFI. */
+const receives = new WeakMap<object, FfiReceive>();
 /** Frees the native contexts of a transport dropped without `stop` (a backstop, not the rule). */
 const released = new FinalizationRegistry<FfiSrtpUnprotector>((unprotector) => unprotector.close());
 
@@ -56,12 +62,7 @@ export function installFfiSrtpReceive(): boolean {
   };
   const stop = transport.stop;
   transport.stop = function (this: WeriftDtlsTransport) {
-    const unprotector = unprotectors.get(this);
-    if (unprotector) {
-      unprotectors.delete(this);
-      released.unregister(unprotector);
-      unprotector.close();
-    }
+    release(this);
     return stop.call(this);
   };
   return true;
@@ -69,32 +70,51 @@ export function installFfiSrtpReceive(): boolean {
 
 /** Whether `transport` (werift's RTCDtlsTransport) decrypts what it receives through FFI. */
 export function receivesThroughFfi(transport: object): boolean {
-  return unprotectors.has(transport);
+  return receives.has(transport);
 }
 
-/** Gives `transport`'s fresh SRTP session an FFI `decrypt` (a profile FFI lacks keeps werift's). */
+/**
+ * Gives `transport`'s fresh SRTP session an FFI `decrypt` (a profile FFI lacks keeps werift's).
+ * The native contexts are keyed at the first packet: a player's transport never receives RTP
+ * and then never holds them.
+ */
 function receiveThroughFfi(transport: WeriftDtlsTransport): void {
   const session = transport.srtp;
   const config = session?.config;
   const profile = config && srtpProfileFromDtlsId(config.profile);
   if (!session || !config || !profile) return;
-  const unprotector = new FfiSrtpUnprotector({
+  // A new DTLS handshake keys a new session: the previous one's keys are done.
+  release(transport);
+  const receive: FfiReceive = { closed: false };
+  receives.set(transport, receive);
+  const keys = {
     profile,
     masterKey: config.keys.remoteMasterKey,
     masterSalt: config.keys.remoteMasterSalt,
-  });
-  // A new DTLS handshake keys a new session: the previous unprotector's keys are done.
-  const previous = unprotectors.get(transport);
-  if (previous) {
-    released.unregister(previous);
-    previous.close();
-  }
-  unprotectors.set(transport, unprotector);
-  released.register(transport, unprotector, unprotector);
+  };
   session.decrypt = (data: Buffer): Buffer => {
+    let unprotector = receive.unprotector;
+    if (!unprotector) {
+      if (receive.closed) throw new SrtpAuthenticationError("the DTLS transport is closed");
+      unprotector = receive.unprotector = new FfiSrtpUnprotector(keys);
+      released.register(transport, unprotector, receive);
+    }
     const rtpLength = unprotector.unprotect(data);
     if (rtpLength < 0) throw new SrtpAuthenticationError("SRTP authentication failed");
     // A view of the decrypted bytes (werift's RtpPacket reads them as a Buffer).
     return Buffer.from(data.buffer, data.byteOffset, rtpLength);
   };
+}
+
+/** Frees `transport`'s native contexts; its session's later packets fail authentication. */
+function release(transport: object): void {
+  const receive = receives.get(transport);
+  if (!receive) return;
+  receives.delete(transport);
+  receive.closed = true;
+  const unprotector = receive.unprotector;
+  if (!unprotector) return;
+  receive.unprotector = undefined;
+  released.unregister(receive);
+  unprotector.close();
 }
