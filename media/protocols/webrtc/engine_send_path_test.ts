@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { Buffer } from "node:buffer";
-import { RtpHeader, RtpPacket } from "werift";
-import { rtpBytes } from "./engine_send_path.ts";
+import { type RtcpSrPacket, type RTCRtpSender, RtpHeader, RtpPacket } from "werift";
+import { EngineGroup, EngineSendPath, EngineSendPaths, rtpBytes } from "./engine_send_path.ts";
+import type { SendEngine } from "../../send_engine/send_engine.ts";
 import { absSendTime } from "../../rtp/abs_send_time.ts";
 
 const payload = Buffer.from([1, 2, 3, 4, 5]);
@@ -53,4 +54,48 @@ Deno.test("rtpBytes with a transport-cc id: its element first (number 0), abs-se
     );
     assert.deepEqual([...parsed.payload], [...payload]);
   }
+});
+
+/** A stand-in RTCRtpSender whose SRTCP send takes `costUs` of CPU and records the report. */
+function fakeSender(ssrc: number, costUs: number, sent: RtcpSrPacket[]): RTCRtpSender {
+  return {
+    ssrc,
+    dtlsTransport: {
+      sendRtcp(packets: RtcpSrPacket[]) {
+        const until = performance.now() + costUs / 1000;
+        while (performance.now() < until) { /* werift's SRTCP encrypt */ }
+        sent.push(...packets);
+        return Promise.resolve();
+      },
+    },
+  } as unknown as RTCRtpSender;
+}
+
+Deno.test("sender reports relayed to many engine paths leave in slices, each once, the latest mapping", async () => {
+  const owner = new EngineSendPaths();
+  const sent: RtcpSrPacket[] = [];
+  const group = new EngineGroup("g");
+  const engine = { closed: false } as unknown as SendEngine;
+  const paths = Array.from(
+    { length: 300 },
+    (_, i) => new EngineSendPath(owner, engine, `p${i}`, fakeSender(i, 60, sent), group, 96),
+  );
+  for (const path of paths) path.sendSenderReport(1n << 40n, 1000);
+  // A newer mapping for a path still waiting replaces its report; a closed path sends none.
+  paths[5].sendSenderReport(2n << 40n, 2000);
+  paths[7].close();
+  assert.equal(sent.length, 0, "nothing is sent in the publisher's turn");
+  // Media handled in between: a task queued now runs before the last report goes.
+  const between = await new Promise<number>((resolve) => setTimeout(() => resolve(sent.length)));
+  assert.ok(between < 299, `a turn came between the slices (${between} sent before it)`);
+  const deadline = Date.now() + 5_000;
+  while (sent.length < 299 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+  await new Promise((r) => setTimeout(r, 20));
+  assert.equal(sent.length, 299);
+  const bySsrc = new Map(sent.map((r) => [r.ssrc, r]));
+  assert.equal(bySsrc.size, 299);
+  assert.equal(bySsrc.has(7), false);
+  assert.equal(bySsrc.get(5)!.senderInfo.rtpTimestamp, 2000);
+  assert.equal(bySsrc.get(6)!.senderInfo.rtpTimestamp, 1000);
+  await owner.close();
 });
