@@ -9,10 +9,12 @@ import { decode, fixture, run, tempPath } from "../formats/test_fixtures.ts";
 import type { MediaFrame, Track } from "../frame.ts";
 import { FragmentedInput } from "./fused_input.ts";
 
-/** The H.264 frames (decode order, B-frames) and track of the 2 s 320x240 fixture. */
-async function h264Source(): Promise<{ track: Track; frames: MediaFrame[] }> {
+/** The video frames (decode order) and track of a 2 s 320x240 fixture. */
+async function videoSource(
+  name: "h264_aac" | "h265_aac" = "h264_aac",
+): Promise<{ track: Track; frames: MediaFrame[] }> {
   const demuxer = new TsDemuxer();
-  const bytes = await Deno.readFile(await fixture("h264_aac", "ts"));
+  const bytes = await Deno.readFile(await fixture(name, "ts"));
   const all = [...demuxer.push(bytes), ...demuxer.flush()];
   const track = demuxer.tracks.find((t) => t.kind === "video")!;
   return { track, frames: all.filter((f) => f.trackId === track.id) };
@@ -35,7 +37,7 @@ async function roundTrip(track: Track, frames: MediaFrame[], name: string) {
 }
 
 Deno.test("fused input: every frame read back with its pts and dts less the origin, decodes clean", async () => {
-  const { track, frames } = await h264Source();
+  const { track, frames } = await videoSource();
   assert.ok(frames.some((f) => f.pts !== f.dts), "the fixture has B-frames");
   const { input, packets, path, fragments } = await roundTrip(track, frames, "fused-input");
   assert.equal(fragments, frames.length);
@@ -51,8 +53,18 @@ Deno.test("fused input: every frame read back with its pts and dts less the orig
   assert.equal(decoded.video, frames.length);
 });
 
+Deno.test("fused input: an H.265 source is read back on its pts and decodes clean", async () => {
+  const { track, frames } = await videoSource("h265_aac");
+  const { input, packets, path } = await roundTrip(track, frames, "fused-input-h265");
+  const origin = -input.offset90k;
+  assert.deepEqual(packets, frames.map((f) => [f.pts - origin, f.dts - origin]));
+  const decoded = await decode(path);
+  assert.equal(decoded.errors, "");
+  assert.equal(decoded.video, frames.length);
+});
+
 Deno.test("fused input: a millisecond clock goes to 90 kHz", async () => {
-  const { track, frames } = await h264Source();
+  const { track, frames } = await videoSource();
   const ms = (t: number) => Math.round(t / 90);
   const msFrames = frames.map((f) => ({ ...f, pts: ms(f.pts), dts: ms(f.dts) }));
   const { input, packets } = await roundTrip(
