@@ -77,7 +77,8 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
  * What an ffmpeg child of the server does, from its arguments: video decoders write raw
- * video and audio decoders s16le PCM; encoders read them (the mixer's A/V encoder both).
+ * video and audio decoders s16le PCM; encoders read them (the mixer's A/V encoder both, in
+ * Matroska).
  */
 function roleOf(pid: number): string {
   let args: string[];
@@ -91,12 +92,11 @@ function roleOf(pid: number): string {
   const outputs = args.slice(lastInput);
   if (outputs.includes("rawvideo")) return "video decoders";
   if (outputs.includes("s16le")) return "audio decoders";
-  const [video, audio] = [inputs.includes("rawvideo"), inputs.includes("s16le")];
-  return video && audio
-    ? "A/V encoder"
-    : video
+  // The mixer's A/V encoder reads both in one Matroska stream (media/mixer/av_encoder.ts).
+  if (inputs.includes("matroska")) return "A/V encoder";
+  return inputs.includes("rawvideo")
     ? "video encoder"
-    : audio
+    : inputs.includes("s16le")
     ? "audio encoder"
     : "other";
 }
