@@ -24,6 +24,13 @@ export interface ClipOptions {
   toneHz?: number;
 }
 
+/**
+ * Environment variable naming a directory where makeClip keeps every clip it encodes, named by
+ * its ffmpeg arguments, so the other test files of a run copy it instead of encoding it again
+ * (scripts/test.sh sets it to a temp dir of the run and removes it). Unset, every call encodes.
+ */
+export const clipCacheEnv = "MEDIASERVER_TEST_CLIP_CACHE";
+
 /** Writes an MP4 clip to `path` (fragmented MP4 output is not used: a plain one, moov at end). */
 export async function makeClip(path: string, options: ClipOptions): Promise<void> {
   const { seconds, fps = 25, gop = 25, width = 320, height = 240 } = options;
@@ -53,8 +60,29 @@ export async function makeClip(path: string, options: ClipOptions): Promise<void
   }
   if (options.audio === "aac") args.push("-c:a", "aac", "-b:a", "64k");
   if (options.audio === "opus") args.push("-c:a", "libopus", "-b:a", "64k");
-  args.push(path);
-  await run("ffmpeg", args);
+  const cacheDir = Deno.env.get(clipCacheEnv);
+  if (!cacheDir) {
+    await run("ffmpeg", [...args, path]);
+    return;
+  }
+  // ffmpeg picks the container by the name's extension: it is part of the key.
+  const extension = /\.[^./]+$/.exec(path)?.[0] ?? "";
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(args.join("\0")));
+  const key = Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("");
+  const cached = `${cacheDir}/${key}${extension}`;
+  try {
+    await Deno.copyFile(cached, path);
+    return;
+  } catch (error) {
+    if (!(error instanceof Deno.errors.NotFound)) throw error;
+  }
+  // Encoded under a name of its own and renamed: a test file running beside (scripts/test.sh
+  // runs groups in parallel) copies a whole clip or none; two that encode it both rename whole.
+  await Deno.mkdir(cacheDir, { recursive: true });
+  const partial = `${cacheDir}/${crypto.randomUUID()}-${key}${extension}`;
+  await run("ffmpeg", [...args, partial]);
+  await Deno.rename(partial, cached);
+  await Deno.copyFile(cached, path);
 }
 
 /** What ffprobe says about one stream of a file. */
