@@ -39,6 +39,10 @@
  * an ifb interface with 10.254.0.1 that Janus and its subscribers use: nothing can leave the
  * machine.
  *
+ * The server child runs as deno.json's start task runs it (`--max-semi-space-size=2`,
+ * `MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=131072`); `WEBRTC_BENCH_SERVER_DEFAULTS=1` runs it
+ * with V8's and glibc's defaults.
+ *
  * `WEBRTC_BENCH_STEPS` sets the N of each step (default "100,250,500,1000,1500,2000,3000");
  * `WEBRTC_BENCH_ONLY` names the sides to run, comma-separated (`fast,werift` compares the two
  * send paths without Janus; without `janus` the run stays outside the namespace).
@@ -112,6 +116,19 @@ function nowEpochMs(): number {
 /** Time for V8 to unmap the pages a full GC freed before RSS is read again, in ms. */
 const gcSettleMs = 1_000;
 
+/**
+ * Period of the server child's event-loop probe, in ms: a timer that fires this often and
+ * records how late it ran, i.e. how long a packet that arrived then waited for the server's
+ * main thread (werift's RTCP and DTLS, the publisher's depacketizing, GC pauses, a busy core).
+ */
+const loopProbeMs = 5;
+
+/** How late the server's loop ran a timer: p99 and max over a window, in ms. */
+interface LoopLag {
+  p99Ms: number;
+  maxMs: number;
+}
+
 /** Child mode: the server with one sender, answering "stats" (and "gc") lines on stdin. */
 async function serve(sender: Sender): Promise<void> {
   const config = configSchema.parse({
@@ -126,6 +143,14 @@ async function serve(sender: Sender): Promise<void> {
     throw new Error(`the ${sender} sender did not start`);
   }
   console.log(JSON.stringify({ ws: `ws://127.0.0.1:${server.wsPort}` }));
+  // Lateness of each probe tick since the last "stats" line.
+  let lags: number[] = [];
+  let due = performance.now() + loopProbeMs;
+  const probe = setInterval(() => {
+    const now = performance.now();
+    lags.push(Math.max(0, now - due));
+    due = now + loopProbeMs;
+  }, loopProbeMs);
   for await (const line of lines(Deno.stdin.readable)) {
     if (line === "gc") {
       // What the server still holds: V8 collects everything (the child runs with
@@ -141,8 +166,12 @@ async function serve(sender: Sender): Promise<void> {
     if (sendPaths.engine) {
       for (const s of (await sendPaths.engine.stats()).values()) dropped += s.dropped;
     }
-    console.log(JSON.stringify({ peers: openPeerCount(), engineDropped: dropped }));
+    const sorted = lags.sort((a, b) => a - b);
+    lags = [];
+    const loopLag: LoopLag = { p99Ms: percentile(sorted, 0.99), maxMs: sorted.at(-1) ?? 0 };
+    console.log(JSON.stringify({ peers: openPeerCount(), engineDropped: dropped, loopLag }));
   }
+  clearInterval(probe);
   await server.stop();
 }
 
@@ -357,12 +386,24 @@ function usage(pid: number): Usage {
   };
 }
 
+/**
+ * How the server runs as deployed (deno.json's start task, the Dockerfile): V8's young
+ * generation held at 2 MiB semi-spaces and malloc at 2 arenas with a fixed 128 KiB mapping
+ * threshold. `WEBRTC_BENCH_SERVER_DEFAULTS=1` runs it with V8's and glibc's defaults instead.
+ */
+const deployedV8Flags = ["--max-semi-space-size=2"];
+const deployedEnv = { MALLOC_ARENA_MAX: "2", MALLOC_MMAP_THRESHOLD_: "131072" };
+const serverDefaults = Deno.env.get("WEBRTC_BENCH_SERVER_DEFAULTS") === "1";
+
 /** A child of this file: its pid and a line channel over stdin/stdout. */
 function startChild(args: string[]) {
   // The server child can be asked for a full GC (see `serve`).
-  const flags = args[0] === "--serve" ? ["--v8-flags=--expose-gc"] : [];
+  const server = args[0] === "--serve";
+  const v8Flags = ["--expose-gc", ...(serverDefaults ? [] : deployedV8Flags)];
+  const flags = server ? [`--v8-flags=${v8Flags.join(",")}`] : [];
   const child = new Deno.Command(Deno.execPath(), {
     args: ["run", "-A", ...flags, new URL(import.meta.url).pathname, ...args],
+    ...(server && !serverDefaults ? { env: deployedEnv } : {}),
     stdin: "piped",
     stdout: "piped",
     stderr: "inherit",
@@ -465,6 +506,8 @@ interface StepResult {
   p50: number;
   p99: number;
   engineDropped: number;
+  /** The server's event-loop lag over the window (ours only). */
+  loopLag?: LoopLag;
   /** SRTP packets that failed authentication at the receivers. */
   authFailed: number;
   /** Sequence numbers the receivers never got. */
@@ -493,6 +536,8 @@ interface Target {
   publisher: StampedPublisher;
   /** Packets the send engine dropped so far (0 elsewhere). */
   engineDropped(): Promise<number>;
+  /** The server's event-loop lag between the last two engineDropped calls (ours only). */
+  loopLag?(): LoopLag | undefined;
   /** Has the process collect its garbage and trim its C heap (ours only). */
   collectGarbage?(): Promise<void>;
   /** Stops the publisher and the fan-out, once the receivers have left. */
@@ -513,12 +558,18 @@ async function oursTarget(sender: Sender): Promise<Target> {
   publisher.start();
   const published = await nextStatus(client, id, 20_000);
   if (published.status !== "PUBLISHING") throw new Error(JSON.stringify(published));
+  let loopLag: LoopLag | undefined;
   return {
     label: `${sender} (our server, media.sendEngine ${sender === "fast" ? "ffi" : "werift"})`,
     pid: server.child.pid,
     receiverArgs: ["ours", ws],
     publisher,
-    engineDropped: async () => (await server.ask<{ engineDropped: number }>("stats")).engineDropped,
+    async engineDropped() {
+      const stats = await server.ask<{ engineDropped: number; loopLag: LoopLag }>("stats");
+      loopLag = stats.loopLag;
+      return stats.engineDropped;
+    },
+    loopLag: () => loopLag,
     async collectGarbage() {
       await server.ask("gc");
     },
@@ -667,6 +718,7 @@ async function measure(target: Target): Promise<StepResult[]> {
       ? lost / Math.max(1, received + lost)
       : 1 - received / (sent * n);
     const engineDropped = await target.engineDropped();
+    const loopLag = target.loopLag?.();
     const latencies = stats.flatMap((r) => r.latencies).sort((a, b) => a - b);
     const cores = (after.cpuSeconds - before.cpuSeconds) / cpuSeconds;
     // After everything else of the window was read: the collection pauses the server.
@@ -687,6 +739,7 @@ async function measure(target: Target): Promise<StepResult[]> {
       p50: percentile(latencies, 0.5),
       p99: percentile(latencies, 0.99),
       engineDropped: engineDropped - droppedBefore,
+      loopLag,
       authFailed: failed,
       seqGaps: gaps,
       silent,
@@ -697,7 +750,7 @@ async function measure(target: Target): Promise<StepResult[]> {
   const results: StepResult[] = [];
   console.log(`\n${target.label}:`);
   console.log(
-    "subscribers  in-pkts/s  server-cores  subs/core  delivered/core-s  short  loss    engine-drops  auth-fail  seq-gaps  silent  cpu/sub(ms/s)  rss/sub(KB)  gc:rss/sub  gc:rss/added  latency p50/p99 (ms)  load",
+    "subscribers  in-pkts/s  server-cores  subs/core  delivered/core-s  short  loss    engine-drops  auth-fail  seq-gaps  silent  cpu/sub(ms/s)  rss/sub(KB)  gc:rss/sub  gc:rss/added  latency p50/p99 (ms)  loop lag p99/max (ms)  load",
   );
   for (const n of steps) {
     if (performance.now() - started > budgetMs) {
@@ -747,6 +800,9 @@ async function measure(target: Target): Promise<StepResult[]> {
         Math.round(r.rssPerSubKb).toString().padStart(11)
       }  ${gcCell(r.rssPerSubAfterGcKb, 10)}  ${gcCell(r.rssPerAddedSubAfterGcKb, 12)}  ${
         `${r.p50.toFixed(2)} / ${r.p99.toFixed(2)}`.padEnd(20)
+      }  ${
+        (r.loopLag ? `${r.loopLag.p99Ms.toFixed(2)} / ${r.loopLag.maxMs.toFixed(2)}` : "-")
+          .padEnd(21)
       }  ${Deno.loadavg()[0].toFixed(2)}`,
     );
     if (!keptUp(r)) break;
@@ -804,6 +860,12 @@ async function run(): Promise<void> {
   console.log(
     `receivers: ${receiverProcesses} child processes of werift peers (ours: SRTP verified by ${receiverWorkers} FFI Worker(s) each); ${navigator.hardwareConcurrency} cores; load ${
       Deno.loadavg().map((x) => x.toFixed(2)).join(" ")
+    }; server: ${
+      serverDefaults
+        ? "V8 and glibc defaults"
+        : `as the start task runs it (${deployedV8Flags.join(" ")}, ${
+          Object.entries(deployedEnv).map(([k, v]) => `${k}=${v}`).join(" ")
+        })`
     }`,
   );
   const fast = runs("fast") ? await measure(await oursTarget("fast")) : [];

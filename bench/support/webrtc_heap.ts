@@ -8,7 +8,9 @@
  * and the constructors whose live objects grew most, per subscriber.
  *
  * `deno run -A bench/support/webrtc_heap.ts [N=100] [ffi|werift]` (not part of `deno task
- * bench`: it is a probe for finding what to cut, not a figure of the README).
+ * bench`: it is a probe for finding what to cut, not a figure of the README). The server runs
+ * as deno.json's start task runs it (`--max-semi-space-size=2`, `MALLOC_ARENA_MAX=2
+ * MALLOC_MMAP_THRESHOLD_=131072`); `WEBRTC_HEAP_DEFAULTS=1`: with V8's and glibc's defaults.
  */
 import { configSchema } from "../../config.ts";
 import { silentLogger } from "../../core/log.ts";
@@ -92,21 +94,33 @@ function freePort(): number {
 
 async function probe(n: number, sendEngine: "ffi" | "werift"): Promise<void> {
   const inspectPort = freePort();
-  const child = new Deno.Command(Deno.execPath(), {
+  // WEBRTC_HEAP_WRAP runs the server under a tool (e.g. "heaptrack -o /tmp/x"): its malloc
+  // call sites then show what the native bytes per subscriber are; RSS figures are then the
+  // wrapper's, not the server's.
+  const defaults = Deno.env.get("WEBRTC_HEAP_DEFAULTS") === "1";
+  const wrap = Deno.env.get("WEBRTC_HEAP_WRAP")?.split(" ").filter(Boolean) ?? [];
+  const child = new Deno.Command(wrap[0] ?? Deno.execPath(), {
     args: [
+      ...(wrap.length ? [...wrap.slice(1), Deno.execPath()] : []),
       "run",
       "-A",
       `--inspect=127.0.0.1:${inspectPort}`,
+      // As deno.json's start task runs the server (WEBRTC_HEAP_DEFAULTS=1: V8's default).
+      ...(defaults ? [] : ["--v8-flags=--max-semi-space-size=2"]),
       new URL(import.meta.url).pathname,
       "--serve",
       sendEngine,
     ],
+    // The start task's malloc settings, unless WEBRTC_HEAP_DEFAULTS=1.
+    ...(defaults ? {} : { env: { MALLOC_ARENA_MAX: "2", MALLOC_MMAP_THRESHOLD_: "131072" } }),
     stdin: "piped",
     stdout: "piped",
     stderr: "null",
   }).spawn();
   const out = lines(child.stdout)[Symbol.asyncIterator]();
-  const first = await out.next();
+  // A wrapper prints its own lines first.
+  let first = await out.next();
+  while (!first.done && !String(first.value).startsWith("{")) first = await out.next();
   const { ws } = JSON.parse(first.value as string) as { ws: string };
   const pool = new SrtpReceiverPool(1, stampOffset);
   pool.install();
