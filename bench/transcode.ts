@@ -5,15 +5,14 @@
  * Sources are VOD streams (`/vod/startup vod-live://...`, played in real time) of clips made
  * once with ffmpeg and cached in $TMPDIR/bench-clips/: testsrc2 at 30 fps, x264
  * `veryfast` (B-frames) with a keyframe every 2 s, AAC. The server runs in this process.
- * 1. Native engine (a decoder ffmpeg per source and an encoder ffmpeg per output, children of
- *    this process; the decoder scales to the largest output, with the peers' area scaler,
- *    that output's pictures go to its encoder as they are, and the smaller ones are scaled
- *    in a kernel Worker of this process; audio passed through). 720p30 source →
- *    one transcoder to 640x360 30 fps H.264, then three more (480x270, 320x180, 256x144) on
- *    the same source. CPU of a phase = this process + all its descendants over a window,
+ * 1. Native engine (plain H.264 outputs are fused renditions: one ffmpeg per source, a child
+ *    of this process, reads the source's frames as fragmented MP4, decodes them once, scales
+ *    with the peers' area scaler and encodes every output; audio passed through). 720p30
+ *    source → one transcoder to 640x360 30 fps H.264, then three more (480x270, 320x180,
+ *    256x144) on the same source. CPU of a phase = this process + all its descendants over a window,
  *    minus the same window with only the source playing (its own cost is not the
  *    transcoder's). The peers: `ffmpeg -re` on the same file with the same decoder threads,
- *    the same scaler (area averaging, as the kernel downscales) and the encoder arguments
+ *    the same scaler (area averaging, as the pipeline downscales) and the encoder arguments
  *    the pipeline uses (`videoEncoderArgs`), audio copied, output to /dev/null: one CLI for
  *    the single profile; for the four profiles, four CLIs (one each, the goal's comparison)
  *    and, for reference, one CLI that decodes once and splits. Ratios are ours over peers',
