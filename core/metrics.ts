@@ -5,12 +5,193 @@
  * server's state at scrape time live in routes/metrics.ts.
  */
 import client from "prom-client";
+import perfHooks from "node:perf_hooks";
 
 /** Registry of the process-wide metrics. */
 export const processRegistry: client.Registry = new client.Registry();
 
-// CPU, RSS, open and max descriptors, event-loop lag, heap, GC: all read at scrape time.
-client.collectDefaultMetrics({ register: processRegistry });
+/** Interval between two samples of the event loop's delay, in ms (prom-client's default). */
+export const eventLoopSampleIntervalMs = 10;
+/** Buckets per doubling of the delay: a percentile is within 19% (2^(1/4)) of the true one. */
+const delayBucketsPerOctave = 4;
+/** Doublings above 1 µs the buckets cover (2^26 µs, 67 s); longer delays share the last. */
+const delayOctaves = 26;
+
+/**
+ * Event-loop delays (how late a timer fired) in a fixed set of log-spaced buckets, with
+ * their count, sum, sum of squares, min and max: the figures of Node's
+ * `monitorEventLoopDelay()` in a few hundred bytes whatever the delays were. Deno's
+ * `monitorEventLoopDelay()` keeps a native HDR histogram that starts at 5 MiB and grows to
+ * cover the longest delay it saw (11 MiB after a 0.1 s stall, 22 MiB after 2 s); a reset
+ * empties it without shrinking it: it was the largest part of what the server's RSS kept
+ * after the soak bench's load (bench/soak.ts: 8 MiB before, 16 MiB after).
+ */
+export class EventLoopDelay {
+  readonly #counts = new Float64Array(delayOctaves * delayBucketsPerOctave + 1);
+  #count = 0;
+  #sumMs = 0;
+  #sumSquaresMs2 = 0;
+  #minMs = Infinity;
+  #maxMs = 0;
+  /** The last delay recorded, in ms (0 before the first). */
+  lastMs = 0;
+
+  /** Counts one delay, in ms (negative counts as 0). */
+  record(delayMs: number): void {
+    const ms = Math.max(0, delayMs);
+    this.lastMs = ms;
+    this.#count++;
+    this.#sumMs += ms;
+    this.#sumSquaresMs2 += ms * ms;
+    if (ms < this.#minMs) this.#minMs = ms;
+    if (ms > this.#maxMs) this.#maxMs = ms;
+    const us = ms * 1000;
+    const bucket = us <= 1 ? 0 : Math.ceil(Math.log2(us) * delayBucketsPerOctave);
+    this.#counts[Math.min(bucket, this.#counts.length - 1)]++;
+  }
+
+  /** Delays recorded since the last reset. */
+  get count(): number {
+    return this.#count;
+  }
+  /** Shortest delay since the last reset, in ms (0 when none). */
+  get minMs(): number {
+    return this.#count === 0 ? 0 : this.#minMs;
+  }
+  /** Longest delay since the last reset, in ms. */
+  get maxMs(): number {
+    return this.#maxMs;
+  }
+  /** Mean delay since the last reset, in ms (0 when none). */
+  get meanMs(): number {
+    return this.#count === 0 ? 0 : this.#sumMs / this.#count;
+  }
+  /** Standard deviation of the delays since the last reset, in ms. */
+  get stddevMs(): number {
+    if (this.#count === 0) return 0;
+    const mean = this.meanMs;
+    return Math.sqrt(Math.max(0, this.#sumSquaresMs2 / this.#count - mean * mean));
+  }
+
+  /**
+   * The delay under which `percent` % of those recorded fall, in ms: the upper bound of the
+   * bucket that holds it, never above the longest delay seen (0 when none).
+   */
+  percentileMs(percent: number): number {
+    if (this.#count === 0) return 0;
+    const rank = Math.ceil((percent / 100) * this.#count);
+    let seen = 0;
+    for (let i = 0; i < this.#counts.length; i++) {
+      seen += this.#counts[i];
+      if (seen >= rank && seen > 0) {
+        return Math.min(this.#maxMs, 2 ** (i / delayBucketsPerOctave) / 1000);
+      }
+    }
+    return this.#maxMs;
+  }
+
+  /** Forgets every delay recorded (as prom-client resets its histogram after each scrape). */
+  reset(): void {
+    this.#counts.fill(0);
+    this.#count = 0;
+    this.#sumMs = 0;
+    this.#sumSquaresMs2 = 0;
+    this.#minMs = Infinity;
+    this.#maxMs = 0;
+  }
+}
+
+/**
+ * Samples the event loop's delay into `delay` every `intervalMs`: how much later than asked
+ * each tick of an interval timer ran. The timer does not keep the process alive; the
+ * function returned stops it.
+ */
+export function sampleEventLoopDelay(
+  delay: EventLoopDelay,
+  intervalMs = eventLoopSampleIntervalMs,
+): () => void {
+  let dueMs = performance.now() + intervalMs;
+  const timer = setInterval(() => {
+    const nowMs = performance.now();
+    delay.record(nowMs - dueMs);
+    dueMs = nowMs + intervalMs;
+  }, intervalMs);
+  Deno.unrefTimer(timer);
+  return () => clearInterval(timer);
+}
+
+/**
+ * Registers in `registry` the event-loop gauges of prom-client's default metrics, under
+ * their names (`nodejs_eventloop_lag_seconds`, `_min_`, `_max_`, `_mean_`, `_stddev_`,
+ * `_p50_`, `_p90_`, `_p99_seconds`), read from `delay` at each scrape and reset after it as
+ * prom-client does. `nodejs_eventloop_lag_seconds` is the last delay sampled.
+ */
+export function registerEventLoopDelay(registry: client.Registry, delay: EventLoopDelay): void {
+  const gauge = (suffix: string, help: string, collect?: () => void) =>
+    new client.Gauge({
+      name: `nodejs_eventloop_lag${suffix}_seconds`,
+      help,
+      registers: [registry],
+      ...(collect ? { collect } : {}),
+    });
+  // The registry reads its metrics in the order they were registered: the first gauge's
+  // collect sets all of them, then forgets the delays, as prom-client's own does.
+  const figures: [client.Gauge, () => number][] = [];
+  const lag = gauge("", "Lag of event loop in seconds.", () => {
+    lag.set(delay.lastMs / 1000);
+    for (const [g, ms] of figures) g.set(ms() / 1000);
+    delay.reset();
+  });
+  figures.push(
+    [gauge("_min", "The minimum recorded event loop delay."), () => delay.minMs],
+    [gauge("_max", "The maximum recorded event loop delay."), () => delay.maxMs],
+    [gauge("_mean", "The mean of the recorded event loop delays."), () => delay.meanMs],
+    [
+      gauge("_stddev", "The standard deviation of the recorded event loop delays."),
+      () => delay.stddevMs,
+    ],
+    [
+      gauge("_p50", "The 50th percentile of the recorded event loop delays."),
+      () => delay.percentileMs(50),
+    ],
+    [
+      gauge("_p90", "The 90th percentile of the recorded event loop delays."),
+      () => delay.percentileMs(90),
+    ],
+    [
+      gauge("_p99", "The 99th percentile of the recorded event loop delays."),
+      () => delay.percentileMs(99),
+    ],
+  );
+}
+
+/**
+ * The default metrics without the event-loop ones, which would make Deno's native
+ * `monitorEventLoopDelay()` histogram (see EventLoopDelay): prom-client skips them when that
+ * function throws "not implemented" (as on Bun), so it does while the defaults are set up.
+ */
+function collectDefaultMetricsWithoutLoopDelay(registry: client.Registry): void {
+  const hooks = perfHooks as { monitorEventLoopDelay: unknown };
+  const monitor = hooks.monitorEventLoopDelay;
+  hooks.monitorEventLoopDelay = () => {
+    throw Object.assign(new Error("the server samples the event loop itself"), {
+      code: "ERR_NOT_IMPLEMENTED",
+    });
+  };
+  try {
+    client.collectDefaultMetrics({ register: registry });
+  } finally {
+    hooks.monitorEventLoopDelay = monitor;
+  }
+}
+
+// CPU, RSS, open and max descriptors, heap, GC: read at scrape time; event-loop delays sampled
+// here into fixed memory.
+collectDefaultMetricsWithoutLoopDelay(processRegistry);
+/** The server's event-loop delays, sampled from the first import for the process's life. */
+export const eventLoopDelay: EventLoopDelay = new EventLoopDelay();
+sampleEventLoopDelay(eventLoopDelay);
+registerEventLoopDelay(processRegistry, eventLoopDelay);
 // Gauges named like counters, which Prometheus' linter refuses; the same figures remain
 // without the suffix, by type.
 for (const name of ["active_handles_total", "active_requests_total", "active_resources_total"]) {
