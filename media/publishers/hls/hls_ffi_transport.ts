@@ -6,13 +6,14 @@
  *
  * Why: a segment's body copied from the JS heap into the socket per viewer was most of a
  * segment request's cost; here each body of 16 KiB or more (segments, parts) is written once
- * into a memfd and sent with sendfile(2), which hands the pages to TCP without that copy (what
- * nginx does from disk). Heads and small bodies (playlists) go with send(2).
+ * into an unnamed file in the temp folder (a memfd where that cannot be had) and sent with
+ * sendfile(2), which hands the pages to TCP without that copy (what nginx does from disk).
+ * Heads and small bodies (playlists) go with send(2).
  *
  * Bounds: a connection reads at most one request head (16 KiB) ahead and has at most one
  * answer being sent (its bytes shared, not copied); the next pipelined request is taken once
  * it is out. A connection waiting for a request, or whose client takes no byte of an answer,
- * for `idleTimeoutMs` is closed. Memfds are closed when the segmenter releases their body
+ * for `idleTimeoutMs` is closed. Body files are closed when the segmenter releases their body
  * (hls_body_release.ts: the segment left the window) once no connection sends them, and
  * those unused for `fileIdleMs` (an output gone as a whole) by a sweep.
  */
@@ -48,6 +49,7 @@ const symbols = {
   // (out fd, in fd, off_t *offset, count)
   sendfile: { parameters: ["i32", "i32", "buffer", "u64"], result: "i64" },
   memfd_create: { parameters: ["buffer", "u32"], result: "i32" },
+  open: { parameters: ["buffer", "i32", "u32"], result: "i32" },
   write: { parameters: ["i32", "buffer", "u64"], result: "i64" },
   shutdown: { parameters: ["i32", "i32"], result: "i32" },
   eventfd: { parameters: ["u32", "i32"], result: "i32" },
@@ -75,6 +77,10 @@ const EPOLLET = 0x80000000;
 const MSG_NOSIGNAL = 0x4000;
 const MSG_MORE = 0x8000;
 const MFD_CLOEXEC = 1;
+/** open(2) flags: an unnamed file in the folder given (__O_TMPFILE | O_DIRECTORY). */
+const O_TMPFILE = 0o20200000;
+const O_RDWR = 2;
+const O_CLOEXEC = 0o2000000;
 const SHUT_WR = 1;
 const EINTR = 4;
 /** accept4 failures that a pause may cure: EMFILE, ENFILE, ENOBUFS, ENOMEM. */
@@ -88,9 +94,9 @@ const eventDataOffset = Deno.build.arch === "x86_64" ? 4 : 8;
 const maxEvents = 512;
 /** Pending connections the kernel queues (capped by net.core.somaxconn). */
 const listenBacklog = 4096;
-/** Bodies at least this long are sent from a memfd; shorter ones are copied, in bytes. */
+/** Bodies at least this long are sent from a file; shorter ones are copied, in bytes. */
 const minFileBodyBytes = 16 * 1024;
-/** Most bytes held in memfds at once; beyond, bodies are sent from memory (copied), in bytes. */
+/** Most bytes held in body files at once; beyond, bodies are sent from memory (copied), in bytes. */
 const maxFileBytes = 512 * 1024 * 1024;
 /**
  * A connection closed after an answer (a refusal, `Connection: close`) is first half-closed
@@ -100,7 +106,7 @@ const maxFileBytes = 512 * 1024 * 1024;
 const lingerMs = 2_000;
 /** Most bytes read and dropped while lingering. */
 const maxLingerBytes = 1024 * 1024;
-/** A memfd no connection used for this long is closed (its output may be gone), in ms. */
+/** A body file no connection used for this long is closed (its output may be gone), in ms. */
 const fileIdleMs = 60_000;
 /** The data word of the shutdown eventfd in the epoll set (no descriptor has it). */
 const wakeToken = 0xffffffff;
@@ -128,7 +134,7 @@ export function ffiTransportAvailable(hostname: string): { ok: boolean; reason?:
   return { ok: true };
 }
 
-/** A body's copy in a memfd. */
+/** A body's copy in an unnamed file or a memfd. */
 interface BodyFile {
   fd: number;
   bytes: number;
@@ -139,18 +145,23 @@ interface BodyFile {
   lastUsedMs: number;
 }
 
-/** The memfds of bodies, shared by the ffi listeners of the process. */
+/** The files (or memfds) of bodies, shared by the ffi listeners of the process. */
 class BodyFiles {
   #libc: Libc;
+  #errno: Deno.UnsafePointerView;
   #files = new Map<Uint8Array, BodyFile>();
   #bytes = 0;
   #owners = 0;
   #unlisten: (() => void) | undefined;
   #sweep: ReturnType<typeof setInterval> | undefined;
   #name = new TextEncoder().encode("hls-body\0");
+  /** The folder bodies' unnamed files are made in (NUL-terminated); undefined: memfds. */
+  #tmpDir: Uint8Array | undefined;
 
-  constructor(libc: Libc) {
+  constructor(libc: Libc, errno: Deno.UnsafePointerView) {
     this.#libc = libc;
+    this.#errno = errno;
+    this.#tmpDir = bodyFolder();
   }
 
   /** Open descriptors (for tests). */
@@ -179,17 +190,14 @@ class BodyFiles {
     let file = this.#files.get(body);
     if (!file) {
       if (this.#bytes + body.length > maxFileBytes) return undefined;
-      const fd = this.#libc.memfd_create(this.#name, MFD_CLOEXEC);
-      if (fd < 0) return undefined;
-      let at = 0;
-      while (at < body.length) {
-        const n = Number(this.#libc.write(fd, body.subarray(at), BigInt(body.length - at)));
-        if (n <= 0) {
-          this.#libc.close(fd);
-          return undefined;
-        }
-        at += n;
+      let fd = this.#open();
+      if (fd >= 0 && !this.#fill(fd, body) && this.#tmpDir) {
+        // The temp folder's disk is full (ENOSPC) or failing: memfds from now on.
+        this.#tmpDir = undefined;
+        fd = this.#open();
+        if (fd >= 0 && !this.#fill(fd, body)) fd = -1;
       }
+      if (fd < 0) return undefined;
       file = { fd, bytes: body.length, users: 0, released: false, lastUsedMs: 0 };
       this.#files.set(body, file);
       this.#bytes += body.length;
@@ -202,6 +210,40 @@ class BodyFiles {
   /** An answer is done with `file`. */
   done(file: BodyFile): void {
     if (--file.users === 0 && file.released) this.#libc.close(file.fd);
+  }
+
+  /** Writes `body` into `fd`; on failure closes `fd` and says false. */
+  #fill(fd: number, body: Uint8Array): boolean {
+    let at = 0;
+    while (at < body.length) {
+      const n = Number(this.#libc.write(fd, body.subarray(at), BigInt(body.length - at)));
+      if (n <= 0) {
+        this.#libc.close(fd);
+        return false;
+      }
+      at += n;
+    }
+    return true;
+  }
+
+  /**
+   * A new descriptor for a body: an unnamed file (O_TMPFILE) in the temp folder, else a memfd.
+   * Why: sendfile from a memfd takes shmem's 4 KiB pages one at a time, while a file on a disk
+   * filesystem with large folios (ext4 here) hands TCP bigger pieces: ~10 µs less kernel time
+   * per 300 KB segment (42 vs 52 µs on this machine, nginx's path). The file has no name, its
+   * pages stay in the page cache and are dropped when it closes; only a body kept past the
+   * kernel's dirty expiry (vm.dirty_expire_centisecs, 30 s by default) is written back to disk.
+   */
+  #open(): number {
+    if (this.#tmpDir) {
+      const fd = this.#libc.open(this.#tmpDir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0o600);
+      if (fd >= 0) return fd;
+      // No O_TMPFILE there (an old kernel, a filesystem without it) or no such folder: memfds
+      // from now on; out of descriptors (EMFILE, ENFILE): the memfd fails too, try again later.
+      const errno = this.#errno.getInt32();
+      if (errno !== 24 && errno !== 23) this.#tmpDir = undefined;
+    }
+    return this.#libc.memfd_create(this.#name, MFD_CLOEXEC);
   }
 
   #release(body: Uint8Array): void {
@@ -219,6 +261,17 @@ class BodyFiles {
       if (file.users === 0 && now - file.lastUsedMs >= olderThanMs) this.#release(body);
     }
   }
+}
+
+/** The folder of bodies' unnamed files, $TMPDIR or /tmp, as a C string. */
+function bodyFolder(): Uint8Array {
+  let dir = "/tmp";
+  try {
+    dir = Deno.env.get("TMPDIR") || dir;
+  } catch {
+    // No env permission: the default folder.
+  }
+  return new TextEncoder().encode(`${dir}\0`);
 }
 
 let bodyFiles: BodyFiles | undefined;
@@ -340,7 +393,7 @@ export class FfiTransport implements HlsTransport {
       for (const fd of fds) libc.close(fd);
       throw err;
     }
-    this.#files = bodyFiles ??= new BodyFiles(libc);
+    this.#files = bodyFiles ??= new BodyFiles(libc, errno);
     this.#files.acquire();
     this.#sweep = setInterval(() => this.#closeIdle(), Math.min(idleSweepMs, this.#idleMs));
     this.#loop = this.#run();
@@ -582,7 +635,7 @@ export class FfiTransport implements HlsTransport {
       );
       if (n < 0) return this.#sendFailed(c);
       if (n === 0) {
-        // The memfd is shorter than it was written: nothing more can be sent.
+        // The file is shorter than it was written: nothing more can be sent.
         this.#close(c);
         return false;
       }

@@ -3,9 +3,10 @@
  * player makes (GET, HEAD, OPTIONS; no request bodies), with keep-alive and pipelining.
  *
  * Two transports share the HTTP logic of hls_http1.ts:
- * - `ffi` (hls_ffi_transport.ts): libc sockets driven by epoll, segments written once into a
- *   memfd and sent with sendfile(2), so a segment's bytes are not copied per viewer in user
- *   space (1,000 viewers of ~300 KB segments: ~1.8x the requests/s of `deno`);
+ * - `ffi` (hls_ffi_transport.ts): libc sockets driven by epoll, segments written once into an
+ *   unnamed temp file (or a memfd) and sent with sendfile(2), so a segment's bytes are not
+ *   copied per viewer in user space (1,000 viewers of ~300 KB segments: ~1.8x the
+ *   requests/s of `deno`);
  * - `deno`: Deno.listen, one `write` of a prebuilt response per request (Deno.serve was about
  *   a third of that rate).
  * `auto` takes `ffi` when FFI is permitted and libc opens, else `deno`.
