@@ -1,8 +1,8 @@
 /**
  * The few libc calls Deno has no API for (getrlimit, setrlimit, statvfs; opendir/readdir for
  * /proc/self/fd, which Deno lets a program read only with --allow-all; getsockname,
- * getpeername, shutdown and send for a socket Deno gives no handle on; malloc_trim), through
- * Deno.dlopen.
+ * getpeername, shutdown and send for a socket Deno gives no handle on; malloc_trim; the HLS
+ * port's sockets, epoll and sendfile), through Deno.dlopen.
  * Loaded once on first use; undefined when FFI is not permitted (no `--allow-ffi`) or the C
  * library cannot be opened (not glibc/Linux), so callers fall back or go without.
  */
@@ -23,6 +23,29 @@ const symbols = {
   // send(2) on the descriptor of a Deno TCP connection (RTMP players: one call per write
   // instead of an async op; media/protocols/rtmp/fd_send.ts). (fd, bytes, length, flags)
   send: { parameters: ["i32", "buffer", "usize", "i32"], result: "isize" },
+  // The HLS port's own sockets (media/publishers/hls/hls_ffi_transport.ts): a listener,
+  // epoll, recv, and segment bodies in unnamed files or memfds sent with sendfile(2).
+  socket: { parameters: ["i32", "i32", "i32"], result: "i32" },
+  bind: { parameters: ["i32", "buffer", "u32"], result: "i32" },
+  listen: { parameters: ["i32", "i32"], result: "i32" },
+  // (fd, struct sockaddr *, socklen_t *, flags)
+  accept4: { parameters: ["i32", "buffer", "buffer", "i32"], result: "i32" },
+  epoll_create1: { parameters: ["i32"], result: "i32" },
+  epoll_ctl: { parameters: ["i32", "i32", "i32", "buffer"], result: "i32" },
+  // Off the main thread: the caller awaits it.
+  epoll_wait: { parameters: ["i32", "buffer", "i32", "i32"], result: "i32", nonblocking: true },
+  recv: { parameters: ["i32", "buffer", "usize", "i32"], result: "isize" },
+  // (out fd, in fd, off_t *offset, count)
+  sendfile: { parameters: ["i32", "i32", "buffer", "usize"], result: "isize" },
+  // (path, flags, mode): open(2) is variadic, its mode passed as a third integer.
+  open: { parameters: ["buffer", "i32", "u32"], result: "i32" },
+  write: { parameters: ["i32", "buffer", "usize"], result: "isize" },
+  eventfd: { parameters: ["u32", "i32"], result: "i32" },
+  close: { parameters: ["i32"], result: "i32" },
+  // The calling thread's errno.
+  __errno_location: { parameters: [], result: "pointer" },
+  // glibc 2.27 and musl 1.1.20 on: null where missing (then no memfd).
+  memfd_create: { parameters: ["buffer", "u32"], result: "i32", optional: true },
   // glibc only (musl has none): null where missing.
   malloc_trim: { parameters: ["usize"], result: "i32", optional: true },
 } as const;

@@ -31,33 +31,7 @@ import {
 } from "./hls_http1.ts";
 import type { HlsListenerOptions, HlsTransport } from "./hls_listener.ts";
 import { onBodyReleased } from "./hls_body_release.ts";
-
-const symbols = {
-  socket: { parameters: ["i32", "i32", "i32"], result: "i32" },
-  setsockopt: { parameters: ["i32", "i32", "i32", "buffer", "u32"], result: "i32" },
-  bind: { parameters: ["i32", "buffer", "u32"], result: "i32" },
-  listen: { parameters: ["i32", "i32"], result: "i32" },
-  getsockname: { parameters: ["i32", "buffer", "buffer"], result: "i32" },
-  // (fd, struct sockaddr *, socklen_t *, flags)
-  accept4: { parameters: ["i32", "buffer", "buffer", "i32"], result: "i32" },
-  epoll_create1: { parameters: ["i32"], result: "i32" },
-  epoll_ctl: { parameters: ["i32", "i32", "i32", "buffer"], result: "i32" },
-  // Off the main thread: the loop awaits it.
-  epoll_wait: { parameters: ["i32", "buffer", "i32", "i32"], result: "i32", nonblocking: true },
-  recv: { parameters: ["i32", "buffer", "u64", "i32"], result: "i64" },
-  send: { parameters: ["i32", "buffer", "u64", "i32"], result: "i64" },
-  // (out fd, in fd, off_t *offset, count)
-  sendfile: { parameters: ["i32", "i32", "buffer", "u64"], result: "i64" },
-  memfd_create: { parameters: ["buffer", "u32"], result: "i32" },
-  open: { parameters: ["buffer", "i32", "u32"], result: "i32" },
-  write: { parameters: ["i32", "buffer", "u64"], result: "i64" },
-  shutdown: { parameters: ["i32", "i32"], result: "i32" },
-  eventfd: { parameters: ["u32", "i32"], result: "i32" },
-  close: { parameters: ["i32"], result: "i32" },
-  __errno_location: { parameters: [], result: "pointer" },
-} as const;
-
-type Libc = Deno.DynamicLibrary<typeof symbols>["symbols"];
+import { type Libc, libc as loadLibc } from "../../../core/libc.ts";
 
 const AF_INET = 2;
 const AF_INET6 = 10;
@@ -116,14 +90,10 @@ let loaded: { libc?: Libc; errno?: Deno.UnsafePointerView; error?: string } | un
 function load(): { libc?: Libc; errno?: Deno.UnsafePointerView; error?: string } {
   if (loaded) return loaded;
   if (Deno.build.os !== "linux") return loaded = { error: "not Linux" };
-  try {
-    const libc = Deno.dlopen("libc.so.6", symbols).symbols;
-    // errno of the main thread, where every call but epoll_wait is made.
-    loaded = { libc, errno: new Deno.UnsafePointerView(libc.__errno_location()!) };
-  } catch (err) {
-    loaded = { error: (err as Error).message };
-  }
-  return loaded;
+  const { libc, error } = loadLibc();
+  if (!libc) return loaded = { error };
+  // errno of the main thread, where every call but epoll_wait is made.
+  return loaded = { libc, errno: new Deno.UnsafePointerView(libc.__errno_location()!) };
 }
 
 /** Whether the ffi transport can serve `hostname` (an IP literal); else why not. */
@@ -243,7 +213,7 @@ class BodyFiles {
       const errno = this.#errno.getInt32();
       if (errno !== 24 && errno !== 23) this.#tmpDir = undefined;
     }
-    return this.#libc.memfd_create(this.#name, MFD_CLOEXEC);
+    return this.#libc.memfd_create?.(this.#name, MFD_CLOEXEC) ?? -1;
   }
 
   #release(body: Uint8Array): void {
