@@ -93,7 +93,7 @@ export class HttpListener {
   #guarded: Deno.ServeHandler<Deno.NetAddr> = (req, info) => {
     const remote = info.remoteAddr;
     if (
-      descriptors.admitRequest(`${remote.hostname}|${remote.port}`) ||
+      descriptors.admitRequest(remote) ||
       this.#options.alwaysServed?.includes(pathOf(req.url))
     ) {
       return this.#options.handler(req, info);

