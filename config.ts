@@ -265,7 +265,10 @@ export const configSchema = z.strictObject({
       "LL-HLS part duration, in ms (with `hls.lowLatency`).",
     ),
     transport: z.enum(["auto", "ffi", "deno"]).default("auto").describe(
-      "Sockets of the HLS port: `ffi` libc sockets with epoll, segments sent with sendfile(2) from a memfd (no copy per viewer; needs FFI permission and glibc on Linux), `deno` Deno's sockets, `auto` ffi when available, else deno.",
+      "Sockets of the HLS port: `ffi` libc sockets with epoll, segments sent with sendfile(2) from where `hls.segmentStore` keeps them (no copy per viewer; needs FFI permission and glibc on Linux), `deno` Deno's sockets, `auto` ffi when available, else deno.",
+    ),
+    segmentStore: z.enum(["memory", "tmpfile"]).default("memory").describe(
+      "Where the `ffi` HLS transport keeps segments and parts it sends: `memory` memfds (never written to disk), `tmpfile` unnamed files in the temp folder (`$TMPDIR` or /tmp; about 10 µs less kernel time per 300 KB segment sent from ext4, but a segment kept past the kernel's dirty expiry, 30 s by default, may be written back to that disk; memfds where the folder cannot hold them).",
     ),
     idleTimeoutSec: z.int().min(1).max(86_400).default(30).describe(
       "An HLS output started by a viewer stops after this long without a viewer request, in seconds.",

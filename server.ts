@@ -180,6 +180,7 @@ export async function startServer(
       }),
       log: log.child({ component: "hls" }),
       transport: config.hls.transport,
+      segmentStore: config.hls.segmentStore,
     });
     listeners.hls = hls;
     log.info("listening", {

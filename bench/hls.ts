@@ -54,6 +54,8 @@ if (!["all", "latency", "viewers"].includes(part)) {
  * measures the Deno.listen transport), else its default.
  */
 const oursTransport = Deno.env.get("MEDIASERVER_HLS_TRANSPORT") ?? "auto";
+/** `hls.segmentStore` of our server (MEDIASERVER_HLS_SEGMENT_STORE=tmpfile), else its default. */
+const oursStore = Deno.env.get("MEDIASERVER_HLS_SEGMENT_STORE") ?? "memory";
 /** Stream name published and played. */
 const streamName = "bench";
 /** Picture and rate of the publisher. */
@@ -411,7 +413,12 @@ async function viewersPart(): Promise<void> {
   );
   for (const kind of loadKinds) {
     console.log(`${kind}:`);
-    console.log(viewersLine(`  ours  (main.ts, transport ${oursTransport})`, v.ours[kind]));
+    console.log(
+      viewersLine(
+        `  ours  (main.ts, transport ${oursTransport}, segments in ${oursStore})`,
+        v.ours[kind],
+      ),
+    );
     console.log(viewersLine("  nginx (1 worker, sendfile)", v.nginx[kind]));
     console.log(viewersLine("  bare Deno.serve, files in memory", v.bare[kind]));
   }

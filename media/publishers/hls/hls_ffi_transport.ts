@@ -6,9 +6,9 @@
  *
  * Why: a segment's body copied from the JS heap into the socket per viewer was most of a
  * segment request's cost; here each body of 16 KiB or more (segments, parts) is written once
- * into an unnamed file in the temp folder (a memfd where that cannot be had) and sent with
- * sendfile(2), which hands the pages to TCP without that copy (what nginx does from disk).
- * Heads and small bodies (playlists) go with send(2).
+ * into a memfd (`hls.segmentStore` memory) or an unnamed file in the temp folder (`tmpfile`)
+ * and sent with sendfile(2), which hands the pages to TCP without that copy (what nginx does
+ * from disk). Heads and small bodies (playlists) go with send(2).
  *
  * Bounds: a connection reads at most one request head (16 KiB) ahead and has at most one
  * answer being sent (its bytes shared, not copied); the next pipelined request is taken once
@@ -115,7 +115,15 @@ interface BodyFile {
   lastUsedMs: number;
 }
 
-/** The files (or memfds) of bodies, shared by the ffi listeners of the process. */
+/**
+ * Where bodies sent with sendfile are kept (`hls.segmentStore`): `memory` memfds (no disk
+ * write ever), `tmpfile` unnamed files in the temp folder (less kernel time per segment sent
+ * from a disk filesystem's large folios, but a body kept past the kernel's dirty expiry may
+ * be written back to disk).
+ */
+export type HlsSegmentStore = "memory" | "tmpfile";
+
+/** The memfds (or files) of bodies, shared by the ffi listeners of the process of one store. */
 class BodyFiles {
   #libc: Libc;
   #errno: Deno.UnsafePointerView;
@@ -128,10 +136,10 @@ class BodyFiles {
   /** The folder bodies' unnamed files are made in (NUL-terminated); undefined: memfds. */
   #tmpDir: Uint8Array | undefined;
 
-  constructor(libc: Libc, errno: Deno.UnsafePointerView) {
+  constructor(libc: Libc, errno: Deno.UnsafePointerView, store: HlsSegmentStore) {
     this.#libc = libc;
     this.#errno = errno;
-    this.#tmpDir = bodyFolder();
+    this.#tmpDir = store === "tmpfile" ? bodyFolder() : undefined;
   }
 
   /** Open descriptors (for tests). */
@@ -197,7 +205,8 @@ class BodyFiles {
   }
 
   /**
-   * A new descriptor for a body: an unnamed file (O_TMPFILE) in the temp folder, else a memfd.
+   * A new descriptor for a body: with `tmpfile`, an unnamed file (O_TMPFILE) in the temp folder,
+   * else (or where that cannot be had) a memfd.
    * Why: sendfile from a memfd takes shmem's 4 KiB pages one at a time, while a file on a disk
    * filesystem with large folios (ext4 here) hands TCP bigger pieces: ~10 µs less kernel time
    * per 300 KB segment (42 vs 52 µs on this machine, nginx's path). The file has no name, its
@@ -244,13 +253,16 @@ function bodyFolder(): Uint8Array {
   return new TextEncoder().encode(`${dir}\0`);
 }
 
-let bodyFiles: BodyFiles | undefined;
+/** The body files of each store, made by the first listener of that store. */
+const bodyFilesByStore = new Map<HlsSegmentStore, BodyFiles>();
 /** Where lingering connections' bytes are read to be dropped. */
 const lingerScratch = new Uint8Array(16 * 1024);
 
-/** Memfds open for bodies, over every ffi listener (for tests). */
+/** Memfds and files open for bodies, over every ffi listener (for tests). */
 export function bodyFileCount(): number {
-  return bodyFiles?.count ?? 0;
+  let count = 0;
+  for (const files of bodyFilesByStore.values()) count += files.count;
+  return count;
 }
 
 /** One client connection. */
@@ -363,7 +375,10 @@ export class FfiTransport implements HlsTransport {
       for (const fd of fds) libc.close(fd);
       throw err;
     }
-    this.#files = bodyFiles ??= new BodyFiles(libc, errno);
+    const store = options.segmentStore ?? "memory";
+    let files = bodyFilesByStore.get(store);
+    if (!files) bodyFilesByStore.set(store, files = new BodyFiles(libc, errno, store));
+    this.#files = files;
     this.#files.acquire();
     this.#sweep = setInterval(() => this.#closeIdle(), Math.min(idleSweepMs, this.#idleMs));
     this.#loop = this.#run();

@@ -87,52 +87,64 @@ async function get(conn: Deno.Conn, path: string): Promise<Uint8Array> {
   }
 }
 
-Deno.test({
-  name:
-    "HLS ffi transport: pipelined requests get their bodies in order, segments sent from unnamed temp files",
-  ignore,
-}, async () => {
-  const listener = await start();
-  assert.equal(listener.transport, "ffi");
-  const filesBefore = bodyFileCount();
-  const conn = await Deno.connect({ hostname: "127.0.0.1", port: listener.port });
-  try {
-    await conn.write(encoder.encode(
-      "GET /seg/0 HTTP/1.1\r\n\r\nGET /p.m3u8 HTTP/1.1\r\n\r\nGET /seg/1 HTTP/1.1\r\n\r\n" +
-        "GET /seg/0 HTTP/1.1\r\nConnection: close\r\n\r\n",
-    ));
-    const { bytes, ended } = await readBytes(conn, 1 << 20);
-    assert.ok(ended, "closed after the last request (Connection: close)");
-    let at = 0;
-    const expected = [segments[0], encoder.encode("playlist /p.m3u8"), segments[1], segments[0]];
-    for (const body of expected) {
-      const head = headLength(bytes.subarray(at));
-      assert.match(new TextDecoder().decode(bytes.subarray(at, at + 12)), /^HTTP\/1.1 200/);
-      assert.deepEqual(bytes.subarray(at + head, at + head + body.length), body);
-      at += head + body.length;
+/** Where this process's descriptors lead (`/proc/self/fd` links). */
+function fdLinks(): string[] {
+  return [...Deno.readDirSync("/proc/self/fd")].map((e) => {
+    try {
+      return Deno.readLinkSync(`/proc/self/fd/${e.name}`);
+    } catch {
+      return "";
     }
-    assert.equal(at, bytes.length, "nothing after the fourth answer");
-    // Two segments, one file each (the second /seg/0 reused its file).
-    assert.equal(bodyFileCount() - filesBefore, 2);
-    // Unnamed files of the temp folder's filesystem (O_TMPFILE: "<dir>/#<inode> (deleted)"),
-    // not memfds, whose pages sendfile takes one at a time.
-    const tmp = Deno.env.get("TMPDIR") || "/tmp";
-    const links = [...Deno.readDirSync("/proc/self/fd")].map((e) => {
-      try {
-        return Deno.readLinkSync(`/proc/self/fd/${e.name}`);
-      } catch {
-        return "";
+  });
+}
+
+for (const store of ["memory", "tmpfile"] as const) {
+  Deno.test({
+    name: `HLS ffi transport: pipelined requests get their bodies in order, segments sent from ${
+      store === "memory"
+        ? "memfds (the default: no disk)"
+        : "unnamed temp files (hls.segmentStore tmpfile)"
+    }`,
+    ignore,
+  }, async () => {
+    const listener = await start(store === "memory" ? {} : { segmentStore: store });
+    assert.equal(listener.transport, "ffi");
+    const filesBefore = bodyFileCount();
+    const conn = await Deno.connect({ hostname: "127.0.0.1", port: listener.port });
+    try {
+      await conn.write(encoder.encode(
+        "GET /seg/0 HTTP/1.1\r\n\r\nGET /p.m3u8 HTTP/1.1\r\n\r\nGET /seg/1 HTTP/1.1\r\n\r\n" +
+          "GET /seg/0 HTTP/1.1\r\nConnection: close\r\n\r\n",
+      ));
+      const { bytes, ended } = await readBytes(conn, 1 << 20);
+      assert.ok(ended, "closed after the last request (Connection: close)");
+      let at = 0;
+      const expected = [segments[0], encoder.encode("playlist /p.m3u8"), segments[1], segments[0]];
+      for (const body of expected) {
+        const head = headLength(bytes.subarray(at));
+        assert.match(new TextDecoder().decode(bytes.subarray(at, at + 12)), /^HTTP\/1.1 200/);
+        assert.deepEqual(bytes.subarray(at + head, at + head + body.length), body);
+        at += head + body.length;
       }
-    });
-    const unnamed = links.filter((l) => l.startsWith(`${tmp}/#`) && l.endsWith("(deleted)"));
-    assert.ok(unnamed.length >= 2, `no unnamed temp files among ${links.join(", ")}`);
-    assert.ok(!links.some((l) => l.startsWith("/memfd:hls-body")), "a body went to a memfd");
-  } finally {
-    conn.close();
-    await listener.shutdown();
-  }
-  assert.equal(bodyFileCount(), 0, "the last listener's stop closes every body file");
-});
+      assert.equal(at, bytes.length, "nothing after the fourth answer");
+      // Two segments, one file each (the second /seg/0 reused its file).
+      assert.equal(bodyFileCount() - filesBefore, 2);
+      // Memfds ("/memfd:hls-body"), or unnamed files of the temp folder's filesystem
+      // (O_TMPFILE: "<dir>/#<inode> (deleted)").
+      const tmp = Deno.env.get("TMPDIR") || "/tmp";
+      const links = fdLinks();
+      const memfds = links.filter((l) => l.startsWith("/memfd:hls-body"));
+      const unnamed = links.filter((l) => l.startsWith(`${tmp}/#`) && l.endsWith("(deleted)"));
+      const [kept, other] = store === "memory" ? [memfds, unnamed] : [unnamed, memfds];
+      assert.ok(kept.length >= 2, `bodies not in the ${store} store: ${links.join(", ")}`);
+      assert.equal(other.length, 0, `a body outside the ${store} store: ${links.join(", ")}`);
+    } finally {
+      conn.close();
+      await listener.shutdown();
+    }
+    assert.equal(bodyFileCount(), 0, "the last listener's stop closes every body file");
+  });
+}
 
 Deno.test({
   name:

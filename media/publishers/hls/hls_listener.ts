@@ -3,8 +3,8 @@
  * player makes (GET, HEAD, OPTIONS; no request bodies), with keep-alive and pipelining.
  *
  * Two transports share the HTTP logic of hls_http1.ts:
- * - `ffi` (hls_ffi_transport.ts): libc sockets driven by epoll, segments written once into an
- *   unnamed temp file (or a memfd) and sent with sendfile(2), so a segment's bytes are not
+ * - `ffi` (hls_ffi_transport.ts): libc sockets driven by epoll, segments written once into a
+ *   memfd (or an unnamed temp file) and sent with sendfile(2), so a segment's bytes are not
  *   copied per viewer in user space (1,000 viewers of ~300 KB segments: ~1.8x the
  *   requests/s of `deno`);
  * - `deno`: Deno.listen, one `write` of a prebuilt response per request (Deno.serve was about
@@ -24,7 +24,7 @@ import {
   RequestReader,
   shutdownGraceMs,
 } from "./hls_http1.ts";
-import { FfiTransport, ffiTransportAvailable } from "./hls_ffi_transport.ts";
+import { FfiTransport, ffiTransportAvailable, type HlsSegmentStore } from "./hls_ffi_transport.ts";
 
 export {
   type HlsHttpHandler,
@@ -52,6 +52,8 @@ export interface HlsListenerOptions {
    * any byte of an answer, is closed, in ms; `idleTimeoutMs` by default.
    */
   idleTimeoutMs?: number;
+  /** Where the `ffi` transport keeps the bodies it sends with sendfile; `memory` by default. */
+  segmentStore?: HlsSegmentStore;
 }
 
 /** What a transport gives the listener. */
