@@ -95,7 +95,17 @@ for (const transport of transports) {
         })
       )
     );
-    await Promise.all(done);
+    // A write path that loses a write's callback would otherwise hang the suite.
+    let deadline: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([
+      Promise.all(done),
+      new Promise((_, reject) => {
+        deadline = setTimeout(
+          () => reject(new Error(`${order.length} of ${writes.length} writes called back in 20 s`)),
+          20_000,
+        );
+      }),
+    ]).finally(() => clearTimeout(deadline));
     assert.deepEqual(order, writes.map((_, i) => i), "callbacks in the order of the writes");
     conn.close();
     const got = await received;
