@@ -23,6 +23,12 @@ export interface RawMkvOptions {
   /** Picture size, in pixels. */
   width: number;
   height: number;
+  /**
+   * Pictures per second: the video track's default duration, from which ffmpeg takes the
+   * encoder's frame rate (x264's rate control spends the bitrate over it; without it ffmpeg
+   * took the millisecond time base for a rate, and a 2000 kbit/s output came out at 66).
+   */
+  fps: number;
   /** PCM sample rate, in Hz, and interleaved channels. */
   sampleRate: number;
   channels: number;
@@ -36,7 +42,7 @@ export class RawMkvWriter {
 
   /** The EBML header, the segment's start, its info and its two tracks. */
   header(): Uint8Array {
-    const { width, height, sampleRate, channels } = this.options;
+    const { width, height, fps, sampleRate, channels } = this.options;
     const ebml = element(0x1a45dfa3, [
       uintElement(0x4286, 1), // EBMLVersion
       uintElement(0x42f7, 1), // EBMLReadVersion
@@ -57,6 +63,7 @@ export class RawMkvWriter {
         uintElement(0x73c5, mkvVideoTrack), // TrackUID
         uintElement(0x83, 1), // TrackType: video
         stringElement(0x86, "V_UNCOMPRESSED"),
+        uintElement(0x23e383, Math.round(1e9 / fps)), // DefaultDuration, in ns
         element(0xe0, [
           uintElement(0xb0, width), // PixelWidth
           uintElement(0xba, height), // PixelHeight

@@ -2,7 +2,13 @@ import assert from "node:assert/strict";
 import { mkvAudioTrack, mkvVideoTrack, RawMkvWriter } from "./raw_mkv.ts";
 
 Deno.test("ffmpeg reads a raw Matroska stream's pictures and sound on their times, across clusters", async () => {
-  const writer = new RawMkvWriter({ width: 64, height: 36, sampleRate: 48000, channels: 2 });
+  const writer = new RawMkvWriter({
+    width: 64,
+    height: 36,
+    fps: 25,
+    sampleRate: 48000,
+    channels: 2,
+  });
   const parts: Uint8Array[] = [writer.header()];
   const picture = new Uint8Array(64 * 36 * 3 / 2).fill(100);
   const pcm = new Uint8Array(960 * 4);
@@ -16,8 +22,14 @@ Deno.test("ffmpeg reads a raw Matroska stream's pictures and sound on their time
   }
   const child = new Deno.Command("ffprobe", {
     args: [
-      ...["-v", "error", "-show_entries", "packet=stream_index,pts_time:stream=codec_name,pix_fmt"],
-      ...["-of", "csv=p=0", "-i", "pipe:0"],
+      ...[
+        "-v",
+        "error",
+        "-show_entries",
+        "packet=stream_index,pts_time:stream=codec_name,pix_fmt,avg_frame_rate",
+      ],
+      // Read as the A/V encoder's ffmpeg reads it: no packet analysed for the frame rate.
+      ...["-probesize", "32", "-analyzeduration", "0", "-of", "csv=p=0", "-i", "pipe:0"],
     ],
     stdin: "piped",
     stdout: "piped",
@@ -34,7 +46,8 @@ Deno.test("ffmpeg reads a raw Matroska stream's pictures and sound on their time
     lines.filter((l) => l.startsWith(`${stream},`)).map((l) =>
       Math.round(Number(l.split(",")[1]) * 1000)
     );
-  assert.ok(lines.includes("rawvideo,yuv420p"), lines.slice(-3).join(" | "));
+  // The frame rate the encoder's rate control spends the bitrate over.
+  assert.ok(lines.includes("rawvideo,yuv420p,25/1"), lines.slice(-3).join(" | "));
   assert.ok(lines.some((l) => l.startsWith("pcm_s16le")));
   assert.deepEqual(times(0), Array.from({ length: 300 }, (_, i) => 7030 + 40 * i));
   assert.deepEqual(times(1), Array.from({ length: 600 }, (_, i) => 7000 + 20 * i));
