@@ -3,14 +3,14 @@
  * A Worker of the WebRTC bench's receivers: it owns the UDP sockets of a set of werift
  * subscribers (the sockets werift's ICE bound and selected), waits on them with epoll and
  * reads them with recvmmsg over FFI. SRTP packets are authenticated and decrypted here with
- * the subscriber's keys (bench/support/srtp_unprotect.ts) and counted; everything else (STUN,
+ * the subscriber's keys (the server's own FfiSrtpUnprotector) and counted; everything else (STUN,
  * DTLS, SRTCP) goes back to the main thread, where werift keeps ICE, DTLS and RTCP.
  */
 import { addressOf } from "../../media/rtp/srtp/libcrypto.ts";
 import { rtpHeaderLength } from "../../media/rtp/srtp/rtp_header_length.ts";
 import { libcUdp, linux } from "../../media/send_engine/libc_udp.ts";
 import { readSockaddr } from "../../media/send_engine/sockaddr.ts";
-import { SrtpUnprotector } from "./srtp_unprotect.ts";
+import { FfiSrtpUnprotector } from "../../media/rtp/srtp/srtp_unprotect_ffi.ts";
 import type { ReceiverReply, ReceiverRequest } from "./srtp_receiver_messages.ts";
 
 const epollSymbols = {
@@ -41,7 +41,7 @@ const maxLatencySamples = 20_000;
 
 /** One subscriber's socket. */
 interface Receiver {
-  unprotector?: SrtpUnprotector;
+  unprotector?: FfiSrtpUnprotector;
   /** Last sequence number of each SSRC. */
   last: Map<number, number>;
   /** Packets that passed authentication, and their number at the previous stats. */
@@ -118,8 +118,8 @@ function handle(fd: number, receiver: Receiver, i: number): void {
     waiting++;
     return;
   }
-  const packet = data.subarray(offset, offset + slotBytes);
-  const rtpLength = unprotector.unprotect(packet, length, dataAddress + BigInt(offset));
+  const packet = data.subarray(offset, offset + length);
+  const rtpLength = unprotector.unprotect(packet);
   if (rtpLength < 0) {
     failed++;
     return;
@@ -187,7 +187,8 @@ self.onmessage = (event: MessageEvent<ReceiverRequest>) => {
     case "keys": {
       const receiver = receivers.get(request.fd);
       if (receiver) {
-        receiver.unprotector = new SrtpUnprotector(request.profile, {
+        receiver.unprotector = new FfiSrtpUnprotector({
+          profile: request.profile,
           masterKey: request.masterKey,
           masterSalt: request.masterSalt,
         });

@@ -1,5 +1,5 @@
 /**
- * OpenSSL 3's libcrypto over Deno FFI, just the calls SRTP protection needs. Pointer and size
+ * OpenSSL 3's libcrypto over Deno FFI, just the calls SRTP protection and unprotection need. Pointer and size
  * parameters are `u64` so callers pass precomputed BigInts: V8 then keeps the calls on its
  * fast-call path (~10 ns instead of ~150 ns, fastpath.md "FFI discipline").
  * Loaded once on first use; `error` says why it is unavailable (no --allow-ffi, no
@@ -19,6 +19,11 @@ const symbols = {
   EVP_EncryptUpdate: { parameters: ["u64", "u64", "u64", "u64", "i32"], result: "i32" },
   EVP_EncryptFinal_ex: { parameters: ["u64", "u64", "u64"], result: "i32" },
   EVP_CIPHER_CTX_ctrl: { parameters: ["u64", "i32", "i32", "u64"], result: "i32" },
+  // (ctx, cipher, engine, key, iv)
+  EVP_DecryptInit_ex: { parameters: ["u64", "u64", "u64", "u64", "u64"], result: "i32" },
+  // (ctx, out, &outl, in, inl)
+  EVP_DecryptUpdate: { parameters: ["u64", "u64", "u64", "u64", "i32"], result: "i32" },
+  EVP_DecryptFinal_ex: { parameters: ["u64", "u64", "u64"], result: "i32" },
   // HMAC_CTX is deprecated in OpenSSL 3 but exported, and re-initialising it with the same
   // key costs far less than an EVP_MAC fetch per packet.
   HMAC_CTX_new: { parameters: [], result: "pointer" },
@@ -34,6 +39,8 @@ export type Libcrypto = Deno.DynamicLibrary<typeof symbols>["symbols"];
 
 /** `EVP_CTRL_GCM_GET_TAG` of openssl/evp.h. */
 export const evpCtrlGcmGetTag = 0x10;
+/** `EVP_CTRL_GCM_SET_TAG` of openssl/evp.h. */
+export const evpCtrlGcmSetTag = 0x11;
 
 /** Names libcrypto 3 is found under (Debian/Ubuntu/Alpine, then a generic link). */
 const libraryNames = ["libcrypto.so.3", "libcrypto.so"];

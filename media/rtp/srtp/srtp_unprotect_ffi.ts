@@ -14,61 +14,17 @@ import { deriveSrtpSessionKeys } from "./srtp_kdf.ts";
 import { type SrtpProfile, srtpProfileSizes } from "./srtp_profile.ts";
 import type { SrtpProtectorInit } from "./srtp_protector.ts";
 import { rtpHeaderLength } from "./rtp_header_length.ts";
-import { addressOf, pointerValue } from "./libcrypto.ts";
-
-const symbols = {
-  EVP_CIPHER_CTX_new: { parameters: [], result: "pointer" },
-  EVP_CIPHER_CTX_free: { parameters: ["pointer"], result: "void" },
-  EVP_aes_128_ctr: { parameters: [], result: "pointer" },
-  EVP_aes_128_gcm: { parameters: [], result: "pointer" },
-  EVP_aes_256_gcm: { parameters: [], result: "pointer" },
-  EVP_sha1: { parameters: [], result: "pointer" },
-  // (ctx, cipher, engine, key, iv)
-  EVP_DecryptInit_ex: { parameters: ["u64", "u64", "u64", "u64", "u64"], result: "i32" },
-  // (ctx, out, &outl, in, inl)
-  EVP_DecryptUpdate: { parameters: ["u64", "u64", "u64", "u64", "i32"], result: "i32" },
-  EVP_DecryptFinal_ex: { parameters: ["u64", "u64", "u64"], result: "i32" },
-  EVP_CIPHER_CTX_ctrl: { parameters: ["u64", "i32", "i32", "u64"], result: "i32" },
-  HMAC_CTX_new: { parameters: [], result: "pointer" },
-  HMAC_CTX_free: { parameters: ["pointer"], result: "void" },
-  // (ctx, key, keylen, md, engine)
-  HMAC_Init_ex: { parameters: ["u64", "u64", "i32", "u64", "u64"], result: "i32" },
-  HMAC_Update: { parameters: ["u64", "u64", "u64"], result: "i32" },
-  HMAC_Final: { parameters: ["u64", "u64", "u64"], result: "i32" },
-} as const;
-
-type DecryptCrypto = Deno.DynamicLibrary<typeof symbols>["symbols"];
-
-/** `EVP_CTRL_GCM_SET_TAG` of openssl/evp.h. */
-const evpCtrlGcmSetTag = 0x11;
-
-/** Names libcrypto 3 is found under (as media/rtp/srtp/libcrypto.ts). */
-const libraryNames = ["libcrypto.so.3", "libcrypto.so"];
-
-let loaded: { crypto?: DecryptCrypto; error?: string } | undefined;
-
-/** The decrypt symbols of libcrypto, or why they cannot be had. */
-function decryptCrypto(): { crypto?: DecryptCrypto; error?: string } {
-  if (loaded) return loaded;
-  let error = "libcrypto.so.3 not found";
-  for (const name of libraryNames) {
-    try {
-      loaded = { crypto: Deno.dlopen(name, symbols).symbols };
-      return loaded;
-    } catch (err) {
-      error = `${name}: ${(err as Error).message}`;
-      if (err instanceof Deno.errors.NotCapable || err instanceof Deno.errors.PermissionDenied) {
-        break;
-      }
-    }
-  }
-  loaded = { error };
-  return loaded;
-}
+import {
+  addressOf,
+  evpCtrlGcmSetTag,
+  type Libcrypto,
+  libcrypto,
+  pointerValue,
+} from "./libcrypto.ts";
 
 /** Whether FFI unprotection can run in this process, or why not. */
 export function ffiSrtpUnprotectAvailable(): { ok: boolean; reason?: string } {
-  const { crypto, error } = decryptCrypto();
+  const { crypto, error } = libcrypto();
   return crypto ? { ok: true } : { ok: false, reason: error };
 }
 
@@ -120,7 +76,7 @@ export class FfiSrtpUnprotector {
   readonly profile: SrtpProfile;
   /** Bytes of the tag after each packet. */
   readonly tagBytes: number;
-  readonly #crypto: DecryptCrypto;
+  readonly #crypto: Libcrypto;
   readonly #aead: boolean;
   readonly #indexes = new Map<number, ReceivedIndex>();
   /** Session salt as big-endian words, XORed into each IV. */
@@ -132,7 +88,7 @@ export class FfiSrtpUnprotector {
 
   /** Derives the session keys of `init` (the remote side's master key and salt). */
   constructor(init: SrtpProtectorInit) {
-    const { crypto, error } = decryptCrypto();
+    const { crypto, error } = libcrypto();
     if (!crypto) throw new Error(`libcrypto over FFI is unavailable: ${error}`);
     ensureScratch();
     this.#crypto = crypto;
