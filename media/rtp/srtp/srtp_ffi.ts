@@ -4,8 +4,8 @@
  * the payload encrypted in place, so a packet costs a handful of fast FFI calls and no
  * allocation.
  */
-import { deriveSrtpSessionKeys } from "./srtp_kdf.ts";
-import { type SrtpProfile, srtpProfileSizes } from "./srtp_profile.ts";
+import { SrtpNativeKeys } from "./srtp_native_keys.ts";
+import type { SrtpProfile } from "./srtp_profile.ts";
 import {
   badPacket,
   type SrtpBackend,
@@ -15,13 +15,7 @@ import {
 } from "./srtp_protector.ts";
 import { RolloverCounters } from "./srtp_rollover.ts";
 import { rtpHeaderLength } from "./rtp_header_length.ts";
-import {
-  addressOf,
-  evpCtrlGcmGetTag,
-  type Libcrypto,
-  libcrypto,
-  pointerValue,
-} from "./libcrypto.ts";
+import { addressOf, evpCtrlGcmGetTag, type Libcrypto, libcrypto } from "./libcrypto.ts";
 
 /**
  * Scratch memory shared by every protector of this thread (each call uses it only while it
@@ -64,14 +58,8 @@ export class FfiSrtpProtector implements SrtpProtector {
   readonly tagBytes: number;
   readonly backend: SrtpBackend = "ffi";
   readonly #crypto: Libcrypto;
-  readonly #aead: boolean;
+  readonly #keys: SrtpNativeKeys;
   readonly #rocs = new RolloverCounters();
-  /** Session salt as big-endian words, XORed into each IV. */
-  readonly #saltWords: Uint32Array;
-  #cipherCtx: Deno.PointerValue;
-  #hmacCtx: Deno.PointerValue = null;
-  #cipherAddress: bigint;
-  #hmacAddress = 0n;
 
   /** Derives the session keys of `init` and keys the native contexts; throws without libcrypto. */
   constructor(init: SrtpProtectorInit) {
@@ -79,61 +67,14 @@ export class FfiSrtpProtector implements SrtpProtector {
     if (!crypto) throw new Error(`libcrypto over FFI is unavailable: ${error}`);
     ensureScratch();
     this.#crypto = crypto;
-    const size = srtpProfileSizes(init.profile);
+    this.#keys = new SrtpNativeKeys(crypto, init, "encrypt");
     this.profile = init.profile;
-    this.tagBytes = size.tagBytes;
-    this.#aead = size.aead;
-    const keys = deriveSrtpSessionKeys(init.profile, init);
-    const salt = new Uint8Array(16);
-    salt.set(keys.salt);
-    const saltView = new DataView(salt.buffer);
-    this.#saltWords = Uint32Array.of(
-      saltView.getUint32(0),
-      saltView.getUint32(4),
-      saltView.getUint32(8),
-      saltView.getUint32(12),
-    );
-    this.#cipherCtx = crypto.EVP_CIPHER_CTX_new();
-    this.#cipherAddress = pointerValue(this.#cipherCtx);
-    if (this.#cipherAddress === 0n) throw new Error("EVP_CIPHER_CTX_new failed");
-    const cipher = size.aead
-      ? (size.keyBytes === 32 ? crypto.EVP_aes_256_gcm() : crypto.EVP_aes_128_gcm())
-      : crypto.EVP_aes_128_ctr();
-    // Key buffers are copied by OpenSSL during init, so short-lived copies are fine.
-    const key = new Uint8Array(4096);
-    key.set(keys.cipherKey);
-    const ok = crypto.EVP_EncryptInit_ex(
-      this.#cipherAddress,
-      pointerValue(cipher),
-      0n,
-      addressOf(key),
-      0n,
-    );
-    if (ok !== 1) {
-      this.close();
-      throw new Error("EVP_EncryptInit_ex failed");
-    }
-    if (!size.aead) {
-      this.#hmacCtx = crypto.HMAC_CTX_new();
-      this.#hmacAddress = pointerValue(this.#hmacCtx);
-      const authKey = new Uint8Array(4096);
-      authKey.set(keys.authKey);
-      const hmacOk = this.#hmacAddress !== 0n && crypto.HMAC_Init_ex(
-            this.#hmacAddress,
-            addressOf(authKey),
-            keys.authKey.length,
-            pointerValue(crypto.EVP_sha1()),
-            0n,
-          ) === 1;
-      if (!hmacOk) {
-        this.close();
-        throw new Error("HMAC_Init_ex failed");
-      }
-    }
+    this.tagBytes = this.#keys.tagBytes;
   }
 
   protect(packet: Uint8Array, length: number, address?: bigint): number {
-    if (this.#cipherAddress === 0n) {
+    const keys = this.#keys;
+    if (keys.cipher === 0n) {
       throw new Error("the SRTP protector is closed");
     }
     const headerBytes = rtpHeaderLength(packet, length);
@@ -145,11 +86,11 @@ export class FfiSrtpProtector implements SrtpProtector {
     const ssrc = ((packet[8] << 24) | (packet[9] << 16) | (packet[10] << 8) | packet[11]) >>> 0;
     const roc = this.#rocs.rocFor(ssrc, sequence);
     const crypto = this.#crypto;
-    const ctx = this.#cipherAddress;
-    const salt = this.#saltWords;
+    const ctx = keys.cipher;
+    const salt = keys.saltWords;
     const payloadAddress = base + sizeBigInts[headerBytes];
     const payloadBytes = length - headerBytes;
-    if (this.#aead) {
+    if (keys.aead) {
       // RFC 7714 §8.1: IV = (00 00 || SSRC || ROC || SEQ) XOR salt, 12 bytes.
       scratchView.setUint32(ivOffset, (salt[0] ^ (ssrc >>> 16)) >>> 0);
       scratchView.setUint32(ivOffset + 4, (salt[1] ^ ((ssrc << 16) | (roc >>> 16))) >>> 0);
@@ -173,7 +114,7 @@ export class FfiSrtpProtector implements SrtpProtector {
     packet[length + 1] = (roc >>> 16) & 0xff;
     packet[length + 2] = (roc >>> 8) & 0xff;
     packet[length + 3] = roc & 0xff;
-    const hmac = this.#hmacAddress;
+    const hmac = keys.hmac;
     crypto.HMAC_Init_ex(hmac, 0n, 0, 0n, 0n);
     crypto.HMAC_Update(hmac, base, sizeBigInts[length + 4]);
     crypto.HMAC_Final(hmac, macAddress, outLengthAddress);
@@ -186,11 +127,6 @@ export class FfiSrtpProtector implements SrtpProtector {
   }
 
   close(): void {
-    if (this.#cipherCtx !== null) this.#crypto.EVP_CIPHER_CTX_free(this.#cipherCtx);
-    if (this.#hmacCtx !== null) this.#crypto.HMAC_CTX_free(this.#hmacCtx);
-    this.#cipherCtx = null;
-    this.#hmacCtx = null;
-    this.#cipherAddress = 0n;
-    this.#hmacAddress = 0n;
+    this.#keys.close();
   }
 }

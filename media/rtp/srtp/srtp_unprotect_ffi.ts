@@ -10,17 +10,11 @@
  * sequence number seen, and moved forward only by a packet that passes authentication, so a
  * forged or damaged packet cannot shift it.
  */
-import { deriveSrtpSessionKeys } from "./srtp_kdf.ts";
-import { type SrtpProfile, srtpProfileSizes } from "./srtp_profile.ts";
+import { SrtpNativeKeys } from "./srtp_native_keys.ts";
+import type { SrtpProfile } from "./srtp_profile.ts";
 import type { SrtpProtectorInit } from "./srtp_protector.ts";
 import { rtpHeaderLength } from "./rtp_header_length.ts";
-import {
-  addressOf,
-  evpCtrlGcmSetTag,
-  type Libcrypto,
-  libcrypto,
-  pointerValue,
-} from "./libcrypto.ts";
+import { addressOf, evpCtrlGcmSetTag, type Libcrypto, libcrypto } from "./libcrypto.ts";
 
 /** Whether FFI unprotection can run in this process, or why not. */
 export function ffiSrtpUnprotectAvailable(): { ok: boolean; reason?: string } {
@@ -77,14 +71,8 @@ export class FfiSrtpUnprotector {
   /** Bytes of the tag after each packet. */
   readonly tagBytes: number;
   readonly #crypto: Libcrypto;
-  readonly #aead: boolean;
+  readonly #keys: SrtpNativeKeys;
   readonly #indexes = new Map<number, ReceivedIndex>();
-  /** Session salt as big-endian words, XORed into each IV. */
-  readonly #saltWords: Uint32Array;
-  #cipherCtx: Deno.PointerValue = null;
-  #hmacCtx: Deno.PointerValue = null;
-  #cipher = 0n;
-  #hmac = 0n;
 
   /** Derives the session keys of `init` (the remote side's master key and salt). */
   constructor(init: SrtpProtectorInit) {
@@ -92,43 +80,9 @@ export class FfiSrtpUnprotector {
     if (!crypto) throw new Error(`libcrypto over FFI is unavailable: ${error}`);
     ensureScratch();
     this.#crypto = crypto;
-    const size = srtpProfileSizes(init.profile);
+    this.#keys = new SrtpNativeKeys(crypto, init, "decrypt");
     this.profile = init.profile;
-    this.tagBytes = size.tagBytes;
-    this.#aead = size.aead;
-    const session = deriveSrtpSessionKeys(init.profile, init);
-    const salt = new Uint8Array(16);
-    salt.set(session.salt);
-    const view = new DataView(salt.buffer);
-    this.#saltWords = Uint32Array.from([0, 4, 8, 12], (at) => view.getUint32(at));
-    this.#cipherCtx = crypto.EVP_CIPHER_CTX_new();
-    this.#cipher = pointerValue(this.#cipherCtx);
-    if (this.#cipher === 0n) throw new Error("EVP_CIPHER_CTX_new failed");
-    const cipher = size.aead
-      ? (size.keyBytes === 32 ? crypto.EVP_aes_256_gcm() : crypto.EVP_aes_128_gcm())
-      : crypto.EVP_aes_128_ctr();
-    // OpenSSL copies the keys during init, so short-lived buffers are fine.
-    const key = new Uint8Array(4096);
-    key.set(session.cipherKey);
-    if (
-      crypto.EVP_DecryptInit_ex(this.#cipher, pointerValue(cipher), 0n, addressOf(key), 0n) !== 1
-    ) {
-      this.close();
-      throw new Error("EVP_DecryptInit_ex failed");
-    }
-    if (!size.aead) {
-      this.#hmacCtx = crypto.HMAC_CTX_new();
-      this.#hmac = pointerValue(this.#hmacCtx);
-      const authKey = new Uint8Array(4096);
-      authKey.set(session.authKey);
-      const md = pointerValue(crypto.EVP_sha1());
-      const ok = this.#hmac !== 0n &&
-        crypto.HMAC_Init_ex(this.#hmac, addressOf(authKey), session.authKey.length, md, 0n) === 1;
-      if (!ok) {
-        this.close();
-        throw new Error("HMAC_Init_ex failed");
-      }
-    }
+    this.tagBytes = this.#keys.tagBytes;
   }
 
   /**
@@ -139,7 +93,8 @@ export class FfiSrtpUnprotector {
   unprotect(packet: Uint8Array): number {
     const length = packet.length;
     const rtpLength = length - this.tagBytes;
-    if (this.#cipher === 0n || length > maxSrtpPacketBytes) return -1;
+    const keys = this.#keys;
+    if (keys.cipher === 0n || length > maxSrtpPacketBytes) return -1;
     const headerBytes = rtpHeaderLength(packet, rtpLength);
     if (headerBytes < 0) return -1;
     const sequence = (packet[2] << 8) | packet[3];
@@ -147,13 +102,13 @@ export class FfiSrtpUnprotector {
     const state = this.#indexes.get(ssrc);
     const roc = state ? estimateRoc(state, sequence) : 0;
     const c = this.#crypto;
-    const ctx = this.#cipher;
-    const salt = this.#saltWords;
+    const ctx = keys.cipher;
+    const salt = keys.saltWords;
     scratch.set(packet, packetOffset);
     const base = scratchAddress;
     const payload = base + sizeBigInts[headerBytes];
     const payloadBytes = rtpLength - headerBytes;
-    if (this.#aead) {
+    if (keys.aead) {
       // RFC 7714 §8.1: IV = (00 00 || SSRC || ROC || SEQ) XOR salt; the header is the AAD.
       scratchView.setUint32(ivOffset, (salt[0] ^ (ssrc >>> 16)) >>> 0);
       scratchView.setUint32(ivOffset + 4, (salt[1] ^ ((ssrc << 16) | (roc >>> 16))) >>> 0);
@@ -172,9 +127,9 @@ export class FfiSrtpUnprotector {
       scratch[rtpLength + 1] = (roc >>> 16) & 0xff;
       scratch[rtpLength + 2] = (roc >>> 8) & 0xff;
       scratch[rtpLength + 3] = roc & 0xff;
-      c.HMAC_Init_ex(this.#hmac, 0n, 0, 0n, 0n);
-      c.HMAC_Update(this.#hmac, base, sizeBigInts[rtpLength + 4]);
-      c.HMAC_Final(this.#hmac, macAddress, outLengthAddress);
+      c.HMAC_Init_ex(keys.hmac, 0n, 0, 0n, 0n);
+      c.HMAC_Update(keys.hmac, base, sizeBigInts[rtpLength + 4]);
+      c.HMAC_Final(keys.hmac, macAddress, outLengthAddress);
       // Compared without an early exit, so the time taken says nothing of where it differs.
       let differ = 0;
       for (let i = 0; i < tagBytes; i++) differ |= scratch[macOffset + i] ^ scratch[tagOffset + i];
@@ -198,12 +153,7 @@ export class FfiSrtpUnprotector {
 
   /** Frees the native contexts; later packets fail (safe twice). */
   close(): void {
-    if (this.#cipherCtx !== null) this.#crypto.EVP_CIPHER_CTX_free(this.#cipherCtx);
-    if (this.#hmacCtx !== null) this.#crypto.HMAC_CTX_free(this.#hmacCtx);
-    this.#cipherCtx = null;
-    this.#hmacCtx = null;
-    this.#cipher = 0n;
-    this.#hmac = 0n;
+    this.#keys.close();
   }
 }
 
