@@ -89,10 +89,21 @@ export function socketPort(c: Libc, fd: number): number | undefined {
 }
 
 /** `host|port` of the peer of socket `fd`; undefined for what is not a connected IP socket. */
-function socketAddress(c: Libc, fd: number): string | undefined {
+export function socketAddress(c: Libc, fd: number): string | undefined {
   lengthBuffer[0] = sockaddrBytes;
   if (c.getpeername(fd, addressBuffer, lengthBytes) !== 0) return undefined;
-  const b = addressBuffer;
+  return sockaddrText(addressBuffer);
+}
+
+/** `host|port` of the local end of socket `fd`; undefined for what is not an IP socket. */
+export function socketLocalAddress(c: Libc, fd: number): string | undefined {
+  lengthBuffer[0] = sockaddrBytes;
+  if (c.getsockname(fd, addressBuffer, lengthBytes) !== 0) return undefined;
+  return sockaddrText(addressBuffer);
+}
+
+/** `host|port` of a sockaddr_in or sockaddr_in6, IPv6 in the URL standard's spelling. */
+function sockaddrText(b: Uint8Array): string | undefined {
   const family = b[0] | (b[1] << 8);
   const port = (b[2] << 8) | b[3];
   if (family === afInet) return `${b[4]}.${b[5]}.${b[6]}.${b[7]}|${port}`;
@@ -102,9 +113,14 @@ function socketAddress(c: Libc, fd: number): string | undefined {
   return `${canonicalIpv6(groups.join(":"))}|${port}`;
 }
 
+/** `host|port` of an address as Deno reports it, spelled as `socketAddress` gives it. */
+export function addressKey(address: Deno.NetAddr): string {
+  return `${hostKey(address.hostname)}|${address.port}`;
+}
+
 /** The key of a connection's ends, in the form `socketAddress` gives them. */
 function endsKey(localPort: number, remote: Deno.NetAddr): string {
-  return `${localPort}>${hostKey(remote.hostname)}|${remote.port}`;
+  return `${localPort}>${addressKey(remote)}`;
 }
 
 function hostKey(hostname: string): string {

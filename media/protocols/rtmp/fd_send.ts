@@ -16,7 +16,12 @@
  * Linux only, and only with `--allow-ffi`; `fdSendSupport` says why not otherwise.
  */
 import { type Libc, libc } from "../../../core/libc.ts";
-import { openDescriptors } from "../../../core/socket_shutdown.ts";
+import {
+  addressKey,
+  openDescriptors,
+  socketAddress,
+  socketLocalAddress,
+} from "../../../core/socket_shutdown.ts";
 
 /** Which write path RTMP connections take (`rtmp.transport`). */
 export type RtmpTransport = "auto" | "ffi" | "deno";
@@ -25,11 +30,6 @@ export type RtmpTransport = "auto" | "ffi" | "deno";
 const msgDontWait = 0x40;
 const msgNoSignal = 0x4000;
 const sendFlags = msgDontWait | msgNoSignal;
-/** Address families of sockaddr. */
-const afInet = 2;
-const afInet6 = 10;
-/** Room for a sockaddr_in6 and more. */
-const sockaddrBytes = 128;
 
 /** Whether the ffi write path can run here; `reason` when it cannot. */
 export function fdSendSupport(): { ok: true } | { ok: false; reason: string } {
@@ -111,40 +111,14 @@ function lookUp(): void {
   }
 }
 
-const addressBuffer = new Uint8Array(sockaddrBytes);
-const lengthBuffer = new Uint32Array(1);
-const lengthBytes = new Uint8Array(lengthBuffer.buffer);
-
 /** `local>peer` of a connected TCP socket `fd`; undefined for anything else. */
 function descriptorKey(c: Libc, fd: number): string | undefined {
-  lengthBuffer[0] = sockaddrBytes;
-  if (c.getpeername(fd, addressBuffer, lengthBytes) !== 0) return undefined;
-  const peer = sockaddrText(addressBuffer);
+  const peer = socketAddress(c, fd);
   if (peer === undefined) return undefined;
-  lengthBuffer[0] = sockaddrBytes;
-  if (c.getsockname(fd, addressBuffer, lengthBytes) !== 0) return undefined;
-  const local = sockaddrText(addressBuffer);
+  const local = socketLocalAddress(c, fd);
   return local === undefined ? undefined : `${local}>${peer}`;
 }
 
-/** `host|port` of a sockaddr_in or sockaddr_in6, IPv6 in the URL standard's spelling. */
-function sockaddrText(b: Uint8Array): string | undefined {
-  const family = b[0] | (b[1] << 8);
-  const port = (b[2] << 8) | b[3];
-  if (family === afInet) return `${b[4]}.${b[5]}.${b[6]}.${b[7]}|${port}`;
-  if (family !== afInet6) return undefined;
-  const groups: string[] = [];
-  for (let i = 8; i < 24; i += 2) groups.push(((b[i] << 8) | b[i + 1]).toString(16));
-  return `${canonicalHost(groups.join(":"))}|${port}`;
-}
-
 function connKey(local: Deno.NetAddr, remote: Deno.NetAddr): string {
-  return `${canonicalHost(local.hostname)}|${local.port}>${
-    canonicalHost(remote.hostname)
-  }|${remote.port}`;
-}
-
-/** One spelling of an address, whichever form it came in (IPv4 as it is). */
-function canonicalHost(host: string): string {
-  return host.includes(":") ? new URL(`http://[${host}]/`).hostname : host;
+  return `${addressKey(local)}>${addressKey(remote)}`;
 }
